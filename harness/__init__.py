@@ -1,0 +1,9 @@
+"""Host side of the TF/Keras multi-GPU reproducibility harness.
+
+Runs on the user's machine (Python >= 3.10). It never imports TensorFlow or
+Keras: those live only inside the environments under test, reached through a
+process boundary (see ``harness.workloads``, which runs on the other side).
+"""
+
+__version__ = "0.1.0"
+SCHEMA = 1  # result.json schema version

@@ -1,0 +1,118 @@
+"""The unit of work: a cell = environment x workload x parallelism x batch x repeat."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from . import stacks
+
+WRAPPERS = ("none", "multi_gpu_model", "ratio", "make_parallel", "mirrored", "data_parallel")
+
+
+@dataclass(frozen=True)
+class Environment:
+    name: str
+    python: str
+    tensorflow: str | None = None
+    keras: str | None = None
+    backend: str | None = None
+    packages: tuple[str, ...] = ()
+    device: str = "cpu"
+    base_image: str | None = None
+
+    @property
+    def api(self) -> str:
+        return stacks.api(self.tensorflow, self.keras)
+
+    @property
+    def requirements(self) -> list[str]:
+        return stacks.requirements(self.tensorflow, self.keras, self.backend, self.device,
+                                   list(self.packages))
+
+    def content_hash(self) -> str:
+        """Stable hash of everything that decides what gets installed."""
+        blob = json.dumps({"python": self.python, "requirements": self.requirements,
+                           "device": self.device, "base_image": self.base_image}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def describe(self) -> dict:
+        return {**asdict(self), "packages": list(self.packages), "api": self.api,
+                "requirements": self.requirements}
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    model: str
+    params: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def spec(self) -> dict:
+        return {"name": self.name, "model": self.model, **self.params}
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    wrapper: str = "none"
+    devices: int = 1
+    device_kind: str = "cpu"  # "gpu", or "cpu" for N virtual CPU devices
+    ratios: tuple[int, ...] | None = None
+
+    @property
+    def label(self) -> str:
+        label = f"{self.wrapper}-{self.device_kind[0]}{self.devices}"
+        if self.ratios:
+            label += "-r" + "_".join(str(r) for r in self.ratios)
+        return label
+
+    def spec(self) -> dict:
+        return {"wrapper": self.wrapper, "devices": self.devices, "device_kind": self.device_kind,
+                "ratios": list(self.ratios) if self.ratios else None}
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall: float = 1800.0      # seconds for the whole cell
+    progress: float = 600.0   # seconds without a new event = a hang
+    memory: str | None = None  # e.g. "4g"; enforced where the engine can
+
+
+@dataclass(frozen=True)
+class Cell:
+    environment: Environment
+    workload: Workload
+    parallelism: Parallelism
+    batch_size: int
+    epochs: int
+    repeat: int
+    seed: int = 1234
+    limits: Limits = Limits()
+    expect: dict | None = field(default=None, hash=False, compare=False)
+
+    @property
+    def id(self) -> str:
+        return "/".join([self.environment.name, self.workload.name, self.parallelism.label,
+                         f"b{self.batch_size}", f"r{self.repeat}"])
+
+    @property
+    def group(self) -> str:
+        """The id without the repeat: cells that only differ in repeat share it."""
+        return self.id.rsplit("/", 1)[0]
+
+    def spec(self) -> dict:
+        """What the in-environment side reads (spec.json)."""
+        return {
+            "cell": self.id,
+            "environment": self.environment.describe(),
+            "api": self.environment.api,
+            "backend": self.environment.backend,
+            "workload": self.workload.spec(),
+            "parallelism": self.parallelism.spec(),
+            "batch_size": self.batch_size,
+            "epochs": self.epochs,
+            "repeat": self.repeat,
+            "seed": self.seed,
+            "limits": asdict(self.limits),
+            "expect": self.expect,
+        }

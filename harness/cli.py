@@ -1,0 +1,124 @@
+"""Command line: ``python -m harness {list,run,report} ...``.
+
+Errors a user can fix (a bad matrix, no engine) print one clear message and
+exit 2; Ctrl-C keeps every finished result and exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from . import matrix as matrix_mod
+from .errors import UserError
+from .store import iter_results
+
+DEFAULT_MATRIX = "matrices/smoke.yaml"
+DEFAULT_RESULTS = "results"
+STATUSES = ("ok", "error", "crash", "oom", "timeout", "unavailable", "unsupported", "all")
+
+
+def _pythons(values: list[str]) -> dict[str, str]:
+    out = {}
+    for value in values or []:
+        version, sep, path = value.partition("=")
+        if not sep or not version or not path:
+            raise UserError(f"--python expects VERSION=PATH (e.g. 3.6=/opt/py36/bin/python3.6), got {value!r}")
+        out[version] = path
+    return out
+
+
+def _add_engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=("auto", "docker", "venv"), default="auto",
+                   help="where environments live: Docker images, or virtualenvs (auto: Docker if it answers)")
+    p.add_argument("--python", action="append", metavar="VERSION=PATH", default=[],
+                   help="venv engine: use this interpreter for this Python version (repeatable)")
+    p.add_argument("--ca-bundle", metavar="PEM",
+                   help="docker engine: extra CA bundle for pip behind a TLS-intercepting proxy "
+                        "(default: PIP_CERT, SSL_CERT_FILE or REQUESTS_CA_BUNDLE)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness",
+                                     description="Run TF/Keras multi-device version matrices and report them.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="print the cell ids a matrix expands to")
+    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+
+    p = sub.add_parser("run", help="run a matrix and write results")
+    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
+    p.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches (repeatable)")
+    p.add_argument("--rerun", action="append", choices=STATUSES, default=[], metavar="STATUS",
+                   help="run finished cells with this status again (repeatable; 'all' for every cell)")
+    _add_engine_args(p)
+
+    p = sub.add_parser("report", help="print the compatibility table of a results folder")
+    p.add_argument("results", nargs="*", default=[DEFAULT_RESULTS])
+    return parser
+
+
+def cmd_list(args, console: Console) -> int:
+    m = matrix_mod.load(args.matrix)
+    for cell in m.cells:
+        print(cell.id)
+    return 0
+
+
+def cmd_run(args, console: Console) -> int:
+    from .engines import select_engine
+    from .report.table import compatibility_table
+    from .runner import Runner, select
+
+    m = matrix_mod.load(args.matrix)
+    cells = select(m.cells, args.only)
+    if not cells:
+        raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
+    runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun))
+    try:
+        results = runner.run(cells)
+    finally:
+        engine.close()
+    console.print()
+    print(compatibility_table(results))
+    missed = [r for r in results if (r.get("expectation") or {}).get("met") is False]
+    for r in missed:
+        console.print(f"[red]expectation not met[/]: {r['cell']} is {r['status']}, the matrix expects "
+                      f"{r['expectation']['status']}", highlight=False)
+    console.print(f"results: {runner.store.run_dir}")
+    return 1 if missed else 0
+
+
+def cmd_report(args, console: Console) -> int:
+    from .report.table import compatibility_table
+    results = [r for _, r in iter_results(*[Path(p) for p in args.results])]
+    if not results:
+        raise UserError(f"no result.json below {', '.join(args.results)}")
+    print(compatibility_table(results))
+    return 0
+
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console(soft_wrap=True)
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        return COMMANDS[args.command](args, console)
+    except UserError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        return 2
+    except KeyboardInterrupt:
+        err.print("\ninterrupted: every finished cell's result is kept; run the same command again to resume")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""What every engine offers: obtain an environment, run one cell in it."""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cells import Cell, Environment
+from ..supervise import RawOutcome
+
+# Variables every cell process gets, whatever the engine.
+CELL_ENV = {
+    "PYTHONFAULTHANDLER": "1",      # a segfault prints the Python stack to stderr
+    "PYTHONUNBUFFERED": "1",        # logs reach the files before a crash, not after
+    "PYTHONDONTWRITEBYTECODE": "1",  # the workloads folder may be read-only
+    "PYTHONHASHSEED": "0",
+}
+
+
+def cache_dir() -> Path:
+    """Where environments and bases are kept between runs."""
+    explicit = os.environ.get("HARNESS_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "tfkeras-harness"
+
+
+@dataclass
+class Prepared:
+    """An environment ready to run cells, and how it was obtained."""
+
+    environment: Environment
+    provenance: dict
+    handle: Any = None
+    reused: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class Engine(ABC):
+    name: str
+
+    @abstractmethod
+    def prepare(self, env: Environment, log_path: Path) -> Prepared:
+        """Build or reuse the environment; raise EnvironmentUnavailable if it cannot be had."""
+
+    @abstractmethod
+    def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
+        """Run ``python -m workloads spec.json OUTDIR`` for one cell; never raise for a cell's failure."""
+
+    def command(self, prepared: Prepared, cell: Cell) -> str:
+        """A shell command that reruns this cell by hand (for repro bundles and logs)."""
+        return ""
+
+    def close(self) -> None:
+        """Release what the engine holds (containers, clients)."""

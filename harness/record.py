@@ -1,0 +1,144 @@
+"""Assembling result.json from the evidence a cell run left behind."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import platform
+import statistics
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+from . import SCHEMA, __version__
+from .cells import Cell
+from .outcome import Verdict
+from .store import read_json
+from .supervise import RawOutcome
+
+TAIL_CHARS = 4000
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def spread(values: list[float]) -> dict | None:
+    """Median with min and max: the only way a timing is reported."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+@lru_cache(maxsize=None)
+def harness_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def read_events(path: Path) -> list[dict]:
+    events = []
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return events
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut by a crash
+    return events
+
+
+def tail(path: Path, chars: int = TAIL_CHARS) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+def timing(epochs: list[dict], workload_timing: dict, raw_seconds: float | None) -> dict:
+    """Startup, first epoch and steady state kept apart: epoch 1 carries graph
+    building and compilation, so steady-state figures use epochs 2..N only."""
+    steady = epochs[1:]
+    out = {
+        "total_seconds": round(raw_seconds, 3) if raw_seconds is not None else None,
+        "startup_seconds": workload_timing.get("startup_seconds"),
+        "import_seconds": workload_timing.get("import_seconds"),
+        "first_epoch_seconds": epochs[0]["seconds"] if epochs else None,
+        "steady_samples_per_sec": None,
+        "steady_epoch_seconds": None,
+    }
+    if steady:
+        out["steady_samples_per_sec"] = round(statistics.median(e["samples_per_sec"] for e in steady), 2)
+        out["steady_epoch_seconds"] = round(statistics.median(e["seconds"] for e in steady), 4)
+        out["steady_samples_per_sec_spread"] = spread([e["samples_per_sec"] for e in steady])
+    return out
+
+
+def partial_epochs(events: list[dict]) -> list[dict]:
+    keep = ("epoch", "seconds", "epoch_seconds", "samples_per_sec", "loss", "accuracy", "val_loss",
+            "val_accuracy")
+    return [{k: e.get(k) for k in keep} for e in events if e.get("event") == "epoch"]
+
+
+def assemble(cell: Cell, engine: str, provenance: dict, raw: RawOutcome | None, verdict: Verdict,
+             workdir: Path, matrix_path: str, matrix_sha256: str, started: str) -> dict:
+    workload = read_json(workdir / "workload.json") or {}
+    events = read_events(workdir / "events.jsonl")
+    epochs = workload.get("epochs") or partial_epochs(events)
+    return {
+        "schema": SCHEMA,
+        "cell": cell.id,
+        "status": verdict.status,
+        "reason": verdict.reason,
+        "engine": engine,
+        "environment": cell.environment.name,
+        "workload": cell.workload.name,
+        "parallelism": cell.parallelism.spec() | {"label": cell.parallelism.label},
+        "batch_size": cell.batch_size,
+        "epochs_asked": cell.epochs,
+        "repeat": cell.repeat,
+        "seen": workload.get("seen") or {},
+        "parameters": workload.get("parameters"),
+        "samples": workload.get("samples"),
+        "metrics": workload.get("metrics") or {},
+        "epochs": epochs,
+        "timing": timing(epochs, workload.get("timing") or {}, raw.seconds if raw else None),
+        "error": verdict.error,
+        "exit": None if raw is None else {"code": raw.exit_code, "signal": raw.signal,
+                                          "oom_killed": raw.oom_killed, "timed_out": raw.timed_out,
+                                          **raw.detail},
+        "expect": cell.expect,
+        "provenance": {
+            **provenance,
+            "harness_version": __version__,
+            "harness_commit": harness_commit(),
+            "matrix": matrix_path,
+            "matrix_sha256": matrix_sha256,
+            "host": {"name": platform.node(), "platform": platform.platform(),
+                     "python": platform.python_version()},
+        },
+        "logs": {"stdout_tail": tail(workdir / "stdout.log"), "stderr_tail": tail(workdir / "stderr.log")},
+        "started": started,
+        "finished": now(),
+    }
+
+
+def sha256_of_tree(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()

@@ -1,0 +1,1 @@
+"""Reports: pure functions of result records (no TensorFlow, no engine)."""

@@ -1,0 +1,56 @@
+"""Watching a running cell: wall limit, progress limit, and the hang verdict.
+
+Both engines run a cell as "something that can be polled and killed"; the
+rules for giving up on it live here once. Progress means the workload's event
+log grew: a cell that trains slowly keeps writing epochs, a deadlocked one
+does not, so a hang is told from slowness without guessing a wall time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+
+@dataclass
+class RawOutcome:
+    """What an engine observed about a finished (or killed) cell process."""
+
+    exit_code: int | None
+    signal: str | None = None
+    oom_killed: bool = False
+    timed_out: str | None = None   # "progress" or "wall"
+    seconds: float = 0.0
+    detail: dict = field(default_factory=dict)
+
+
+def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path,
+          wall: float, progress: float, interval: float = 0.25) -> tuple[int | None, str | None, float]:
+    """Wait for a process; kill it on a hang or over the wall limit.
+
+    Returns (exit status from `poll`, timed-out reason or None, seconds).
+    """
+    start = last_change = time.monotonic()
+    last_size = -1
+    while True:
+        code = poll()
+        now = time.monotonic()
+        if code is not None:
+            return code, None, now - start
+        size = events.stat().st_size if events.exists() else 0
+        if size != last_size:
+            last_size, last_change = size, now
+        reason = None
+        if now - start > wall:
+            reason = "wall"
+        elif now - last_change > progress:
+            reason = "progress"
+        if reason:
+            kill()
+            deadline = time.monotonic() + 30
+            while poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            return poll(), reason, time.monotonic() - start
+        time.sleep(interval)
