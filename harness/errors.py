@@ -26,3 +26,7 @@ class EnvironmentUnavailable(Exception):
 
 class EngineUnavailable(UserError):
     """The requested engine cannot be reached (no Docker daemon, say)."""
+
+
+class CellUnsupported(Exception):
+    """The engine cannot give this cell what it needs (GPUs, say): `unsupported`."""

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from . import outcome, record
 from .cells import Cell
 from .engines.base import Engine, Prepared
-from .errors import EnvironmentUnavailable
+from .errors import CellUnsupported, EnvironmentUnavailable
 from .matrix import Matrix
 from .report.table import summarize_group
 from .store import RESULT, SPEC, ResultStore, write_json
@@ -70,6 +70,7 @@ class Runner:
         self.console = console
         self.rerun = rerun
         self.matrix_label = matrix_label or str(matrix.path)
+        self.workloads_digest: str | None = None
 
     def run(self, cells: list[Cell]) -> list[dict]:
         removed = self.store.clean_partials()
@@ -118,6 +119,9 @@ class Runner:
         try:
             write_json(work / SPEC, cell.spec())
             raw = self.engine.run(prepared, cell, work, workloads_root)
+        except CellUnsupported as exc:
+            return self._finish(cell, work, started, prepared.provenance, None,
+                                outcome.Verdict("unsupported", reason=str(exc)))
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)  # never leave half a result
             raise
@@ -125,7 +129,10 @@ class Runner:
         workload = record.read_json(work / "workload.json") if (work / "workload.json").exists() else None
         verdict = outcome.classify(raw, workload, events[-1] if events else None,
                                    record.tail(work / "stderr.log"))
-        provenance = {**prepared.provenance, "workloads_sha256": self.workloads_digest}
+        return self._finish(cell, work, started, prepared.provenance, raw, verdict)
+
+    def _finish(self, cell: Cell, work: Path, started: str, provenance: dict, raw, verdict) -> dict:
+        provenance = {**provenance, "workloads_sha256": self.workloads_digest}
         result = record.assemble(cell, self.engine.name, provenance, raw, verdict, work,
                                  self.matrix_label, self.matrix.sha256, started)
         result["expectation"] = check_expectation(cell, result)
@@ -141,12 +148,7 @@ class Runner:
         error = {"kind": "unavailable", "type": None, "message": exc.reason,
                  "signature": outcome.signature("unavailable", None, exc.reason), "exit_code": None,
                  "signal": None, "log_tail": exc.log_tail[-3000:]}
-        verdict = outcome.Verdict("unavailable", error=error, reason=exc.reason)
-        result = record.assemble(cell, self.engine.name, {}, None, verdict, work, self.matrix_label,
-                                 self.matrix.sha256, started)
-        result["expectation"] = check_expectation(cell, result)
-        write_json(work / RESULT, result)
-        self.store.commit(work, cell)
+        self._finish(cell, work, started, {}, None, outcome.Verdict("unavailable", error=error, reason=exc.reason))
 
     def _announce(self, result: dict) -> None:
         status = result["status"]

@@ -23,4 +23,4 @@ def select_engine(name: str, pythons: dict[str, str] | None = None, ca_bundle: s
         if console:
             console.print(f"no Docker engine ({exc}); using virtualenvs")
         return VenvEngine(pythons=pythons)
-    return DockerEngine(client, ca_bundle=ca_bundle, console=console)
+    return DockerEngine(client, ca_bundle=ca_bundle, console=console, pythons=pythons)

@@ -92,7 +92,8 @@ class VenvEngine(Engine):
             step(exe, "-m", "venv", str(building))
             py = str(building / "bin" / "python")
             step(py, "-m", "pip", "install", "--upgrade", stacks.pip_requirement(full))
-            step(py, "-m", "pip", "install", *env.requirements)
+            if env.requirements:
+                step(py, "-m", "pip", "install", *env.requirements)
             freeze = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True).stdout
         (building / "requirements.lock").write_text(freeze)
         provenance = {

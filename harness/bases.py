@@ -1,0 +1,139 @@
+"""Base images, including where no registry can be reached.
+
+Dockerfiles name real public bases (``python:3.6-slim``,
+``tensorflow/tensorflow:1.12.0-gpu-py3``) so that a user with a registry gets
+exactly those. Where a base can be neither found locally nor pulled, an
+offline route builds a local equivalent: a debootstrapped Debian imported as
+an image, plus, for Python versions Debian does not ship, the host's own
+interpreter copied in at its own path. Provenance records which one was used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import interpreters
+from .errors import EnvironmentUnavailable
+
+IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+PREFIX = "tfkeras-harness"
+# Which Debian release ships which python3, for bases that need no copied interpreter.
+DEBIAN_PYTHON = {"bookworm": "3.11", "bullseye": "3.9"}
+DEFAULT_RELEASE = "bookworm"
+DEBOOTSTRAP_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates"
+PYTHON_REF = re.compile(r"^(?:docker\.io/)?(?:library/)?python:(\d+\.\d+)(?:\.\d+)?(?:-slim)?(?:-\w+)?$")
+
+
+@dataclass
+class Base:
+    requested: str   # what the Dockerfile / matrix names
+    used: str        # what the build really started from
+    route: str       # "local", "pulled" or "offline"
+    image_id: str | None = None
+
+
+def images_dir() -> Path:
+    """The Dockerfiles; from a checkout, or HARNESS_IMAGES for an installed package."""
+    return Path(os.environ.get("HARNESS_IMAGES") or IMAGES_DIR)
+
+
+def _run(args: list[str], log, **kw) -> None:
+    log.write(f"$ {' '.join(args)}\n")
+    log.flush()
+    proc = subprocess.run(args, stdout=log, stderr=subprocess.STDOUT, **kw)
+    if proc.returncode != 0:
+        raise EnvironmentUnavailable(f"{args[0]} {args[1]} failed with exit code {proc.returncode}")
+
+
+def _exists(client, ref: str) -> str | None:
+    import docker.errors
+    try:
+        return client.images.get(ref).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _try_pull(client, ref: str) -> str | None:
+    import docker.errors
+    try:
+        return client.images.pull(ref).id
+    except docker.errors.APIError:
+        return None
+
+
+def debian_image(client, cli: str, release: str, log) -> str:
+    """``tfkeras-harness/debian:<release>``, debootstrapped and imported if missing."""
+    tag = f"{PREFIX}/debian:{release}"
+    if _exists(client, tag):
+        return tag
+    debootstrap = shutil.which("debootstrap")
+    if not debootstrap or os.geteuid() != 0:
+        raise EnvironmentUnavailable(
+            f"no registry reachable and no local {tag}: building it needs debootstrap and root "
+            f"(apt-get install debootstrap; run as root), or load a base image with 'docker load'")
+    mirror = os.environ.get("HARNESS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+    with tempfile.TemporaryDirectory(prefix="harness-debootstrap-") as root:
+        _run([debootstrap, "--variant=minbase", f"--include={DEBOOTSTRAP_PACKAGES}", release, root, mirror], log)
+        shutil.rmtree(Path(root) / "var/cache/apt/archives", ignore_errors=True)
+        log.write(f"$ tar -C {root} -c . | {cli} import - {tag}\n")
+        log.flush()
+        tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+        imp = subprocess.run([cli, "import", "--change", "ENV LANG=C.UTF-8", "-", tag], stdin=tar.stdout,
+                             stdout=log, stderr=subprocess.STDOUT)
+        tar.stdout.close()
+        tar.wait()
+        if imp.returncode != 0 or tar.returncode != 0:
+            raise EnvironmentUnavailable(f"docker import of the debootstrapped {release} failed")
+    return tag
+
+
+def offline_python(client, cli: str, version: str, log, pythons: dict[str, str] | None = None) -> str:
+    """A local stand-in for ``python:<version>-slim``."""
+    for release, shipped in DEBIAN_PYTHON.items():
+        if shipped == version:
+            return debian_image(client, cli, release, log)
+    tag = f"{PREFIX}/python:{version}-{DEFAULT_RELEASE}"
+    if _exists(client, tag):
+        return tag
+    found = interpreters.find(version, pythons)
+    if not found:
+        raise EnvironmentUnavailable(
+            f"no registry reachable, and no Python {version} on this host to build an offline base from "
+            f"(install one with pyenv, or name it with --python {version}=PATH)")
+    exe, full = found
+    prefix = Path(exe).resolve().parent.parent
+    debian = debian_image(client, cli, DEFAULT_RELEASE, log)
+    with tempfile.TemporaryDirectory(prefix="harness-offline-python-") as ctx:
+        shutil.copy(images_dir() / "offline-python" / "Dockerfile", Path(ctx) / "Dockerfile")
+        shutil.copytree(prefix, Path(ctx) / "python", symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "test", "tests"))
+        _run([cli, "build", "-t", tag, "--build-arg", f"DEBIAN_IMAGE={debian}",
+              "--build-arg", f"PREFIX={prefix}", "--build-arg", f"VERSION={version}",
+              "--label", f"org.opencontainers.image.description=offline python {full} from {exe}",
+              ctx], log, env={**os.environ, "DOCKER_BUILDKIT": "0"})
+    return tag
+
+
+def resolve(client, cli: str, ref: str, log, pythons: dict[str, str] | None = None) -> Base:
+    """The base to build FROM: local, pulled, or an offline equivalent."""
+    image_id = _exists(client, ref)
+    if image_id:
+        return Base(ref, ref, "local", image_id)
+    log.write(f"pulling {ref}\n")
+    image_id = _try_pull(client, ref)
+    if image_id:
+        return Base(ref, ref, "pulled", image_id)
+    match = PYTHON_REF.match(ref)
+    if not match:
+        raise EnvironmentUnavailable(
+            f"base image {ref} is not present and cannot be pulled, and has no offline route "
+            f"(only python:X.Y bases do); pull or 'docker load' it on a machine with a registry")
+    log.write(f"{ref} cannot be pulled; building an offline equivalent\n")
+    used = offline_python(client, cli, match.group(1), log, pythons)
+    return Base(ref, used, "offline", _exists(client, used))

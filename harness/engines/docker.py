@@ -1,0 +1,321 @@
+"""The Docker engine: one image per environment, one fresh container per cell.
+
+Images are built with the docker CLI (BuildKit, for the CA-bundle secret);
+containers are run through the Docker SDK, which reports the exit code and the
+OOM flag separately -- both are needed, since OOMKilled can be true with exit
+0 when only a child was killed, and 137 can be any SIGKILL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from .. import __version__, bases, stacks
+from ..cells import Cell, Environment
+from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
+from ..outcome import signal_name
+from ..supervise import RawOutcome, watch
+from .base import CELL_ENV, Engine, Prepared
+
+LABEL = "tfkeras-harness"
+CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+WORKLOADS_MOUNT = "/opt/harness"
+OUT_MOUNT = "/out"
+
+
+def docker_client():
+    """A client for the daemon DOCKER_HOST (or the default socket) names, or a clear error."""
+    try:
+        import docker
+        import docker.errors
+    except ImportError:  # pragma: no cover - a dependency of the package
+        raise EngineUnavailable("the docker Python package is not installed (pip install docker)") from None
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        where = os.environ.get("DOCKER_HOST") or "the default socket (/var/run/docker.sock)"
+        raise EngineUnavailable(f"no Docker engine answers at {where}: {_first_line(exc)}; "
+                                "start dockerd, or use --engine venv") from None
+    return client
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _cli_version(cli: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run([cli, "version", "--format", "{{.Client.Version}}"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    digits = out.stdout.strip().split("+")[0].split("-")[0]
+    try:
+        return tuple(int(p) for p in digits.split("."))
+    except ValueError:
+        return None
+
+
+def find_cli() -> str:
+    """A docker client that can build with BuildKit (needed for build secrets).
+
+    Clients before 23.0 build with BuildKit themselves (DOCKER_BUILDKIT=1);
+    later ones need the buildx plugin. Every ``docker`` on PATH is tried, since
+    a newer client without buildx often shadows a working one.
+    """
+    explicit = os.environ.get("HARNESS_DOCKER_CLI")
+    candidates = [explicit] if explicit else []
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        exe = Path(folder) / "docker"
+        if exe.is_file() and os.access(exe, os.X_OK):
+            candidates.append(str(exe))
+    tried = []
+    for cli in dict.fromkeys(candidates):
+        version = _cli_version(cli)
+        if version is None:
+            tried.append(f"{cli} (does not run)")
+            continue
+        if version < (23,):
+            return cli
+        buildx = subprocess.run([cli, "buildx", "version"], capture_output=True, timeout=30)
+        if buildx.returncode == 0:
+            return cli
+        tried.append(f"{cli} ({'.'.join(map(str, version))}, no buildx)")
+    raise EngineUnavailable("no docker client that can build with BuildKit: "
+                            + (", ".join(tried) or "no docker on PATH")
+                            + "; install the buildx plugin, or set HARNESS_DOCKER_CLI")
+
+
+def find_ca_bundle(explicit: str | None) -> Path | None:
+    """The extra CA bundle for pip inside builds, if the user has one."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise EngineUnavailable(f"--ca-bundle {explicit}: no such file")
+        return path
+    for var in CA_VARIABLES:
+        value = os.environ.get(var)
+        if value and Path(value).is_file():
+            return Path(value)
+    return None
+
+
+def build_failure(log: str) -> str | None:
+    """The line that says why a build failed (pip's ERROR, not BuildKit's wrapper)."""
+    for line in reversed(log.splitlines()):
+        text = line.split(" ERROR: ", 1)[-1] if " ERROR: " in line else None
+        if text and not text.startswith(("executor failed", "process ")):
+            return text.strip()[:300]
+    return None
+
+
+def family(env: Environment) -> str:
+    """Which Dockerfile under images/ builds this environment."""
+    if env.device == "gpu" and env.tensorflow and env.tensorflow.startswith("1."):
+        return "tf1-gpu"
+    return "venv"
+
+
+def default_base(env: Environment) -> str:
+    if family(env) == "tf1-gpu":
+        return f"tensorflow/tensorflow:{env.tensorflow}-gpu-py3"
+    if env.device == "gpu" and env.tensorflow and not env.keras and \
+            stacks.tensorflow_package(env.tensorflow, "gpu") == "tensorflow":
+        return f"tensorflow/tensorflow:{env.tensorflow}-gpu"
+    return f"python:{'.'.join(env.python.split('.')[:2])}-slim"
+
+
+def _requirements(env: Environment) -> list[str]:
+    reqs = env.requirements
+    if family(env) == "tf1-gpu":  # the base already holds tensorflow-gpu
+        reqs = [r for r in reqs if not r.startswith("tensorflow")]
+    return reqs
+
+
+class DockerEngine(Engine):
+    name = "docker"
+
+    def __init__(self, client, ca_bundle: str | None = None, console: Console | None = None,
+                 pythons: dict[str, str] | None = None):
+        self.client = client
+        self.cli = find_cli()
+        self.ca = find_ca_bundle(ca_bundle)
+        self.console = console or Console()
+        self.pythons = pythons or {}
+        self.remove_leftovers()
+
+    # -- containers left by a run that was killed ---------------------------
+    def remove_leftovers(self) -> int:
+        removed = 0
+        for container in self.client.containers.list(all=True, filters={"label": LABEL}):
+            labels = container.labels or {}
+            owner = labels.get(f"{LABEL}.pid")
+            if labels.get(f"{LABEL}.host") == os.uname().nodename and owner and _alive(int(owner)):
+                continue  # belongs to a harness that is still running
+            container.remove(force=True)
+            removed += 1
+        if removed:
+            self.console.print(f"removed {removed} container(s) left by an interrupted run")
+        return removed
+
+    # -- images ---------------------------------------------------------------
+    def image_tag(self, env: Environment, base_used: str, dockerfile: str, build_args: dict) -> str:
+        blob = json.dumps({"dockerfile": dockerfile, "args": build_args, "requirements": _requirements(env),
+                           "base": base_used}, sort_keys=True)
+        digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return f"{LABEL}/env:{env.name}-{digest}"
+
+    def prepare(self, env: Environment, log_path: Path) -> Prepared:
+        import docker.errors
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        fam = family(env)
+        dockerfile_path = bases.images_dir() / fam / "Dockerfile"
+        dockerfile = dockerfile_path.read_text()
+        requested = env.base_image or default_base(env)
+        with open(log_path, "a") as log:
+            base = bases.resolve(self.client, self.cli, requested, log, self.pythons)
+            build_args = {"BASE_IMAGE": base.used, "BOOTSTRAP_PIP": stacks.pip_requirement(env.python)}
+            tag = self.image_tag(env, base.used, dockerfile, build_args)
+            provenance = {"image_tag": tag, "base_requested": requested, "base_used": base.used,
+                          "base_route": base.route, "base_id": base.image_id, "dockerfile": f"images/{fam}/Dockerfile",
+                          "dockerfile_sha256": hashlib.sha256(dockerfile.encode()).hexdigest(),
+                          "requirements": _requirements(env), "ca_bundle": bool(self.ca)}
+            try:
+                image = self.client.images.get(tag)
+                return Prepared(env, {**provenance, "image": image.id}, handle=image.id, reused=True)
+            except docker.errors.ImageNotFound:
+                pass
+            started = time.monotonic()
+            self._build(env, tag, dockerfile_path, build_args, base, log, log_path)
+        image = self.client.images.get(tag)
+        return Prepared(env, {**provenance, "image": image.id,
+                              "build_seconds": round(time.monotonic() - started, 1)}, handle=image.id)
+
+    def _build(self, env: Environment, tag: str, dockerfile: Path, build_args: dict, base: bases.Base,
+               log, log_path: Path) -> None:
+        labels = {
+            "org.opencontainers.image.title": f"tfkeras-harness environment {env.name}",
+            "org.opencontainers.image.version": __version__,
+            "org.opencontainers.image.created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "org.opencontainers.image.source": "https://github.com/tfkeras-harness/tfkeras-harness",
+            "org.opencontainers.image.base.name": base.requested,
+            f"{LABEL}.base-used": base.used,
+            f"{LABEL}.environment": json.dumps(env.describe(), sort_keys=True),
+            f"{LABEL}.dockerfile-sha256": hashlib.sha256(dockerfile.read_bytes()).hexdigest(),
+        }
+        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx:
+            shutil.copy(dockerfile, Path(ctx) / "Dockerfile")
+            (Path(ctx) / "requirements.txt").write_text("\n".join(_requirements(env)) + "\n")
+            args = [self.cli, "build", "--progress=plain", "-t", tag]
+            for key, value in build_args.items():
+                args += ["--build-arg", f"{key}={value}"]
+            for key, value in labels.items():
+                args += ["--label", f"{key}={value}"]
+            secret = Path(ctx) / "no-ca"
+            secret.write_text("")  # an empty secret: the Dockerfile then leaves PIP_CERT alone
+            args += ["--secret", f"id=ca,src={self.ca or secret}", ctx]
+            log.write("$ " + " ".join(args) + "\n")
+            log.flush()
+            proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    env={**os.environ, "DOCKER_BUILDKIT": "1"})
+            last = ""
+            with self.console.status(f"building {env.name}") as status:
+                for line in proc.stdout:
+                    log.write(line)
+                    if line.strip():
+                        last = line.strip()
+                        status.update(f"building {env.name}: {last[:100]}")
+                proc.wait()
+            log.flush()
+        if proc.returncode != 0:
+            tail = log_path.read_text(errors="replace")[-6000:]
+            raise EnvironmentUnavailable(f"image build failed: {build_failure(tail) or last[:200]}; "
+                                         f"log: {log_path}", tail)
+
+    # -- running a cell ---------------------------------------------------------
+    def command(self, prepared: Prepared, cell: Cell) -> str:
+        return (f"docker run --rm --init --network none -v \"$PWD/workloads-root\":{WORKLOADS_MOUNT}:ro "
+                f"-v \"$OUT\":{OUT_MOUNT} -e PYTHONPATH={WORKLOADS_MOUNT} -e PYTHONFAULTHANDLER=1 "
+                f"{prepared.handle} python3 -m workloads {OUT_MOUNT}/spec.json {OUT_MOUNT}")
+
+    def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
+        import docker.errors
+        from docker.types import DeviceRequest
+
+        environment = {**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}
+        if cell.environment.api == "keras3":
+            environment["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"
+        kwargs = {}
+        if cell.parallelism.device_kind == "gpu":
+            ids = [str(i) for i in range(cell.parallelism.devices)]
+            kwargs["device_requests"] = [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+        if cell.limits.memory:
+            kwargs["mem_limit"] = cell.limits.memory
+            kwargs["memswap_limit"] = cell.limits.memory  # no swap: over the limit is an OOM kill
+        try:
+            container = self.client.containers.run(
+                prepared.handle, ["python3", "-m", "workloads", f"{OUT_MOUNT}/spec.json", OUT_MOUNT],
+                detach=True, init=True, network_mode="none", environment=environment,
+                user=f"{os.getuid()}:{os.getgid()}", working_dir="/tmp",
+                volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"},
+                         str(workdir.resolve()): {"bind": OUT_MOUNT, "mode": "rw"}},
+                labels={LABEL: "1", f"{LABEL}.cell": cell.id, f"{LABEL}.pid": str(os.getpid()),
+                        f"{LABEL}.host": os.uname().nodename},
+                **kwargs)
+        except docker.errors.APIError as exc:
+            message = _first_line(exc)
+            if "could not select device driver" in message:
+                raise CellUnsupported(f"{cell.parallelism.devices} GPU(s) asked, but this Docker engine has "
+                                      f"no GPU runtime ({message})") from None
+            raise
+        try:
+            def poll() -> int | None:
+                container.reload()
+                state = container.attrs["State"]
+                return None if state.get("Running") or state.get("Status") == "created" else state["ExitCode"]
+
+            def kill() -> None:
+                try:
+                    container.kill()
+                except docker.errors.APIError:
+                    pass
+
+            code, timed_out, seconds = watch(poll, kill, workdir / "events.jsonl", cell.limits.wall,
+                                             cell.limits.progress)
+            container.reload()
+            state = container.attrs["State"]
+            (workdir / "stdout.log").write_bytes(container.logs(stdout=True, stderr=False))
+            (workdir / "stderr.log").write_bytes(container.logs(stdout=False, stderr=True))
+        finally:
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:
+                pass
+        sig = signal_name(code - 128) if code is not None and code > 128 and not timed_out else None
+        return RawOutcome(exit_code=code, signal=sig, oom_killed=bool(state.get("OOMKilled")) and code != 0,
+                          timed_out=timed_out, seconds=seconds,
+                          detail={"container_oom_flag": bool(state.get("OOMKilled")), "image": prepared.handle})
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,72 @@
+"""Planted faults -- a real segfault, abort, OOM, hang, exception, import
+failure and silent exit -- classified by the real engines.
+
+The faults fire before TensorFlow is imported, so a bare environment (just a
+Python) is enough and these tests stay fast.
+"""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from harness.cells import Cell, Environment, Limits, Parallelism, Workload
+from harness.matrix import Matrix
+from harness.runner import Runner
+
+BARE = Environment(name="bare", python="3.11")
+
+CASES = {
+    # fault: (status, signature must contain)
+    "segfault": ("crash", "SIGSEGV"),
+    "abort": ("crash", "SIGABRT"),
+    "exception": ("error", "exception: RuntimeError: planted fault"),
+    "import": ("error", "import: ModuleNotFoundError"),
+    "silent_exit": ("crash", "silent-exit"),
+    "hang": ("timeout", "no progress within the progress limit; last event: hanging"),
+    "memory": ("oom", "oom"),
+}
+
+
+def fault_cells() -> list[Cell]:
+    limits = Limits(wall=120, progress=5, memory="300m")
+    return [Cell(environment=BARE, workload=Workload(name=f"fault-{kind}", model="fault", params={"fault": kind}),
+                 parallelism=Parallelism(), batch_size=1, epochs=1, repeat=0, limits=limits)
+            for kind in CASES]
+
+
+def run_faults(engine, tmp_path) -> dict[str, dict]:
+    cells = fault_cells()
+    m = Matrix(path=tmp_path / "faults.yaml", name="faults", description="", sha256="", cells=cells)
+    results = Runner(m, engine, tmp_path / "results", Console(quiet=True)).run(cells)
+    return {r["workload"].removeprefix("fault-"): r for r in results}
+
+
+def check(results: dict[str, dict]) -> None:
+    assert set(results) == set(CASES)
+    for kind, (status, sig) in CASES.items():
+        r = results[kind]
+        assert r["status"] == status, (kind, r["status"], r["error"], r["logs"]["stderr_tail"][-500:])
+        assert sig in r["error"]["signature"] + r["error"]["message"], (kind, r["error"])
+    assert results["segfault"]["error"]["signal"] == "SIGSEGV"
+    assert "Fatal Python error: Segmentation fault" in results["segfault"]["logs"]["stderr_tail"], \
+        "faulthandler's stack must be kept for signals"
+    assert results["abort"]["error"]["signal"] == "SIGABRT"
+
+
+def test_planted_faults_in_virtualenvs(tmp_path):
+    from harness.engines.venv import VenvEngine
+    results = run_faults(VenvEngine(), tmp_path)
+    check(results)
+    assert results["memory"]["error"]["type"].endswith("MemoryError")
+
+
+@pytest.mark.docker
+def test_planted_faults_in_containers(tmp_path, docker_client):
+    from harness.engines.docker import DockerEngine
+    engine = DockerEngine(docker_client, console=Console(quiet=True))
+    results = run_faults(engine, tmp_path)
+    check(results)
+    assert results["memory"]["exit"]["container_oom_flag"] is True, "a real OOM kill, seen by the engine"
+    leftovers = docker_client.containers.list(all=True, filters={"label": "tfkeras-harness"})
+    assert not leftovers
