@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
 
 
-@lru_cache(maxsize=None)
+@cache
 def probe(executable: str) -> str | None:
     """The full version of an interpreter, or None if it does not run."""
     try:

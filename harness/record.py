@@ -8,7 +8,7 @@ import json
 import platform
 import statistics
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from . import SCHEMA, __version__
@@ -32,7 +32,7 @@ def spread(values: list[float]) -> dict | None:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def harness_commit() -> str | None:
     here = Path(__file__).resolve().parent
     try:

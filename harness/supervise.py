@@ -9,9 +9,9 @@ does not, so a hang is told from slowness without guessing a wall time.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 
 @dataclass

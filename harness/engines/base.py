@@ -55,5 +55,5 @@ class Engine(ABC):
         """A shell command that reruns this cell by hand (for repro bundles and logs)."""
         return ""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - engines with nothing to release need not override it
         """Release what the engine holds (containers, clients)."""
