@@ -262,15 +262,23 @@ def _rules(check: _Checker, raw: dict, key: str, allowed: dict) -> list[dict]:
     return [r for r in rules if isinstance(r, dict)]
 
 
-def _list_of(check: _Checker, raw: dict, key: str, required: bool) -> list:
+def _list_of(raw: dict, key: str) -> list:
+    """The list under `key`, or [] (a missing key or wrong type was already reported by keys())."""
     value = raw.get(key)
-    if value is None:
-        if required:
-            check.problem(key, "required key is missing")
-        return []
-    if not isinstance(value, list) or not value:
-        return []  # the type error was already reported by keys(), or the list is empty
-    return value
+    return value if isinstance(value, list) else []
+
+
+def _entries(check: _Checker, raw: dict, key: str, parse_one) -> list:
+    """Parse each mapping of a top-level list, keeping the ones without problems."""
+    out = []
+    for i, item in enumerate(_list_of(raw, key)):
+        if not isinstance(item, dict):
+            check.problem(f"{key}[{i}]", f"expected a mapping, got {item!r}")
+            continue
+        parsed = parse_one(check, f"{key}[{i}]", item)
+        if parsed:
+            out.append(parsed)
+    return out
 
 
 def load(path: str | Path) -> Matrix:
@@ -297,30 +305,16 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
     check = _Checker(path)
     check.keys("", raw, TOP_KEYS, required=("environments", "workloads"))
 
-    envs = []
-    for i, env_raw in enumerate(_list_of(check, raw, "environments", required=False)):
-        if not isinstance(env_raw, dict):
-            check.problem(f"environments[{i}]", f"expected a mapping, got {env_raw!r}")
-            continue
-        env = _environment(check, f"environments[{i}]", env_raw)
-        if env:
-            envs.append(env)
-    workloads = []
-    for i, w_raw in enumerate(_list_of(check, raw, "workloads", required=False)):
-        if not isinstance(w_raw, dict):
-            check.problem(f"workloads[{i}]", f"expected a mapping, got {w_raw!r}")
-            continue
-        work = _workload(check, f"workloads[{i}]", w_raw)
-        if work:
-            workloads.append(work)
-    par_raw = _list_of(check, raw, "parallelism", required=False) or [{"wrapper": "none", "devices": 1}]
+    envs = _entries(check, raw, "environments", _environment)
+    workloads = _entries(check, raw, "workloads", _workload)
+    par_raw = _list_of(raw, "parallelism") or [{"wrapper": "none", "devices": 1}]
 
     for what, items in (("environments", envs), ("workloads", workloads)):
         names = [item.name for item in items]
         for name in sorted({n for n in names if names.count(n) > 1}):
             check.problem(what, f"two entries are named '{name}'; give them distinct 'name:' keys")
 
-    batches = _list_of(check, raw, "batch_sizes", required=False) or [128]
+    batches = _list_of(raw, "batch_sizes") or [128]
     for i, b in enumerate(batches):
         if not _is_type(b, int) or b < 1:
             check.problem(f"batch_sizes[{i}]", f"expected a positive integer, got {b!r}")
