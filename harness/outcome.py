@@ -55,6 +55,9 @@ def signature(kind: str, type_: str | None, message: str | None) -> str:
 
 def _last_exception(stderr_tail: str) -> tuple[str, str] | None:
     """(type, message) of the last 'Type: message' line after a traceback."""
+    missing = re.search(r"No module named ([\w.]+)\s*$", stderr_tail.strip())
+    if missing:  # `python -m pkg` says this without a traceback when pkg is not importable
+        return "ModuleNotFoundError", f"No module named {missing.group(1)}"
     if "Traceback (most recent call last)" not in stderr_tail:
         return None
     for line in reversed(stderr_tail.strip().splitlines()):

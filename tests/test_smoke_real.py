@@ -11,7 +11,7 @@ import pytest
 
 from harness.store import iter_results
 
-from .conftest import harness
+from .conftest import ROOT, harness
 
 EXPECTED = {
     "tf1.12-keras2.2.4/gru-2x32/none-c1/b128/r0": ("3.6.", "1.12.0", "2.2.4"),
@@ -44,10 +44,12 @@ def check_results(root: Path, engine: str, cells: list[str]) -> dict[str, dict]:
 
 @pytest.mark.tf
 def test_smoke_matrix_in_virtualenvs(tmp_path):
-    proc = harness("run", "matrices/smoke.yaml", "--engine", "venv", "--results", str(tmp_path), check=True)
-    check_results(tmp_path, "venv", list(EXPECTED))
+    # Run from another folder with a relative --results, as a user in their own project would.
+    args = ["run", str(ROOT / "matrices" / "smoke.yaml"), "--engine", "venv", "--results", "results"]
+    proc = harness(*args, cwd=tmp_path, check=True)
+    check_results(tmp_path / "results", "venv", list(EXPECTED))
     assert "| environment |" in proc.stdout, "the run ends with the compatibility table"
-    again = harness("run", "matrices/smoke.yaml", "--engine", "venv", "--results", str(tmp_path), check=True)
+    again = harness(*args, cwd=tmp_path, check=True)
     assert "3 of 3 cells already have results" in again.stdout
     assert "built" not in again.stdout and "reused" not in again.stdout, "no environment is even prepared"
 

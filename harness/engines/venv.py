@@ -118,6 +118,7 @@ class VenvEngine(Engine):
         return " ".join(self._argv(prepared, Path("$OUT")))
 
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
+        workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
         env = {**os.environ, **CELL_ENV, "PYTHONPATH": str(workloads_root)}
         env.pop("PYTHONHOME", None)
         if cell.environment.api == "keras3":
