@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,6 @@ class Prepared:
     provenance: dict
     handle: Any = None
     reused: bool = False
-    extra: dict = field(default_factory=dict)
 
 
 class Engine(ABC):
@@ -50,10 +49,6 @@ class Engine(ABC):
     @abstractmethod
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
         """Run ``python -m workloads spec.json OUTDIR`` for one cell; never raise for a cell's failure."""
-
-    def command(self, prepared: Prepared, cell: Cell) -> str:
-        """A shell command that reruns this cell by hand (for repro bundles and logs)."""
-        return ""
 
     def close(self) -> None:  # noqa: B027 - engines with nothing to release need not override it
         """Release what the engine holds (containers, clients)."""

@@ -244,11 +244,6 @@ class DockerEngine(Engine):
                                          f"log: {log_path}", tail)
 
     # -- running a cell ---------------------------------------------------------
-    def command(self, prepared: Prepared, cell: Cell) -> str:
-        return (f"docker run --rm --init --network none -v \"$PWD/workloads-root\":{WORKLOADS_MOUNT}:ro "
-                f"-v \"$OUT\":{OUT_MOUNT} -e PYTHONPATH={WORKLOADS_MOUNT} -e PYTHONFAULTHANDLER=1 "
-                f"{prepared.handle} python3 -m workloads {OUT_MOUNT}/spec.json {OUT_MOUNT}")
-
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
         import docker.errors
         from docker.types import DeviceRequest

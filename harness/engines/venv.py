@@ -20,6 +20,7 @@ from pathlib import Path
 from .. import interpreters, stacks
 from ..cells import Cell, Environment
 from ..errors import EnvironmentUnavailable
+from ..record import tail
 from ..supervise import RawOutcome, watch
 from .base import CELL_ENV, Engine, Prepared, cache_dir
 
@@ -33,14 +34,6 @@ def parse_size(size: str) -> int:
     if size[-1] in units:
         return int(float(size[:-1]) * units[size[-1]])
     return int(size)
-
-
-def _tail(path: Path, chars: int = 3000) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return text[-chars:]
 
 
 def _pip_failure(log: str) -> str:
@@ -84,7 +77,7 @@ class VenvEngine(Engine):
                                       env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
                 if proc.returncode != 0:
                     log.flush()
-                    text = _tail(log_path, 6000)
+                    text = tail(log_path, 6000)
                     raise EnvironmentUnavailable(f"{args[2] if len(args) > 2 else args[0]} failed: "
                                                  f"{_pip_failure(text)}", text)
 
@@ -113,9 +106,6 @@ class VenvEngine(Engine):
     def _argv(self, prepared: Prepared, workdir: Path) -> list[str]:
         return [str(prepared.handle / "bin" / "python"), "-m", "workloads",
                 str(workdir / "spec.json"), str(workdir)]
-
-    def command(self, prepared: Prepared, cell: Cell) -> str:
-        return " ".join(self._argv(prepared, Path("$OUT")))
 
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
         workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
