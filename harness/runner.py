@@ -133,7 +133,7 @@ class Runner:
             shutil.rmtree(work, ignore_errors=True)  # never leave half a result
             raise
         events = record.read_events(work / "events.jsonl")
-        workload = record.read_json(work / "workload.json") if (work / "workload.json").exists() else None
+        workload = record.read_json(work / "workload.json")  # None if the process died before writing it
         verdict = outcome.classify(raw, workload, events[-1] if events else None,
                                    record.tail(work / "stderr.log"))
         return self._finish(cell, work, started, prepared.provenance, raw, verdict)
