@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from . import stacks
 
 WRAPPERS = ("none", "multi_gpu_model", "ratio", "make_parallel", "mirrored", "data_parallel")
+FEEDS = ("arrays", "dataset")
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class Environment:
     keras: str | None = None
     backend: str | None = None
     packages: tuple[str, ...] = ()
+    force: tuple[str, ...] = ()  # installed last with --no-deps: combinations pip's resolver refuses
     device: str = "cpu"
     base_image: str | None = None
 
@@ -33,12 +35,12 @@ class Environment:
 
     def content_hash(self) -> str:
         """Stable hash of everything that decides what gets installed."""
-        blob = json.dumps({"python": self.python, "requirements": self.requirements,
+        blob = json.dumps({"python": self.python, "requirements": self.requirements, "force": list(self.force),
                            "device": self.device, "base_image": self.base_image}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def describe(self) -> dict:
-        return {**asdict(self), "packages": list(self.packages), "api": self.api,
+        return {**asdict(self), "packages": list(self.packages), "force": list(self.force), "api": self.api,
                 "requirements": self.requirements}
 
 
@@ -58,17 +60,20 @@ class Parallelism:
     devices: int = 1
     device_kind: str = "cpu"  # "gpu", or "cpu" for N virtual CPU devices
     ratios: tuple[int, ...] | None = None
+    feed: str = "arrays"  # or "dataset": batches through tf.data instead of arrays to fit()
 
     @property
     def label(self) -> str:
         label = f"{self.wrapper}-{self.device_kind[0]}{self.devices}"
         if self.ratios:
             label += "-r" + "_".join(str(r) for r in self.ratios)
+        if self.feed != "arrays":
+            label += "-tfdata"
         return label
 
     def spec(self) -> dict:
         return {"wrapper": self.wrapper, "devices": self.devices, "device_kind": self.device_kind,
-                "ratios": list(self.ratios) if self.ratios else None}
+                "ratios": list(self.ratios) if self.ratios else None, "feed": self.feed}
 
 
 @dataclass(frozen=True)

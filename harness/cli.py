@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from . import matrix as matrix_mod
 from .errors import UserError
@@ -88,8 +89,11 @@ def cmd_run(args, console: Console) -> int:
     print(compatibility_table(results))
     missed = [r for r in results if (r.get("expectation") or {}).get("met") is False]
     for r in missed:
-        console.print(f"[red]expectation not met[/]: {r['cell']} is {r['status']}, the matrix expects "
-                      f"{r['expectation']['status']}", highlight=False)
+        want = r["expectation"]
+        got = (r.get("error") or {}).get("signature") or r.get("reason") or ""
+        expected = want["status"] + (f" with '{want['signature']}'" if want.get("signature") else "")
+        console.print(f"[red]expectation not met[/]: {escape(r['cell'])} is {r['status']} ({escape(got[:160])}), "
+                      f"the matrix expects {escape(expected)}", highlight=False)
     console.print(f"results: {runner.store.run_dir}")
     return 1 if missed else 0
 

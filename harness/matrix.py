@@ -22,7 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from . import stacks
-from .cells import WRAPPERS, Cell, Environment, Limits, Parallelism, Workload
+from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload
 from .errors import MatrixError
 
 PYTHON_RE = re.compile(r"^3\.\d{1,2}(\.\d{1,2})?$")
@@ -53,13 +53,12 @@ COMMON_WORKLOAD_KEYS = {"name": str, "model": str, "learning_rate": float}
 RNN_CELLS = ("gru", "cudnn_gru", "lstm", "cudnn_lstm")
 
 ENV_KEYS = {"name": str, "python": str, "tensorflow": str, "keras": str, "backend": str,
-            "packages": list, "device": str, "base_image": str}
-PAR_KEYS = {"wrapper": str, "devices": int, "device_kind": str, "ratios": list}
+            "packages": list, "force": list, "device": str, "base_image": str}
+PAR_KEYS = {"wrapper": str, "devices": int, "device_kind": str, "ratios": list, "feed": str}
 RULE_KEYS = {"environment": (str, list), "workload": (str, list), "wrapper": (str, list),
-             "devices": (int, list), "device_kind": (str, list), "batch_size": (int, list),
-             "repeat": (int, list)}
-EXPECT_KEYS = {"environment": (str, list), "workload": (str, list), "wrapper": (str, list),
-               "devices": (int, list), "device_kind": (str, list), "batch_size": (int, list),
+             "devices": (int, list), "device_kind": (str, list), "feed": (str, list),
+             "batch_size": (int, list), "repeat": (int, list)}
+EXPECT_KEYS = {**{k: v for k, v in RULE_KEYS.items() if k != "repeat"},
                "status": str, "signature": str, "why": str}
 TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": list,
             "parallelism": list, "batch_sizes": list, "epochs": int, "repeats": int, "seed": int,
@@ -167,18 +166,19 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
     if device not in ("cpu", "gpu"):
         check.problem(f"{where}.device", f"expected 'cpu' or 'gpu', got {device!r}")
     packages = raw.get("packages", [])
-    if isinstance(packages, list):
-        for i, req in enumerate(packages):
+    force = raw.get("force", [])
+    for key, reqs in (("packages", packages), ("force", force)):
+        for i, req in enumerate(reqs if isinstance(reqs, list) else []):
             try:
                 Requirement(str(req))
             except InvalidRequirement as exc:
-                check.problem(f"{where}.packages[{i}]", f"not a pip requirement: {exc}")
+                check.problem(f"{where}.{key}[{i}]", f"not a pip requirement: {exc}")
     if len(check.problems) > before:
         return None
     name = raw.get("name") or stacks.environment_name(tf, keras, backend, device)
     return Environment(name=name, python=python, tensorflow=tf, keras=keras,
                        backend=backend if keras and Version(keras).major >= 3 else None,
-                       packages=tuple(str(p) for p in packages), device=device,
+                       packages=tuple(str(p) for p in packages), force=tuple(str(p) for p in force), device=device,
                        base_image=raw.get("base_image"))
 
 
@@ -224,8 +224,13 @@ def _parallelism(check: _Checker, where: str, raw: dict, default_kind: str) -> P
     kind = raw.get("device_kind", default_kind)
     if kind not in ("cpu", "gpu"):
         check.problem(f"{where}.device_kind", f"expected 'cpu' or 'gpu', got {kind!r}")
+    feed = raw.get("feed", "arrays")
+    if feed not in FEEDS:
+        check.problem(f"{where}.feed", f"expected one of {', '.join(FEEDS)}, got {feed!r}")
     ratios = raw.get("ratios")
-    if ratios is not None and isinstance(ratios, list):
+    if ratios is not None and wrapper != "ratio":
+        check.problem(f"{where}.ratios", f"only the 'ratio' wrapper takes ratios (this is {wrapper!r})")
+    elif ratios is not None and isinstance(ratios, list):
         if not all(isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in ratios):
             check.problem(f"{where}.ratios", "expected a list of positive integers")
         elif isinstance(devices, int) and len(ratios) != devices:
@@ -233,7 +238,7 @@ def _parallelism(check: _Checker, where: str, raw: dict, default_kind: str) -> P
     if len(check.problems) > before:
         return None
     return Parallelism(wrapper=wrapper, devices=devices, device_kind=kind,
-                       ratios=tuple(ratios) if ratios else None)
+                       ratios=tuple(ratios) if ratios else None, feed=feed)
 
 
 def _matches(rule: dict, fields: dict) -> bool:
@@ -249,7 +254,7 @@ def _matches(rule: dict, fields: dict) -> bool:
 
 def _cell_fields(env: Environment, work: Workload, par: Parallelism, batch: int, repeat: int) -> dict:
     return {"environment": env.name, "workload": work.name, "wrapper": par.wrapper, "devices": par.devices,
-            "device_kind": par.device_kind, "batch_size": batch, "repeat": repeat}
+            "device_kind": par.device_kind, "feed": par.feed, "batch_size": batch, "repeat": repeat}
 
 
 def _rules(check: _Checker, raw: dict, key: str, allowed: dict) -> list[dict]:

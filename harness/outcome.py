@@ -47,8 +47,22 @@ def normalise(message: str) -> str:
     return text[:200]
 
 
+def _root_message(message: str) -> str:
+    """TF 2 wraps errors raised inside a traced function as "in user code:" +
+    a stack + the real "SomeError: message" at the end; that last line is what
+    groups, not the wrapper."""
+    if not message.lstrip().startswith("in user code:"):
+        return message
+    for line in reversed(message.strip().splitlines()):
+        m = re.match(r"^\s*[A-Za-z_][\w.]*(Error|Exception): (.+)$", line)
+        if m:
+            return m.group(2)
+    return message
+
+
 def signature(kind: str, type_: str | None, message: str | None) -> str:
     short = (type_ or "").rsplit(".", 1)[-1]
+    message = _root_message(message) if message else message
     parts = [kind] + ([short] if short else []) + ([normalise(message)] if message else [])
     return ": ".join(p for p in parts if p)
 

@@ -20,7 +20,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from . import outcome, record
+from . import hostinfo, outcome, record
 from .cells import Cell
 from .engines.base import Engine, Prepared
 from .errors import CellUnsupported, EnvironmentUnavailable
@@ -84,6 +84,9 @@ class Runner:
         if removed:
             self.console.print(f"removed {removed} half-written cell folder(s) left by an interrupted run")
         todo = [c for c in cells if self.store.needs_run(c, self.rerun)]
+        stale = [c for c in todo if self.store.existing(c) and self.store.is_stale(c)]
+        if stale:
+            self.console.print(f"{len(stale)} cell(s) changed since their stored result and run again")
         skipped = len(cells) - len(todo)
         if skipped:
             self.console.print(f"{skipped} of {len(cells)} cells already have results in {self.store.run_dir} "
@@ -92,7 +95,13 @@ class Runner:
             workloads_root, digest = stage_workloads(self.store.run_dir)
             self.workloads_digest = digest
             self._run_all(todo, workloads_root)
-        return [r for r in (self.store.existing(c) for c in cells) if r]
+        results = []
+        for cell in cells:
+            result = self.store.existing(cell)
+            if result:  # judged against the matrix as it is now, which may have changed since the run
+                result["expectation"] = check_expectation(cell, result)
+                results.append(result)
+        return results
 
     def _run_all(self, todo: list[Cell], workloads_root: Path) -> None:
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -102,6 +111,13 @@ class Runner:
             for env_name, group in groupby(todo, key=lambda c: c.environment.name):
                 env_cells = list(group)
                 env = env_cells[0].environment
+                if env.device == "gpu" and not hostinfo.nvidia_gpus():
+                    reason = "a GPU environment, and this host has no NVIDIA GPU (nvidia-smi lists none)"
+                    self.console.print(f"[blue]unsupported[/] {env_name}: {reason}")
+                    for cell in env_cells:
+                        self._record_unsupported(cell, reason)
+                        progress.advance(task)
+                    continue
                 progress.update(task, description=f"preparing {env_name}")
                 log_path = self.store.run_dir / ".build" / f"{env_name}-{env.content_hash()}.log"
                 try:
@@ -146,6 +162,11 @@ class Runner:
         write_json(work / RESULT, result)
         self.store.commit(work, cell)
         return result
+
+    def _record_unsupported(self, cell: Cell, reason: str) -> None:
+        work = self.store.begin(cell)
+        write_json(work / SPEC, cell.spec())
+        self._finish(cell, work, record.now(), {}, None, outcome.Verdict("unsupported", reason=reason))
 
     def _record_unavailable(self, cell: Cell, exc: EnvironmentUnavailable) -> None:
         started = record.now()

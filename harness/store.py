@@ -52,7 +52,19 @@ class ResultStore:
         if result is None:
             return True
         status = result.get("status")
-        return status in RETRIED_ALWAYS or status in rerun or "all" in rerun
+        return status in RETRIED_ALWAYS or status in rerun or "all" in rerun or self.is_stale(cell)
+
+    def is_stale(self, cell: Cell) -> bool:
+        """True when the stored result answers a different question than the cell
+        asks now (a pin, a model size, a limit changed under the same id). The
+        expected answer is left out: changing it does not change the run."""
+        stored = read_json(self.final_dir(cell) / SPEC)
+        if stored is None:
+            return True
+        now = json.loads(json.dumps(cell.spec()))
+        stored.pop("expect", None)
+        now.pop("expect", None)
+        return stored != now
 
     def begin(self, cell: Cell) -> Path:
         final = self.final_dir(cell)

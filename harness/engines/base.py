@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,3 +53,32 @@ class Engine(ABC):
 
     def close(self) -> None:  # noqa: B027 - engines with nothing to release need not override it
         """Release what the engine holds (containers, clients)."""
+
+
+_BUILDKIT_PREFIX = re.compile(r"^#\d+ [\d.]+ ")
+_NOT_THE_CAUSE = ("executor failed", "process ", "failed to solve", "ResolutionImpossible")
+
+
+def pip_failure(log: str) -> str:
+    """Why pip failed, in one line, from a venv log or a BuildKit build log.
+
+    pip's first ERROR line names the conflict ("Cannot install A and B ...");
+    its last one is a generic ResolutionImpossible link, and BuildKit adds its
+    own wrappers after that. The lines under "The conflict is caused by:" are
+    the part a user acts on, so they are kept.
+    """
+    lines = [_BUILDKIT_PREFIX.sub("", line).rstrip() for line in log.splitlines()]
+    errors = [line.split("ERROR: ", 1)[1].strip() for line in lines if "ERROR: " in line]
+    cause = next((e for e in errors if not e.startswith(_NOT_THE_CAUSE)), None)
+    if cause is None:
+        cause = errors[-1] if errors else next((ln for ln in reversed(lines) if ln.strip()), "pip failed")
+    if "The conflict is caused by:" in lines:
+        start = lines.index("The conflict is caused by:") + 1
+        because = []
+        for line in lines[start:]:
+            if not line.startswith("    "):
+                break
+            because.append(line.strip())
+        if because:
+            cause += " (" + "; ".join(because) + ")"
+    return cause[:400]

@@ -24,7 +24,7 @@ from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..outcome import signal_name
 from ..supervise import RawOutcome, watch
-from .base import CELL_ENV, Engine, Prepared
+from .base import CELL_ENV, Engine, Prepared, pip_failure
 
 LABEL = "tfkeras-harness"
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
@@ -111,15 +111,6 @@ def find_ca_bundle(explicit: str | None) -> Path | None:
     return None
 
 
-def build_failure(log: str) -> str | None:
-    """The line that says why a build failed (pip's ERROR, not BuildKit's wrapper)."""
-    for line in reversed(log.splitlines()):
-        text = line.split(" ERROR: ", 1)[-1] if " ERROR: " in line else None
-        if text and not text.startswith(("executor failed", "process ")):
-            return text.strip()[:300]
-    return None
-
-
 def family(env: Environment) -> str:
     """Which Dockerfile under images/ builds this environment."""
     if env.device == "gpu" and env.tensorflow and env.tensorflow.startswith("1."):
@@ -172,6 +163,7 @@ class DockerEngine(Engine):
     # -- images ---------------------------------------------------------------
     def image_tag(self, env: Environment, base_used: str, dockerfile: str, build_args: dict) -> str:
         blob = json.dumps({"dockerfile": dockerfile, "args": build_args, "requirements": _requirements(env),
+                           "force": list(env.force),
                            "base": base_used}, sort_keys=True)
         digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
         return f"{LABEL}/env:{env.name}-{digest}"
@@ -190,7 +182,7 @@ class DockerEngine(Engine):
             provenance = {"image_tag": tag, "base_requested": requested, "base_used": base.used,
                           "base_route": base.route, "base_id": base.image_id, "dockerfile": f"images/{fam}/Dockerfile",
                           "dockerfile_sha256": hashlib.sha256(dockerfile.encode()).hexdigest(),
-                          "requirements": _requirements(env), "ca_bundle": bool(self.ca)}
+                          "requirements": _requirements(env), "force": list(env.force), "ca_bundle": bool(self.ca)}
             try:
                 image = self.client.images.get(tag)
                 return Prepared(env, {**provenance, "image": image.id}, handle=image.id, reused=True)
@@ -217,6 +209,7 @@ class DockerEngine(Engine):
         with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx:
             shutil.copy(dockerfile, Path(ctx) / "Dockerfile")
             (Path(ctx) / "requirements.txt").write_text("\n".join(_requirements(env)) + "\n")
+            (Path(ctx) / "forced.txt").write_text("".join(f"{r}\n" for r in env.force))
             args = [self.cli, "build", "--progress=plain", "-t", tag]
             for key, value in build_args.items():
                 args += ["--build-arg", f"{key}={value}"]
@@ -240,7 +233,7 @@ class DockerEngine(Engine):
             log.flush()
         if proc.returncode != 0:
             tail = log_path.read_text(errors="replace")[-6000:]
-            raise EnvironmentUnavailable(f"image build failed: {build_failure(tail) or last[:200]}; "
+            raise EnvironmentUnavailable(f"image build failed: {pip_failure(tail)}; "
                                          f"log: {log_path}", tail)
 
     # -- running a cell ---------------------------------------------------------

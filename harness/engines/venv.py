@@ -22,7 +22,7 @@ from ..cells import Cell, Environment
 from ..errors import EnvironmentUnavailable
 from ..record import tail
 from ..supervise import RawOutcome, watch
-from .base import CELL_ENV, Engine, Prepared, cache_dir
+from .base import CELL_ENV, Engine, Prepared, cache_dir, pip_failure
 
 MARKER = "harness-env.json"
 RECIPE_VERSION = 1  # bump when the way venvs are built changes
@@ -34,14 +34,6 @@ def parse_size(size: str) -> int:
     if size[-1] in units:
         return int(float(size[:-1]) * units[size[-1]])
     return int(size)
-
-
-def _pip_failure(log: str) -> str:
-    for line in reversed(log.splitlines()):
-        if line.startswith("ERROR:"):
-            return line[len("ERROR:"):].strip()
-    lines = [ln for ln in log.splitlines() if ln.strip()]
-    return lines[-1] if lines else "pip failed"
 
 
 class VenvEngine(Engine):
@@ -79,7 +71,7 @@ class VenvEngine(Engine):
                     log.flush()
                     text = tail(log_path, 6000)
                     raise EnvironmentUnavailable(f"{args[2] if len(args) > 2 else args[0]} failed: "
-                                                 f"{_pip_failure(text)}", text)
+                                                 f"{pip_failure(text)}", text)
 
             started = time.monotonic()
             step(exe, "-m", "venv", str(building))
@@ -87,6 +79,8 @@ class VenvEngine(Engine):
             step(py, "-m", "pip", "install", "--upgrade", stacks.pip_requirement(full))
             if env.requirements:
                 step(py, "-m", "pip", "install", *env.requirements)
+            if env.force:
+                step(py, "-m", "pip", "install", "--no-deps", *env.force)
             freeze = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True).stdout
         (building / "requirements.lock").write_text(freeze)
         provenance = {

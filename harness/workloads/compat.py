@@ -187,6 +187,82 @@ class Stack(object):
             return {"cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version")}
         return {"cuda": "built with CUDA" if self.tf.test.is_built_with_cuda() else None}
 
+    def replica_devices(self, n):
+        """The names of `n` devices of the cell's kind to place replicas on.
+
+        A host with fewer is not a failure of the wrapper: the cell is
+        `unsupported` (2 GPUs asked, 1 present), with what was found.
+        """
+        kind = self.device_kind.upper()
+        if self.api == "keras3" and self.backend == "jax":
+            found = self.keras.distribution.list_devices(self.device_kind)
+        elif self.api == "keras3" and self.backend == "torch":
+            raise Unsupported("the torch backend has no device placement the wrappers can use")
+        elif self.tf1:
+            found = ["/%s:%d" % (self.device_kind, i) for i, d in
+                     enumerate(d for d in self._session.list_devices() if (":%s:" % kind) in d.name.upper())]
+        else:
+            list_logical = getattr(self.tf.config, "list_logical_devices", None) or \
+                self.tf.config.experimental.list_logical_devices
+            found = [d.name for d in list_logical(kind)]
+        if len(found) < n:
+            raise Unsupported("%d %s devices asked, %d present: %s" % (n, self.device_kind, len(found), found))
+        return list(found[:n])
+
+    @property
+    def graph_mode(self):
+        """True where Keras builds a static TF graph (TF 1, or standalone Keras 2 on any TF):
+        device scopes at model-construction time place the ops, as the seed wrappers assume."""
+        return self.tf1 or (self.api == "keras" and self.tf is not None)
+
+    def multi_gpu_model(self):
+        """Keras' own multi_gpu_model, exactly as this version ships it."""
+        if self.api == "keras3":
+            raise Unsupported("Keras 3 has no multi_gpu_model (removed with Keras 2); "
+                              "its successor is keras.distribution.DataParallel")
+        utils = self.keras.utils
+        fn = getattr(utils, "multi_gpu_model", None)
+        if fn is None and self.api == "keras":
+            try:
+                from keras.utils import multi_gpu_utils
+                fn = getattr(multi_gpu_utils, "multi_gpu_model", None)
+            except ImportError:
+                fn = None
+        if fn is None:
+            raise Unsupported("%s %s has no multi_gpu_model (tf.keras dropped it in TF 2.4, "
+                              "standalone Keras after 2.3.1)" % (self.api, self.keras_version()))
+        return fn
+
+    def mirrored_strategy(self, devices):
+        if self.tf is None or self.tf1 or self.api == "keras":
+            raise Unsupported("MirroredStrategy needs TF 2 with tf.keras or Keras 3 on the tensorflow "
+                              "backend; this is %s %s on TF %s" % (
+                                  self.api, self.keras_version(), self.tf.__version__ if self.tf else None))
+        return self.tf.distribute.MirroredStrategy(devices=devices)
+
+    def set_data_parallel(self, devices):
+        if self.api != "keras3" or self.backend != "jax":
+            raise Unsupported("keras.distribution.DataParallel runs on Keras 3 with the JAX backend only; "
+                              "this is %s with backend %s" % (self.api, self.backend or "tensorflow"))
+        dist = self.keras.distribution
+        # keras.backend.clear_session() drops the global distribution: set it after any clear.
+        dist.set_distribution(dist.DataParallel(devices=devices))
+
+    def dataset(self, x, y, batch_size, seed, shuffle):
+        """Arrays as a batched tf.data pipeline (seed 003's feeding question)."""
+        if self.tf is None or self.tf1 or self.api == "keras":
+            raise Unsupported("fitting from tf.data needs TF 2 with tf.keras or Keras 3 "
+                              "(standalone Keras 2 and TF 1 Keras take arrays); this is %s on TF %s"
+                              % (self.api, self.tf.__version__ if self.tf else None))
+        data = self.tf.data.Dataset.from_tensor_slices((x, y))
+        if shuffle:
+            data = data.shuffle(len(x), seed=seed)
+        return data.batch(batch_size).prefetch(2)
+
+    def compile_options(self):
+        # Keras 3 may XLA-compile the train step, which ignores tf.device scopes inside it.
+        return {"jit_compile": False} if self.api == "keras3" and self.backend in (None, "tensorflow") else {}
+
     # -- building blocks ----------------------------------------------------
     def seed(self, seed):
         import random

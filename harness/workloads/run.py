@@ -73,17 +73,26 @@ def _train(spec, log, record):
     record["seen"] = stack.seen()
     log.emit("devices", devices=record["seen"]["devices"], gpus=record["seen"]["gpus"])
     stack.seed(int(spec["seed"]))
-    model, (train, val), loss = models.build(stack, workload, int(spec["seed"]))
-    record["parameters"] = int(model.count_params())
-    trainable = wrappers.wrap(stack, model, spec["parallelism"])
-    trainable.compile(optimizer=stack.adam(float(workload.get("learning_rate", 0.001))),
-                      loss=loss, metrics=["accuracy"])
+    par = spec["parallelism"]
+    plan = wrappers.Plan(stack, par)
+    record["placement"] = plan.devices
+    with plan.scope():
+        model, (train, val), loss = models.build(stack, workload, int(spec["seed"]))
+        record["parameters"] = int(model.count_params())
+        trainable = plan.wrap(model)
+        trainable.compile(optimizer=stack.adam(float(workload.get("learning_rate", 0.001))),
+                          loss=loss, metrics=["accuracy"], **plan.compile_options)
     x, y = train
+    batch = int(spec["batch_size"])
     record["samples"] = {"train": int(len(x)), "validation": int(len(val[0]))}
-    log.emit("fit", parameters=record["parameters"], samples=record["samples"])
-    trainable.fit(x, y, batch_size=int(spec["batch_size"]), epochs=int(spec["epochs"]),
-                  validation_data=val, verbose=0, shuffle=True,
-                  callbacks=[_epoch_logger(stack, log, record, len(x))])
+    log.emit("fit", parameters=record["parameters"], samples=record["samples"], feed=par.get("feed", "arrays"))
+    fit = dict(epochs=int(spec["epochs"]), verbose=0, callbacks=[_epoch_logger(stack, log, record, len(x))])
+    if par.get("feed", "arrays") == "dataset":
+        fit.update(x=stack.dataset(x, y, batch, int(spec["seed"]), shuffle=True),
+                   validation_data=stack.dataset(val[0], val[1], batch, int(spec["seed"]), shuffle=False))
+    else:
+        fit.update(x=x, y=y, batch_size=batch, validation_data=val, shuffle=True)
+    trainable.fit(**fit)
     last = record["epochs"][-1] if record["epochs"] else {}
     record["metrics"] = dict((k, last.get(k)) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
 
