@@ -33,10 +33,11 @@ def _pythons(values: list[str]) -> dict[str, str]:
 
 
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=("auto", "docker", "venv"), default="auto",
-                   help="where environments live: Docker images, or virtualenvs (auto: Docker if it answers)")
+    p.add_argument("--engine", choices=("auto", "docker", "venv", "local"), default="auto",
+                   help="where environments live: Docker images, virtualenvs, or (local) an interpreter "
+                        "that already holds the pinned stack (auto: Docker if it answers)")
     p.add_argument("--python", action="append", metavar="VERSION=PATH", default=[],
-                   help="venv engine: use this interpreter for this Python version (repeatable)")
+                   help="venv/local engines: use this interpreter for this Python version (repeatable)")
     p.add_argument("--ca-bundle", metavar="PEM",
                    help="docker engine: extra CA bundle for pip behind a TLS-intercepting proxy "
                         "(default: PIP_CERT, SSL_CERT_FILE or REQUESTS_CA_BUNDLE)")

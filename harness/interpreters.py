@@ -27,7 +27,7 @@ def probe(executable: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def _matches(full: str, wanted: str) -> bool:
+def matches(full: str, wanted: str) -> bool:
     return full == wanted or full.startswith(wanted + ".")
 
 
@@ -43,7 +43,7 @@ def candidates(wanted: str, explicit: dict[str, str] | None = None) -> list[str]
     major_minor = ".".join(wanted.split(".")[:2])
     found: list[str] = []
     for version, exe in (explicit or {}).items():
-        if _matches(version, major_minor) or _matches(major_minor, version):
+        if matches(version, major_minor) or matches(major_minor, version):
             found.append(exe)
     found.extend(p for p in os.environ.get("HARNESS_PYTHONS", "").split(os.pathsep) if p)
     for name in (f"python{major_minor}", "python3", "python"):
@@ -60,6 +60,6 @@ def find(wanted: str, explicit: dict[str, str] | None = None) -> tuple[str, str]
     """(executable, full version) of the first interpreter that really is `wanted`."""
     for exe in candidates(wanted, explicit):
         full = probe(exe)
-        if full and _matches(full, wanted):
+        if full and matches(full, wanted):
             return exe, full
     return None

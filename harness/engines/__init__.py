@@ -1,4 +1,5 @@
-"""Engines obtain environments and run cells in them: Docker images or virtualenvs."""
+"""Engines obtain environments and run cells in them: Docker images, virtualenvs, or an
+interpreter that already holds the stack (local)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ def select_engine(name: str, pythons: dict[str, str] | None = None, ca_bundle: s
     from .venv import VenvEngine
     if name == "venv":
         return VenvEngine(pythons=pythons)
+    if name == "local":
+        from .local import LocalEngine
+        return LocalEngine(pythons=pythons)
     from .docker import DockerEngine, docker_client
     try:
         client = docker_client()

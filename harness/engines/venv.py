@@ -97,13 +97,17 @@ class VenvEngine(Engine):
         os.replace(building, where)
         return Prepared(env, provenance, handle=where)
 
+    def pythonpath(self, workloads_root: Path) -> str:
+        """Only the workloads: a venv holds everything else the cell may import."""
+        return str(workloads_root)
+
     def _argv(self, prepared: Prepared, workdir: Path) -> list[str]:
         return [str(prepared.handle / "bin" / "python"), "-m", "workloads",
                 str(workdir / "spec.json"), str(workdir)]
 
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
         workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
-        env = {**os.environ, **CELL_ENV, "PYTHONPATH": str(workloads_root)}
+        env = {**os.environ, **CELL_ENV, "PYTHONPATH": self.pythonpath(workloads_root)}
         env.pop("PYTHONHOME", None)
         if cell.environment.api == "keras3":
             env["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"

@@ -1,0 +1,325 @@
+"""Every TensorFlow / Keras version difference, in one place.
+
+The rest of the workloads package talks to a :class:`Stack` and never asks
+which version it runs on. Three API families exist:
+
+* ``keras``    -- standalone Keras 2.x (``import keras``) on TF 1.x or TF 2.x;
+* ``tf.keras`` -- the Keras bundled with TensorFlow (``tensorflow.keras``);
+* ``keras3``   -- Keras 3 on a chosen backend (tensorflow, jax or torch).
+
+Device set-up has to happen *before* the first model is built (TF 1 fixes the
+device list when the session is created; TF 2 refuses logical-device changes
+once the runtime is initialised; JAX reads XLA_FLAGS at import), so
+:func:`load` does it while importing.
+"""
+import os
+import platform
+import sys
+
+
+class Unsupported(Exception):
+    """The environment lacks what the cell needs; the cell is `unsupported`."""
+
+
+def _major(version):
+    try:
+        return int(str(version).split(".")[0])
+    except ValueError:
+        return 0
+
+
+def _version_tuple(version):
+    out = []
+    for part in str(version).split(".")[:3]:
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        out.append(int(digits or 0))
+    return tuple(out)
+
+
+def _nvidia_driver():
+    try:
+        with open("/proc/driver/nvidia/version") as fh:
+            line = fh.readline()
+    except (IOError, OSError):
+        return None
+    for token in line.split():
+        if token[:1].isdigit() and "." in token:
+            return token
+    return None
+
+
+class Stack(object):
+    """The imported deep-learning stack of one environment, ready to use."""
+
+    def __init__(self, api, backend, device_kind, device_count):
+        self.api = api
+        self.backend = backend
+        self.device_kind = device_kind
+        self.device_count = device_count
+        self.tf = None
+        self.keras = None
+        self._session = None
+        self._import()
+
+    # -- import and device set-up -------------------------------------------
+    def _import(self):
+        if self.api == "keras3":
+            os.environ["KERAS_BACKEND"] = self.backend or "tensorflow"
+            if self.backend == "jax" and self.device_kind == "cpu":
+                flags = os.environ.get("XLA_FLAGS", "")
+                os.environ["XLA_FLAGS"] = (
+                    flags + " --xla_force_host_platform_device_count=%d" % self.device_count).strip()
+            if self.backend in (None, "tensorflow"):
+                self._import_tf()
+            import keras
+            self.keras = keras
+            return
+        self._import_tf()
+        if self.api == "keras":
+            import keras
+            self.keras = keras
+        elif self.api == "tf.keras":
+            self.keras = self.tf.keras
+        else:
+            raise ValueError("unknown api %r" % self.api)
+        if self.tf1:
+            self._tf1_session()
+
+    def _import_tf(self):
+        import tensorflow as tf
+        self.tf = tf
+        if not self.tf1:
+            self._tf2_devices()
+
+    @property
+    def tf1(self):
+        return self.tf is not None and _major(self.tf.__version__) == 1
+
+    def _tf1_session(self):
+        tf = self.tf
+        config = tf.ConfigProto()
+        config.gpu_options.allow_growth = True
+        if self.device_kind == "cpu" and self.device_count > 1:
+            config.device_count["CPU"] = self.device_count
+        self._session = tf.Session(config=config)
+        self.keras.backend.set_session(self._session)
+
+    def _tf2_devices(self):
+        tf = self.tf
+        config = tf.config
+        list_physical = getattr(config, "list_physical_devices", None) or \
+            config.experimental.list_physical_devices
+        for gpu in list_physical("GPU"):
+            try:
+                config.experimental.set_memory_growth(gpu, True)
+            except (ValueError, RuntimeError):
+                pass
+        if self.device_kind == "cpu" and self.device_count > 1:
+            cpus = list_physical("CPU")
+            if hasattr(config, "set_logical_device_configuration"):
+                config.set_logical_device_configuration(
+                    cpus[0], [config.LogicalDeviceConfiguration()] * self.device_count)
+            else:
+                config.experimental.set_virtual_device_configuration(
+                    cpus[0], [config.experimental.VirtualDeviceConfiguration()] * self.device_count)
+
+    # -- what the environment looks like from inside ------------------------
+    def device_names(self):
+        if self.api == "keras3" and self.backend == "jax":
+            import jax
+            return ["%s:%d" % (d.platform, d.id) for d in jax.devices()]
+        if self.api == "keras3" and self.backend == "torch":
+            import torch
+            return ["cpu:0"] + ["cuda:%d" % i for i in range(torch.cuda.device_count())]
+        if self.tf1:
+            return [d.name for d in self._session.list_devices()]
+        list_logical = getattr(self.tf.config, "list_logical_devices", None) or \
+            self.tf.config.experimental.list_logical_devices
+        return [d.name for d in list_logical()]
+
+    def seen(self):
+        import numpy
+        devices = self.device_names()
+        gpus = [d for d in devices if "GPU" in d.upper() or d.startswith("cuda")]
+        seen = {
+            "python": platform.python_version(),
+            "tensorflow": self.tf.__version__ if self.tf is not None else None,
+            "keras": self.keras_version(),
+            "numpy": numpy.__version__,
+            "api": self.api,
+            "backend": self.backend if self.api == "keras3" else "tensorflow",
+            "devices": devices,
+            "gpus": gpus,
+            "cuda": None,
+            "cudnn": None,
+            "driver": _nvidia_driver(),
+            "platform": platform.platform(),
+            "executable": sys.executable,
+        }
+        seen.update(self._cuda_versions())
+        return seen
+
+    def keras_version(self):
+        version = getattr(self.keras, "__version__", None)
+        if version is None:  # TF 2.13-2.15 tf.keras proxies have no __version__; the keras package does
+            try:
+                import keras
+                version = getattr(keras, "__version__", None)
+            except ImportError:
+                pass
+        return version
+
+    def _cuda_versions(self):
+        if self.api == "keras3" and self.backend == "torch":
+            import torch
+            cudnn = torch.backends.cudnn.version() if torch.cuda.is_available() else None
+            return {"cuda": torch.version.cuda, "cudnn": cudnn, "torch": torch.__version__}
+        if self.api == "keras3" and self.backend == "jax":
+            import jax
+            return {"jax": jax.__version__}
+        info = getattr(self.tf.sysconfig, "get_build_info", None)
+        if info is not None:
+            build = info()
+            return {"cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version")}
+        return {"cuda": "built with CUDA" if self.tf.test.is_built_with_cuda() else None}
+
+    def replica_devices(self, n):
+        """The names of `n` devices of the cell's kind to place replicas on.
+
+        A host with fewer is not a failure of the wrapper: the cell is
+        `unsupported` (2 GPUs asked, 1 present), with what was found.
+        """
+        kind = self.device_kind.upper()
+        if self.api == "keras3" and self.backend == "jax":
+            found = self.keras.distribution.list_devices(self.device_kind)
+        elif self.api == "keras3" and self.backend == "torch":
+            raise Unsupported("the torch backend has no device placement the wrappers can use")
+        elif self.tf1:
+            found = ["/%s:%d" % (self.device_kind, i) for i, d in
+                     enumerate(d for d in self._session.list_devices() if (":%s:" % kind) in d.name.upper())]
+        else:
+            list_logical = getattr(self.tf.config, "list_logical_devices", None) or \
+                self.tf.config.experimental.list_logical_devices
+            found = [d.name for d in list_logical(kind)]
+        if len(found) < n:
+            raise Unsupported("%d %s devices asked, %d present: %s" % (n, self.device_kind, len(found), found))
+        return list(found[:n])
+
+    @property
+    def graph_mode(self):
+        """True where Keras builds a static TF graph (TF 1, or standalone Keras 2 on any TF):
+        device scopes at model-construction time place the ops, as the seed wrappers assume."""
+        return self.tf1 or (self.api == "keras" and self.tf is not None)
+
+    def multi_gpu_model(self):
+        """Keras' own multi_gpu_model, exactly as this version ships it."""
+        if self.api == "keras3":
+            raise Unsupported("Keras 3 has no multi_gpu_model (removed with Keras 2); "
+                              "its successor is keras.distribution.DataParallel")
+        utils = self.keras.utils
+        fn = getattr(utils, "multi_gpu_model", None)
+        if fn is None and self.api == "keras":
+            try:
+                from keras.utils import multi_gpu_utils
+                fn = getattr(multi_gpu_utils, "multi_gpu_model", None)
+            except ImportError:
+                fn = None
+        if fn is None:
+            raise Unsupported("%s %s has no multi_gpu_model (tf.keras dropped it in TF 2.4, "
+                              "standalone Keras after 2.3.1)" % (self.api, self.keras_version()))
+        return fn
+
+    def mirrored_strategy(self, devices):
+        if self.tf is None or self.tf1 or self.api == "keras":
+            raise Unsupported("MirroredStrategy needs TF 2 with tf.keras or Keras 3 on the tensorflow "
+                              "backend; this is %s %s on TF %s" % (
+                                  self.api, self.keras_version(), self.tf.__version__ if self.tf else None))
+        return self.tf.distribute.MirroredStrategy(devices=devices)
+
+    def set_data_parallel(self, devices):
+        if self.api != "keras3" or self.backend != "jax":
+            raise Unsupported("keras.distribution.DataParallel runs on Keras 3 with the JAX backend only; "
+                              "this is %s with backend %s" % (self.api, self.backend or "tensorflow"))
+        dist = self.keras.distribution
+        # keras.backend.clear_session() drops the global distribution: set it after any clear.
+        dist.set_distribution(dist.DataParallel(devices=devices))
+
+    def dataset(self, x, y, batch_size, seed, shuffle):
+        """Arrays as a batched tf.data pipeline (seed 003's feeding question)."""
+        if self.tf is None or self.tf1 or self.api == "keras":
+            raise Unsupported("fitting from tf.data needs TF 2 with tf.keras or Keras 3 "
+                              "(standalone Keras 2 and TF 1 Keras take arrays); this is %s on TF %s"
+                              % (self.api, self.tf.__version__ if self.tf else None))
+        data = self.tf.data.Dataset.from_tensor_slices((x, y))
+        if shuffle:
+            data = data.shuffle(len(x), seed=seed)
+        return data.batch(batch_size).prefetch(2)
+
+    def compile_options(self):
+        # Keras 3 may XLA-compile the train step, which ignores tf.device scopes inside it.
+        return {"jit_compile": False} if self.api == "keras3" and self.backend in (None, "tensorflow") else {}
+
+    # -- building blocks ----------------------------------------------------
+    def seed(self, seed):
+        import random
+        import numpy
+        random.seed(seed)
+        numpy.random.seed(seed)
+        if self.api == "keras3":
+            self.keras.utils.set_random_seed(seed)
+        elif self.tf1:
+            self.tf.set_random_seed(seed)
+        else:
+            self.tf.random.set_seed(seed)
+
+    def rnn_layer(self, cell):
+        """The layer class for a recurrent cell name of the matrix."""
+        layers = self.keras.layers
+        if cell == "gru":
+            return layers.GRU
+        if cell == "lstm":
+            return layers.LSTM
+        if cell in ("cudnn_gru", "cudnn_lstm"):
+            name = "CuDNNGRU" if cell == "cudnn_gru" else "CuDNNLSTM"
+            if self.api == "keras3":
+                raise Unsupported("Keras 3 has no %s layer (its GRU/LSTM pick cuDNN themselves "
+                                  "on the torch and tensorflow backends)" % name)
+            if hasattr(layers, name):
+                return getattr(layers, name)
+            v1 = getattr(getattr(self.tf, "compat", None), "v1", None)
+            layer = getattr(getattr(getattr(v1, "keras", None), "layers", None), name, None)
+            if layer is None:
+                raise Unsupported("%s is not available in %s %s" % (name, self.api, self.keras_version()))
+            return layer
+        raise ValueError("unknown rnn cell %r" % cell)
+
+    def adam(self, learning_rate):
+        # The first positional argument is `lr` in Keras 2.2 and `learning_rate` later.
+        return self.keras.optimizers.Adam(learning_rate)
+
+    def callback_base(self):
+        return self.keras.callbacks.Callback
+
+    def clear(self):
+        self.keras.backend.clear_session()
+
+
+def metric(logs, name):
+    """Read a metric whatever the version named it ('acc' in Keras 2.2, 'accuracy' later)."""
+    aliases = {
+        "accuracy": ("accuracy", "acc"),
+        "val_accuracy": ("val_accuracy", "val_acc"),
+    }
+    for key in aliases.get(name, (name,)):
+        if key in logs and logs[key] is not None:
+            return float(logs[key])
+    return None
+
+
+def load(spec):
+    par = spec["parallelism"]
+    return Stack(spec["api"], spec.get("backend"), par["device_kind"], int(par["devices"]))

@@ -1,0 +1,135 @@
+"""Run one cell: import the stack, build, wrap, train, and record what happened.
+
+What this process writes is evidence for the host, which decides the status:
+``events.jsonl`` as it goes (so a crash keeps the epochs that finished) and
+``workload.json`` at the end (only if Python is still in control). A death
+that writes neither is classified on the host from the exit status.
+"""
+import faulthandler
+import json
+import os
+import sys
+import time
+import traceback
+
+from . import EVENTS_FILE, EXIT_ERROR, EXIT_OK, EXIT_UNSUPPORTED, WORKLOAD_FILE
+from .events import EventLog, write_json_atomic
+
+T_PROCESS = time.time()
+
+
+def _epoch_logger(stack, log, record, n_train):
+    from .compat import metric
+    Base = stack.callback_base()
+
+    class EpochLogger(Base):
+        """Times each epoch's training part: from epoch begin to the last batch's
+        end, so validation is not counted in samples per second."""
+
+        def on_train_begin(self, logs=None):
+            if "first_epoch_begin" not in record["timing"]:
+                record["timing"]["startup_seconds"] = round(time.time() - T_PROCESS, 4)
+                record["timing"]["first_epoch_begin"] = time.time()
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._begin = time.time()
+            self._last_batch = None
+
+        def on_batch_end(self, batch, logs=None):
+            self._last_batch = time.time()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self._last_batch = time.time()
+
+        def on_epoch_end(self, epoch, logs=None):
+            end = time.time()
+            logs = logs or {}
+            train_end = self._last_batch or end
+            seconds = train_end - self._begin
+            entry = {
+                "epoch": epoch + 1,
+                "seconds": round(seconds, 4),
+                "epoch_seconds": round(end - self._begin, 4),
+                "samples_per_sec": round(n_train / seconds, 2) if seconds > 0 else None,
+                "loss": metric(logs, "loss"),
+                "accuracy": metric(logs, "accuracy"),
+                "val_loss": metric(logs, "val_loss"),
+                "val_accuracy": metric(logs, "val_accuracy"),
+            }
+            record["epochs"].append(entry)
+            log.emit("epoch", **entry)
+
+    return EpochLogger()
+
+
+def _train(spec, log, record):
+    workload = spec["workload"]
+    if workload["model"] == "fault":  # before any third-party import: a bare Python is enough
+        from . import faults
+        faults.plant(workload["fault"], log)
+    from . import compat, models, wrappers
+    stack = compat.load(spec)
+    record["timing"]["import_seconds"] = round(time.time() - T_PROCESS, 4)
+    record["seen"] = stack.seen()
+    log.emit("devices", devices=record["seen"]["devices"], gpus=record["seen"]["gpus"])
+    stack.seed(int(spec["seed"]))
+    par = spec["parallelism"]
+    plan = wrappers.Plan(stack, par)
+    record["placement"] = plan.devices
+    with plan.scope():
+        model, (train, val), loss = models.build(stack, workload, int(spec["seed"]))
+        record["parameters"] = int(model.count_params())
+        trainable = plan.wrap(model)
+        trainable.compile(optimizer=stack.adam(float(workload.get("learning_rate", 0.001))),
+                          loss=loss, metrics=["accuracy"], **plan.compile_options)
+    x, y = train
+    batch = int(spec["batch_size"])
+    record["samples"] = {"train": int(len(x)), "validation": int(len(val[0]))}
+    log.emit("fit", parameters=record["parameters"], samples=record["samples"], feed=par.get("feed", "arrays"))
+    fit = dict(epochs=int(spec["epochs"]), verbose=0, callbacks=[_epoch_logger(stack, log, record, len(x))])
+    if par.get("feed", "arrays") == "dataset":
+        fit.update(x=stack.dataset(x, y, batch, int(spec["seed"]), shuffle=True),
+                   validation_data=stack.dataset(val[0], val[1], batch, int(spec["seed"]), shuffle=False))
+    else:
+        fit.update(x=x, y=y, batch_size=batch, validation_data=val, shuffle=True)
+    trainable.fit(**fit)
+    last = record["epochs"][-1] if record["epochs"] else {}
+    record["metrics"] = dict((k, last.get(k)) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
+
+
+def main(argv):
+    faulthandler.enable()
+    if len(argv) != 2:
+        sys.stderr.write("usage: python -m workloads SPEC.json OUTDIR\n")
+        return 2
+    spec_path, outdir = argv
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    log = EventLog(os.path.join(outdir, EVENTS_FILE))
+    log.emit("start", cell=spec["cell"], pid=os.getpid())
+    record = {"cell": spec["cell"], "seen": {}, "epochs": [], "metrics": {}, "timing": {},
+              "outcome": "ok", "error": None}
+    code = EXIT_OK
+    try:
+        _train(spec, log, record)
+    except Exception as exc:  # noqa: BLE001 - every exception is evidence, recorded below
+        from .compat import Unsupported
+        if isinstance(exc, Unsupported):
+            record["outcome"] = "unsupported"
+            record["reason"] = str(exc)
+            code = EXIT_UNSUPPORTED
+        else:
+            tb = traceback.format_exc()
+            sys.stderr.write(tb)
+            record["outcome"] = "error"
+            record["error"] = {"type": type(exc).__module__ + "." + type(exc).__name__,
+                               "message": str(exc), "traceback": tb[-6000:]}
+            code = EXIT_ERROR
+    record["timing"]["total_seconds"] = round(time.time() - T_PROCESS, 4)
+    record["timing"].pop("first_epoch_begin", None)
+    log.emit("end", outcome=record["outcome"])
+    log.close()
+    write_json_atomic(os.path.join(outdir, WORKLOAD_FILE), record)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
