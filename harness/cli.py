@@ -59,8 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run finished cells with this status again (repeatable; 'all' for every cell)")
     _add_engine_args(p)
 
-    p = sub.add_parser("report", help="print the compatibility table of a results folder")
-    p.add_argument("results", nargs="*", default=[DEFAULT_RESULTS])
+    p = sub.add_parser("report", help="publish results: static site, Markdown, CSV and JSON "
+                                      "('report compare RUN_A RUN_B' sets two runs side by side)",
+                       description="Publish the results below RESULTS folders (default: results) as a static "
+                                   "site with plots, Markdown, CSV and JSON. 'report compare RUN_A RUN_B' "
+                                   "prints regressions and fixes from A to B and exits 1 if there are regressions.")
+    p.add_argument("results", nargs="*", default=[DEFAULT_RESULTS], metavar="RESULTS")
+    p.add_argument("--out", default="site", metavar="DIR", help="where the site goes (default: site)")
+    p.add_argument("--markdown", metavar="FILE", help="also write the Markdown report here, plots beside it")
+    p.add_argument("--title", default="Compatibility report")
     return parser
 
 
@@ -73,7 +80,8 @@ def cmd_list(args, console: Console) -> int:
 
 def cmd_run(args, console: Console) -> int:
     from .engines import select_engine
-    from .report.table import compatibility_table
+    from .report import tables
+    from .report.markdown import md_table
     from .runner import Runner, select
 
     m = matrix_mod.load(args.matrix)
@@ -87,7 +95,7 @@ def cmd_run(args, console: Console) -> int:
     finally:
         engine.close()
     console.print()
-    print(compatibility_table(results))
+    print(md_table(tables.compatibility(results)))
     missed = [r for r in results if (r.get("expectation") or {}).get("met") is False]
     for r in missed:
         want = r["expectation"]
@@ -100,11 +108,27 @@ def cmd_run(args, console: Console) -> int:
 
 
 def cmd_report(args, console: Console) -> int:
-    from .report.table import compatibility_table
-    results = [r for _, r in iter_results(*[Path(p) for p in args.results])]
-    if not results:
+    from . import report
+    if args.results and args.results[0] == "compare":
+        if len(args.results) != 3:
+            raise UserError("usage: report compare RUN_A RUN_B (two results folders)")
+        for folder in args.results[1:]:
+            if not any(iter_results(Path(folder))):
+                raise UserError(f"no result.json below {folder}")
+        text, regressions = report.compare(Path(args.results[1]), Path(args.results[2]))
+        print(text)
+        return 1 if regressions else 0
+    roots = [Path(p) for p in args.results]
+    if not any(True for root in roots for _ in iter_results(root)):
         raise UserError(f"no result.json below {', '.join(args.results)}")
-    print(compatibility_table(results))
+    with console.status("writing the report"):
+        written = report.publish(roots, Path(args.out), title=args.title,
+                                 markdown_path=Path(args.markdown) if args.markdown else None)
+    console.print(f"{written['cells']} cells, {written['plots']} plots")
+    console.print(f"site: {written['site']}  (open it in a browser; it works from disk)")
+    console.print(f"markdown: {written['markdown']}" + (f", {written['markdown_copy']}"
+                                                         if written.get("markdown_copy") else ""))
+    console.print(f"csv/json: {Path(args.out) / 'results.csv'}, {Path(args.out) / 'results.json'}")
     return 0
 
 

@@ -39,7 +39,7 @@ MODEL_KEYS: dict[str, dict[str, type | tuple]] = {
     "maxing": {"height": int, "width": int, "channels": int, "classes": int, "samples": int,
                "blocks": int, "convs_per_block": int, "filters": int, "dense": int},
     "dense": {"features": int, "widths": list, "samples": int},
-    "fault": {"fault": str},
+    "fault": {"fault": str, "message": str},
 }
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "rnn": {"cell": "gru", "layers": 4, "units": 512, "dense": 128, "timesteps": 32, "features": 16,

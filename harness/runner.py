@@ -25,7 +25,8 @@ from .cells import Cell
 from .engines.base import Engine, Prepared
 from .errors import CellUnsupported, EnvironmentUnavailable
 from .matrix import Matrix
-from .report.table import summarize_group
+from .report.analysis import Group
+from .report.tables import group_summary
 from .store import RESULT, SPEC, ResultStore, write_json
 
 WORKLOADS_SRC = Path(__file__).resolve().parent / "workloads"
@@ -188,5 +189,5 @@ class Runner:
         if expectation is not None:
             flag = " [green]as expected[/]" if expectation["met"] else " [red]NOT as expected[/]"
         self.console.print(f"[{colour}]{status:>11}[/] {escape(result['cell'])}  "
-                           f"{escape(summarize_group([result]))}{took}{flag}",
+                           f"{escape(group_summary(Group([result])).text)}{took}{flag}",
                            highlight=False)

@@ -30,8 +30,10 @@ def _hang(log):
         time.sleep(3600)
 
 
-def _exception(log):
-    raise RuntimeError("planted fault: the workload raised on purpose")
+def _exception(log, message=None):
+    # `message` lets a test plant hostile text (markup, pipes, newlines) that
+    # the report must show as text.
+    raise RuntimeError(message or "planted fault: the workload raised on purpose")
 
 
 def _import(log):
@@ -54,6 +56,8 @@ FAULTS = {
 }
 
 
-def plant(kind, log):
+def plant(kind, log, message=None):
     log.emit("fault", kind=kind)
+    if kind == "exception":
+        _exception(log, message)
     FAULTS[kind](log)

@@ -66,7 +66,7 @@ def _train(spec, log, record):
     workload = spec["workload"]
     if workload["model"] == "fault":  # before any third-party import: a bare Python is enough
         from . import faults
-        faults.plant(workload["fault"], log)
+        faults.plant(workload["fault"], log, workload.get("message"))
     from . import compat, models, wrappers
     stack = compat.load(spec)
     record["timing"]["import_seconds"] = round(time.time() - T_PROCESS, 4)

@@ -1,0 +1,240 @@
+"""What the report says, computed from result records alone (no TensorFlow).
+
+Every figure carries its spread: timings are the median of the steady-state
+epochs (epoch 1 holds compilation) pooled over the repeats, with min and max;
+a figure whose max-min exceeds SPREAD_WIDE of its median is marked. Ratios
+compare cells of the same run folder, never numbers from different hosts.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+
+Result = dict
+FAILED = ("error", "crash", "oom", "timeout")
+SPREAD_WIDE = 0.25       # (max - min) / median above this: the figure is marked as noisy
+ACCURACY_TOLERANCE = 0.05  # N devices more than this below 1 device: "degraded"
+
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    lo: float
+    hi: float
+    n: int
+
+    @property
+    def wide(self) -> bool:
+        return self.n > 1 and self.median > 0 and (self.hi - self.lo) / self.median > SPREAD_WIDE
+
+    def fmt(self, digits: int = 2) -> str:
+        text = f"{self.median:.{digits}f}"
+        if self.n > 1:
+            text += f" [{self.lo:.{digits}f}-{self.hi:.{digits}f}]"
+        return text + (" (noisy)" if self.wide else "")
+
+
+def spread_of(values) -> Spread | None:
+    values = [float(v) for v in values if v is not None]
+    if not values:
+        return None
+    return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+# -- identity of a result -----------------------------------------------------------
+def env_of(r: Result) -> str:
+    return r.get("environment") or r["cell"].split("/")[0]
+
+
+def workload_of(r: Result) -> str:
+    return r.get("workload") or r["cell"].split("/")[1]
+
+
+def label_of(r: Result) -> str:
+    return (r.get("parallelism") or {}).get("label") or r["cell"].split("/")[2]
+
+
+def devices_of(r: Result) -> int:
+    return int((r.get("parallelism") or {}).get("devices") or 1)
+
+
+def wrapper_of(r: Result) -> str:
+    return (r.get("parallelism") or {}).get("wrapper") or label_of(r).split("-")[0]
+
+
+def group_id(r: Result) -> str:
+    """The cell id without the repeat: what repeats share."""
+    return r["cell"].rsplit("/", 1)[0]
+
+
+@dataclass
+class Group:
+    """The repeats of one (environment, workload, parallelism, batch)."""
+    results: list[Result]
+
+    @property
+    def first(self) -> Result:
+        return self.results[0]
+
+    @property
+    def ok(self) -> list[Result]:
+        return [r for r in self.results if r["status"] == "ok"]
+
+    @property
+    def all_ok(self) -> bool:
+        return len(self.ok) == len(self.results)
+
+    @property
+    def status(self) -> str:
+        bad = [r["status"] for r in self.results if r["status"] != "ok"]
+        if not bad:
+            return "ok"
+        text = bad[0]
+        return text if len(bad) == len(self.results) else f"{text} {len(bad)}/{len(self.results)}"
+
+    def epoch_seconds(self) -> Spread | None:
+        return spread_of(e.get("seconds") for r in self.ok for e in (r.get("epochs") or [])[1:])
+
+    def samples_per_sec(self) -> Spread | None:
+        return spread_of(e.get("samples_per_sec") for r in self.ok for e in (r.get("epochs") or [])[1:])
+
+    def metric(self, name: str) -> Spread | None:
+        return spread_of((r.get("metrics") or {}).get(name) for r in self.ok)
+
+
+def groups(results: list[Result]) -> dict[str, Group]:
+    out: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        out[group_id(r)].append(r)
+    return {k: Group(sorted(v, key=lambda r: r.get("repeat", 0))) for k, v in out.items()}
+
+
+# -- seed 000: 1 device against N, per batch ---------------------------------------
+def _baseline(candidates: list[Group]) -> Group | None:
+    ones = [g for g in candidates if devices_of(g.first) == 1 and g.all_ok]
+    ones.sort(key=lambda g: wrapper_of(g.first) != "none")  # the plain model first
+    return ones[0] if ones else None
+
+
+def seed_comparison(results: list[Result]) -> list[dict]:
+    """Rows of seed 000's table: per environment, workload and batch, the
+    1-device baseline next to each N-device cell, with the time ratio and the
+    degraded / slower flags."""
+    by_key: dict[tuple, list[Group]] = defaultdict(list)
+    for g in groups(results).values():
+        by_key[(env_of(g.first), workload_of(g.first), g.first.get("batch_size"))].append(g)
+    rows = []
+    for (env, workload, batch), gs in by_key.items():
+        base = _baseline(gs)
+        for g in gs:
+            if devices_of(g.first) < 2 or base is None:
+                continue
+            t1, tn = base.epoch_seconds(), g.epoch_seconds()
+            v1, vn = base.metric("val_accuracy"), g.metric("val_accuracy")
+            row = {
+                "environment": env, "workload": workload, "batch": batch, "epochs": g.first.get("epochs_asked"),
+                "parallelism": label_of(g.first), "devices": devices_of(g.first), "status": g.status,
+                "cell": g.first["cell"], "baseline_cell": base.first["cell"],
+                "acc_1": base.metric("accuracy"), "val_acc_1": v1, "seconds_1": t1,
+                "acc_n": g.metric("accuracy"), "val_acc_n": vn, "seconds_n": tn,
+                "time_ratio": None, "degraded": False, "slower": False,
+            }
+            if t1 and tn:
+                row["time_ratio"] = tn.median / t1.median
+                row["slower"] = tn.median > t1.hi  # beyond the 1-device spread, not jitter
+            if v1 and vn:
+                row["degraded"] = vn.median < v1.median - ACCURACY_TOLERANCE
+            rows.append(row)
+    return sorted(rows, key=lambda r: (r["environment"], r["workload"], r["batch"] or 0, r["devices"],
+                                       r["parallelism"]))
+
+
+# -- seeds 003/004: throughput against device count ---------------------------------
+def scaling(results: list[Result]) -> list[dict]:
+    """Samples/s per device count, with speedup and efficiency against the
+    1-device cell of the same environment and workload at the same per-device
+    batch (so "batch 128 on 1" is the base of both "128 on 2" and "256 on 2")."""
+    gs = list(groups(results).values())
+    base_at: dict[tuple, Group] = {}
+    for g in gs:
+        if devices_of(g.first) == 1 and g.all_ok:
+            key = (env_of(g.first), workload_of(g.first), g.first.get("batch_size"))
+            if key not in base_at or wrapper_of(g.first) == "none":
+                base_at[key] = g
+    rows = []
+    for g in gs:
+        n = devices_of(g.first)
+        batch = g.first.get("batch_size") or 0
+        env, workload = env_of(g.first), workload_of(g.first)
+        base = base_at.get((env, workload, batch // n if n > 1 and batch % n == 0 else batch)) \
+            or base_at.get((env, workload, batch))
+        sps = g.samples_per_sec()
+        row = {"environment": env, "workload": workload, "wrapper": wrapper_of(g.first), "devices": n,
+               "batch": batch, "policy": "fixed" if base is None or base.first.get("batch_size") == batch
+               else "x devices", "status": g.status, "cell": g.first["cell"], "samples_per_sec": sps,
+               "epoch_seconds": g.epoch_seconds(), "val_accuracy": g.metric("val_accuracy"),
+               "speedup": None, "efficiency": None}
+        base_sps = base.samples_per_sec() if base else None
+        if sps and base_sps and base_sps.median > 0:
+            row["speedup"] = sps.median / base_sps.median
+            row["efficiency"] = row["speedup"] / n
+        rows.append(row)
+    return sorted(rows, key=lambda r: (r["environment"], r["workload"], r["wrapper"], r["policy"], r["devices"],
+                                       r["batch"]))
+
+
+# -- failures grouped across versions ------------------------------------------------
+def failure_families(results: list[Result]) -> list[dict]:
+    fams: dict[str, dict] = {}
+    for r in results:
+        if r["status"] not in FAILED:
+            continue
+        sig = (r.get("error") or {}).get("signature") or r["status"]
+        fam = fams.setdefault(sig, {"signature": sig, "status": r["status"], "cells": [], "environments": []})
+        fam["cells"].append(r["cell"])
+        if env_of(r) not in fam["environments"]:
+            fam["environments"].append(env_of(r))
+    return sorted(fams.values(), key=lambda f: (-len(f["cells"]), f["signature"]))
+
+
+def drifted_controls(results: list[Result]) -> list[Result]:
+    return [r for r in results if (r.get("expectation") or {}).get("met") is False]
+
+
+# -- one run against another ----------------------------------------------------------
+def compare_runs(a: list[Result], b: list[Result], noise: float = 0.10) -> dict[str, list[dict]]:
+    """Regressions and fixes from run A to run B, by cell id.
+
+    Status: ok -> a failure is a regression, the reverse a fix. Time: a change
+    counts only when it leaves A's own min-max range *and* moves the median by
+    more than `noise`, so epoch-to-epoch jitter is not reported."""
+    ga, gb = groups(a), groups(b)
+    out: dict[str, list[dict]] = {"regressions": [], "fixes": [], "slower": [], "faster": [], "only_a": [],
+                                  "only_b": []}
+    for key in sorted(set(ga) | set(gb)):
+        if key not in gb:
+            out["only_a"].append({"cell": key})
+            continue
+        if key not in ga:
+            out["only_b"].append({"cell": key})
+            continue
+        x, y = ga[key], gb[key]
+        entry = {"cell": key, "a": x.status, "b": y.status,
+                 "a_signature": (x.first.get("error") or {}).get("signature"),
+                 "b_signature": (y.first.get("error") or {}).get("signature")}
+        if x.all_ok and not y.all_ok and y.first["status"] in FAILED:
+            out["regressions"].append(entry)
+        elif not x.all_ok and x.first["status"] in FAILED and y.all_ok:
+            out["fixes"].append(entry)
+        elif x.all_ok and y.all_ok:
+            ta, tb = x.epoch_seconds(), y.epoch_seconds()
+            if ta and tb and ta.median > 0:
+                change = tb.median / ta.median - 1
+                entry.update(a_seconds=ta, b_seconds=tb, change=change)
+                if tb.median > ta.hi and change > noise:
+                    out["slower"].append(entry)
+                elif tb.median < ta.lo and change < -noise:
+                    out["faster"].append(entry)
+    return out

@@ -1,0 +1,36 @@
+"""Markdown output: for a README, a PR or an issue."""
+
+from __future__ import annotations
+
+from .tables import Table
+
+
+def md_escape(text: object) -> str:
+    """Make any text safe inside a Markdown table cell: no `|` or newline can
+    break the row, no HTML can render."""
+    s = str(text).replace("\\", "\\\\").replace("|", "\\|")
+    s = " ".join(s.split())
+    for ch in "*_`[]":
+        s = s.replace(ch, "\\" + ch)
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def md_table(table: Table, link=None) -> str:
+    """`link(cell_id)` gives a URL for cells that point at a result, or None."""
+    if not table.rows:
+        return ""
+    lines = [f"### {table.title}", ""]
+    if table.note:
+        lines += [table.note, ""]
+    lines.append("| " + " | ".join(md_escape(h) for h in table.headers) + " |")
+    lines.append("|" + "---|" * len(table.headers))
+    for row in table.rows:
+        out = []
+        for c in row:
+            text = md_escape(c.text)
+            if c.mark in ("error", "crash", "oom", "timeout", "flag") and text:
+                text = f"**{text}**"
+            url = link(c.link) if (link and c.link) else None
+            out.append(f"[{text}]({url})" if url and text else text)
+        lines.append("| " + " | ".join(out) + " |")
+    return "\n".join(lines) + "\n"
