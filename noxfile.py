@@ -20,13 +20,16 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session
 def repro(session: nox.Session) -> None:
-    """Reproduce one cell and write a bundle (not built yet: see the README's roadmap)."""
-    session.error("nox -s repro is not implemented yet: one-command reproduction is still an open issue")
+    """Reproduce a cell: nox -s repro -- CELL_ID_OR_GLOB [--repeat N] [--engine E] [--out DIR] [--shell]"""
+    session.install("-e", ".")
+    if not session.posargs:
+        session.error("name the cell: nox -s repro -- CELL_ID_OR_GLOB (python -m harness list MATRIX shows ids)")
+    session.run("python", "-m", "harness", "repro", *session.posargs)
 
 
 @nox.session
 def report(session: nox.Session) -> None:
-    """Print the compatibility table of results: nox -s report -- [RESULTS...]"""
+    """Publish results: nox -s report -- [RESULTS...] [--out DIR]; or -- compare RUN_A RUN_B"""
     session.install("-e", ".")
     session.run("python", "-m", "harness", "report", *session.posargs)
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {list,run,report} ...``.
+"""Command line: ``python -m harness {list,run,repro,report} ...``.
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -57,6 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches (repeatable)")
     p.add_argument("--rerun", action="append", choices=STATUSES, default=[], metavar="STATUS",
                    help="run finished cells with this status again (repeatable; 'all' for every cell)")
+    _add_engine_args(p)
+
+    p = sub.add_parser("repro", help="reproduce one cell N times and write a self-contained bundle",
+                       description="Reproduce the cells matching CELL (an id, a prefix or a glob) from the "
+                                   "matrices: reuse or build only their environment, run them --repeat times "
+                                   "with live logs, report k/N failures and write a bundle (recipe, pins, "
+                                   "workloads, spec, run.sh, logs, results).")
+    p.add_argument("cell", metavar="CELL")
+    p.add_argument("--matrix", action="append", default=[], metavar="FILE",
+                   help="matrix to look the cell up in (repeatable; default: every matrices/*.yaml)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N", help="attempts (default 1)")
+    p.add_argument("--out", default="bundles", metavar="DIR", help="where bundles go (default: bundles)")
+    p.add_argument("--shell", action="store_true", help="open a shell in the cell's environment instead of running")
     _add_engine_args(p)
 
     p = sub.add_parser("report", help="publish results: static site, Markdown, CSV and JSON "
@@ -132,7 +145,19 @@ def cmd_report(args, console: Console) -> int:
     return 0
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report}
+def cmd_repro(args, console: Console) -> int:
+    from .engines import select_engine
+    from .repro import run_command
+    if args.repeat < 1:
+        raise UserError("--repeat must be at least 1")
+    engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
+    try:
+        return run_command(args, console, engine)
+    finally:
+        engine.close()
+
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "repro": cmd_repro, "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -132,6 +133,22 @@ def _requirements(env: Environment) -> list[str]:
     if family(env) == "tf1-gpu":  # the base already holds tensorflow-gpu
         reqs = [r for r in reqs if not r.startswith("tensorflow")]
     return reqs
+
+
+def _follow(container, path: Path, stdout: bool) -> threading.Thread:
+    """Copy a container's output into a file as it comes, so logs are live
+    (`repro` shows them, a hang shows what it printed last)."""
+    def copy() -> None:
+        try:
+            with open(path, "ab") as fh:
+                for chunk in container.logs(stdout=stdout, stderr=not stdout, stream=True, follow=True):
+                    fh.write(chunk)
+                    fh.flush()
+        except Exception:  # noqa: BLE001 - the complete logs are fetched again at the end
+            pass
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    return thread
 
 
 class DockerEngine(Engine):
@@ -267,6 +284,8 @@ class DockerEngine(Engine):
                 raise CellUnsupported(f"{cell.parallelism.devices} GPU(s) asked, but this Docker engine has "
                                       f"no GPU runtime ({message})") from None
             raise
+        followers = [_follow(container, workdir / "stdout.log", stdout=True),
+                     _follow(container, workdir / "stderr.log", stdout=False)]
         try:
             def poll() -> int | None:
                 container.reload()
@@ -283,7 +302,9 @@ class DockerEngine(Engine):
                                              cell.limits.progress)
             container.reload()
             state = container.attrs["State"]
-            (workdir / "stdout.log").write_bytes(container.logs(stdout=True, stderr=False))
+            for follower in followers:
+                follower.join(timeout=10)
+            (workdir / "stdout.log").write_bytes(container.logs(stdout=True, stderr=False))  # complete copies
             (workdir / "stderr.log").write_bytes(container.logs(stdout=False, stderr=True))
         finally:
             try:

@@ -1,0 +1,292 @@
+"""Reproduce one cell, N times, and leave a bundle anyone can rerun.
+
+The bundle is meant for an upstream bug report: it holds the environment
+recipe (Dockerfile or exact pip lock), the workloads package, the cell's spec
+and a ``run.sh`` that needs plain ``docker`` or ``python`` and nothing of this
+project, next to the logs and results of every attempt.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shlex
+import shutil
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from . import matrix as matrix_mod
+from . import stacks
+from .bases import images_dir
+from .cells import Cell
+from .engines.base import CELL_ENV, Engine, Prepared
+from .errors import UserError
+from .matrix import Matrix
+from .report.tables import slug
+from .runner import WORKLOADS_SRC, Runner
+
+DEFAULT_OUT = "bundles"
+
+
+def find_cells(pattern: str, matrices: list[Path]) -> list[tuple[Cell, Matrix]]:
+    """Cells whose id matches `pattern` (a glob, or a prefix of an id) in the
+    given matrix files, the first matrix naming an id winning."""
+    found: dict[str, tuple[Cell, Matrix]] = {}
+    for path in matrices:
+        m = matrix_mod.load(path)
+        for cell in m.cells:
+            if fnmatch.fnmatchcase(cell.id, pattern) or cell.id.startswith(pattern):
+                found.setdefault(cell.id, (cell, m))
+    return list(found.values())
+
+
+class LiveLog:
+    """Print what a cell writes to stdout.log / stderr.log while it runs."""
+
+    def __init__(self, folder: Path, console: Console):
+        self.folder, self.console = folder, console
+        self.offsets: dict[Path, int] = {}  # bytes already shown, per log
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._drain()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            self._drain()
+
+    def _drain(self) -> None:
+        for path in sorted(self.folder.rglob("std*.log")):
+            # a cell runs in "<id>.partial-<pid>" and is renamed when done: one key for both
+            key = Path(str(path.parent).split(".partial-")[0]) / path.name
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(self.offsets.get(key, 0))
+                    data = fh.read()
+                    self.offsets[key] = fh.tell()
+            except OSError:
+                continue
+            for line in data.decode(errors="replace").splitlines():
+                self.console.print(f"[dim]{path.stem:>6} |[/] {escape(line)}", highlight=False)
+
+
+def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, console: Console,
+              live: bool = True) -> tuple[Path, list[dict]]:
+    bundle = out / slug(cell.id)
+    attempts_root = bundle / "attempts"
+    results = []
+    for k in range(1, repeat + 1):
+        console.rule(f"attempt {k}/{repeat}: {escape(cell.id)}")
+        attempt = replace(m, name=f"attempt-{k}", cells=[cell])
+        runner = Runner(attempt, engine, attempts_root, console, rerun=frozenset({"all"}),
+                        matrix_label=str(m.path))
+        if live:
+            with LiveLog(attempts_root / attempt.name, console):
+                results += runner.run([cell])
+        else:
+            results += runner.run([cell])
+    prepared = engine.prepare(cell.environment, bundle / "environment-build.log")  # reused: built above
+    write_bundle(bundle, cell, engine, prepared, results)
+    return bundle, results
+
+
+def summary(results: list[dict]) -> str:
+    failed = [r for r in results if r["status"] != "ok"]
+    kinds = sorted({f"{r['status']}: {(r.get('error') or {}).get('signature') or r.get('reason') or ''}"
+                    for r in failed})
+    text = f"{len(failed)}/{len(results)} attempts failed"
+    return text + (" -- " + "; ".join(kinds) if kinds else "")
+
+
+# -- the bundle --------------------------------------------------------------------
+def write_bundle(bundle: Path, cell: Cell, engine: Engine, prepared: Prepared, results: list[dict]) -> None:
+    import json
+    bundle.mkdir(parents=True, exist_ok=True)
+    (bundle / "spec.json").write_text(json.dumps(cell.spec(), indent=2, sort_keys=True) + "\n")
+    shutil.rmtree(bundle / "workloads", ignore_errors=True)
+    shutil.copytree(WORKLOADS_SRC, bundle / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    env_dir = bundle / "environment"
+    shutil.rmtree(env_dir, ignore_errors=True)
+    env_dir.mkdir()
+    env = cell.environment
+    (env_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in env.requirements))
+    (env_dir / "forced.txt").write_text("".join(f"{r}\n" for r in env.force))
+    prov = prepared.provenance
+    if engine.name == "docker":
+        fam = prov["dockerfile"].split("/")[1]
+        shutil.copy(images_dir() / fam / "Dockerfile", env_dir / "Dockerfile")
+        from .engines.docker import _requirements
+        (env_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in _requirements(env)))
+        script = docker_script(cell, prov)
+    else:
+        lock = Path(prov.get("venv", "")) / "requirements.lock" if prov.get("venv") else None
+        if lock and lock.exists():
+            shutil.copy(lock, env_dir / "requirements.lock")
+        script = venv_script(cell, has_lock=bool(lock and lock.exists()))
+    (bundle / "run.sh").write_text(script)
+    os.chmod(bundle / "run.sh", 0o755)
+    (bundle / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True, default=str) + "\n")
+    (bundle / "README.md").write_text(readme(cell, engine.name, results))
+
+
+def _env_flags(cell: Cell) -> dict[str, str]:
+    env = dict(CELL_ENV)
+    if cell.environment.api == "keras3":
+        env["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"
+    return env
+
+
+_REPORT = """
+code=$?
+echo "exit code: $code"
+if [ "$code" -gt 128 ]; then echo "killed by signal $((code - 128)) ($(kill -l $((code - 128)) 2>/dev/null))"; fi
+if [ "$code" -eq 124 ]; then echo "timed out after {wall}s"; fi
+if [ -f out/workload.json ]; then
+  echo "workload.json: $(grep -o '"outcome": *"[a-z]*"' out/workload.json)"
+else
+  echo "no workload.json: the process died before it could record an outcome"
+fi
+exit "$code"
+"""
+
+
+def docker_script(cell: Cell, prov: dict) -> str:
+    env = {**_env_flags(cell), "PYTHONPATH": "/opt/harness", "HOME": "/tmp"}
+    run_flags = ["--rm", "--init", "--network", "none", "-u", '"$(id -u):$(id -g)"', "-w", "/tmp"]
+    if cell.limits.memory:
+        run_flags += ["--memory", cell.limits.memory, "--memory-swap", cell.limits.memory]
+    if cell.parallelism.device_kind == "gpu":
+        run_flags += ["--gpus", shlex.quote(f"device={','.join(str(i) for i in range(cell.parallelism.devices))}")]
+    run_flags += [f"-e {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+    return f"""#!/usr/bin/env bash
+# Reproduce {cell.id}
+# with plain Docker; nothing of the harness is needed. DOCKER=/path/to/docker to choose
+# the client (the build needs BuildKit); PIP_CERT=bundle.pem if pip sits behind a TLS proxy.
+set -u
+cd "$(dirname "$0")"
+DOCKER="${{DOCKER:-docker}}"
+IMAGE={shlex.quote(prov["image_tag"])}
+if ! "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
+  : > environment/no-ca
+  DOCKER_BUILDKIT=1 "$DOCKER" build -t "$IMAGE" \\
+    --build-arg BASE_IMAGE={shlex.quote(prov["base_used"])} \\
+    --build-arg BOOTSTRAP_PIP={shlex.quote(stacks.pip_requirement(cell.environment.python))} \\
+    --secret "id=ca,src=${{PIP_CERT:-environment/no-ca}}" environment || exit 125
+fi
+rm -rf out && mkdir -p out && cp spec.json out/
+timeout {int(cell.limits.wall)} "$DOCKER" run {" ".join(run_flags)} \\
+  -v "$PWD/workloads:/opt/harness/workloads:ro" -v "$PWD/out:/out" \\
+  "$IMAGE" python3 -m workloads /out/spec.json /out
+""" + _REPORT.format(wall=int(cell.limits.wall))
+
+
+def venv_script(cell: Cell, has_lock: bool) -> str:
+    env = cell.environment
+    short = ".".join(env.python.split(".")[:2])
+    reqs = "environment/requirements.lock" if has_lock else "environment/requirements.txt"
+    exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in sorted(_env_flags(cell).items()))
+    limit = ""
+    if cell.limits.memory:
+        from .engines.venv import parse_size
+        limit = f"ulimit -v {parse_size(cell.limits.memory) // 1024}\n"
+    force = ('\n  [ -s environment/forced.txt ] && { .venv/bin/python -m pip install -q --no-deps '
+             '-r environment/forced.txt || exit 125; }')
+    return f"""#!/usr/bin/env bash
+# Reproduce {cell.id}
+# in a virtualenv with the exact pins it ran with. PYTHON=/path/to/python{short} to choose the interpreter.
+set -u
+cd "$(dirname "$0")"
+PYTHON="${{PYTHON:-python{short}}}"
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv || exit 125
+  .venv/bin/python -m pip install -q --upgrade {shlex.quote(stacks.pip_requirement(env.python))} || exit 125
+  .venv/bin/python -m pip install -q -r {reqs} || exit 125{force if env.force and not has_lock else ""}
+fi
+rm -rf out && mkdir -p out && cp spec.json out/
+{exports}
+export PYTHONPATH="$PWD"
+({limit}exec timeout {int(cell.limits.wall)} .venv/bin/python -m workloads out/spec.json out)
+""" + _REPORT.format(wall=int(cell.limits.wall))
+
+
+def readme(cell: Cell, engine: str, results: list[dict]) -> str:
+    seen = next((r.get("seen") for r in results if r.get("seen")), {}) or {}
+    lines = [f"# Reproduction of `{cell.id}`", "", f"Outcome here: **{summary(results)}**", "",
+             "| attempt | status | signature | exit |", "|---|---|---|---|"]
+    for i, r in enumerate(results, 1):
+        err = r.get("error") or {}
+        sig = (err.get("signature") or r.get("reason") or "").replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {i} | {r['status']} | {sig} | {(r.get('exit') or {}).get('code')} |")
+    lines += ["", "Environment as seen from inside: " + ", ".join(
+        f"{k} {seen.get(k)}" for k in ("python", "tensorflow", "keras", "numpy", "backend") if seen.get(k)), "",
+        f"Run it again: `./run.sh` ({'plain Docker' if engine == 'docker' else 'a virtualenv from the exact pins'}). "
+        "It prints the exit code and the signal, if any.", "",
+        "- `spec.json`: the cell (model, sizes, wrapper, devices, batch, seed, limits)",
+        "- `workloads/`: the code that ran (Python 3.5+ syntax, standard library + numpy + the stack)",
+        "- `environment/`: " + ("the Dockerfile and pins" if engine == "docker" else "the exact pip lock"),
+        "- `attempts/`: every attempt's result.json, events.jsonl, stdout.log, stderr.log",
+        "- `provenance.json`: image or venv, harness commit, build details", ""]
+    return "\n".join(lines)
+
+
+# -- a shell in the environment --------------------------------------------------------
+def shell_command(cell: Cell, engine: Engine, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
+    """argv and environment for an interactive shell inside the cell's environment."""
+    env = {**os.environ, **_env_flags(cell)}
+    if engine.name == "docker":
+        from .engines.docker import find_cli
+        tty = ["-it"] if sys.stdin.isatty() else ["-i"]
+        argv = [find_cli(), "run", "--rm", *tty, "--network", "none", "-e", "PYTHONPATH=/opt/harness",
+                "-v", f"{bundle.resolve() / 'workloads'}:/opt/harness/workloads:ro",
+                "-v", f"{bundle.resolve()}:/bundle", "-w", "/bundle", prepared.handle, "bash"]
+        return argv, env
+    if engine.name == "venv":
+        venv = Path(prepared.handle)
+        env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    else:
+        python_dir = str(Path(prepared.handle).parent)
+        env["PATH"] = f"{python_dir}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(bundle.resolve())
+    return ["bash"], env
+
+
+def run_command(args, console: Console, engine: Engine) -> int:
+    matrices = [Path(p) for p in args.matrix] or sorted(Path("matrices").glob("*.yaml"))
+    if not matrices:
+        raise UserError("no matrix to look the cell up in: pass --matrix FILE (or run from the project folder)")
+    found = find_cells(args.cell, matrices)
+    if not found:
+        raise UserError(f"no cell matches '{args.cell}' in {', '.join(str(p) for p in matrices)} "
+                        "(python -m harness list MATRIX shows the ids)")
+    out = Path(args.out)
+    if args.shell:
+        cell, _ = found[0]
+        bundle = out / slug(cell.id)
+        prepared = engine.prepare(cell.environment, bundle / "environment-build.log")
+        write_bundle(bundle, cell, engine, prepared, [])
+        argv, env = shell_command(cell, engine, prepared, bundle)
+        console.print(f"shell in {cell.environment.name} ({engine.name}); the bundle is at {bundle}; exit to leave")
+        sys.stdout.flush()
+        os.chdir(bundle)
+        os.execvpe(argv[0], argv, env)
+    for cell, m in found:
+        started = time.monotonic()
+        bundle, results = reproduce(cell, m, engine, out, args.repeat, console)
+        console.rule()
+        console.print(f"[bold]{escape(cell.id)}[/]: {escape(summary(results))}", highlight=False)
+        console.print(f"bundle: {bundle}  (./run.sh reproduces it without the harness; "
+                      f"{time.monotonic() - started:.0f} s)")
+    return 0

@@ -1,0 +1,81 @@
+"""`repro`: one command reproduces a cell N times with live logs, counts the
+failures, and leaves a bundle whose run.sh reproduces it again on its own,
+from a clean folder, with plain python or plain docker."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from harness import interpreters
+
+from .conftest import ROOT, harness
+
+SEGFAULT = "tf2.15/fault-segfault/none-c1/b1/r0"
+
+
+def _bundle(out):
+    return out / SEGFAULT.replace("/", "__")
+
+
+def test_repro_counts_failures_and_bundles_a_venv_recipe(tmp_path):
+    out = tmp_path / "bundles"
+    proc = harness("repro", "tf2.15/fault-segfault/*", "--matrix", "matrices/faults.yaml", "--repeat", "3",
+                   "--engine", "venv", "--out", str(out), check=True)
+    assert "3/3 attempts failed" in proc.stdout and "SIGSEGV" in proc.stdout
+    assert "stderr | Fatal Python error: Segmentation fault" in proc.stdout  # the live log
+    bundle = _bundle(out)
+    for name in ("run.sh", "spec.json", "README.md", "provenance.json", "environment/requirements.lock",
+                 "workloads/run.py"):
+        assert (bundle / name).exists(), name
+    assert len(list((bundle / "attempts").glob("attempt-*/**/result.json"))) == 3
+    assert "3/3 attempts failed" in (bundle / "README.md").read_text()
+
+    clean = tmp_path / "elsewhere" / "bundle"
+    shutil.copytree(bundle, clean, ignore=shutil.ignore_patterns("attempts"))
+    python = interpreters.find("3.11")[0]
+    run = subprocess.run(["bash", "run.sh"], cwd=clean, capture_output=True, text=True, timeout=1800,
+                         env={**os.environ, "PYTHON": python})
+    assert run.returncode == 139, run.stdout + run.stderr[-3000:]
+    assert "killed by signal 11 (SEGV)" in run.stdout
+    assert "Segmentation fault" in run.stderr
+
+
+def test_repro_bundle_runs_with_plain_docker(tmp_path, docker_client):
+    from harness.engines.docker import find_cli
+    out = tmp_path / "bundles"
+    proc = harness("repro", SEGFAULT, "--matrix", "matrices/faults.yaml", "--engine", "docker", "--out", str(out),
+                   check=True)
+    assert "1/1 attempts failed" in proc.stdout
+    clean = tmp_path / "elsewhere"
+    shutil.copytree(_bundle(out), clean, ignore=shutil.ignore_patterns("attempts"))
+    assert (clean / "environment" / "Dockerfile").exists()
+    run = subprocess.run(["bash", "run.sh"], cwd=clean, capture_output=True, text=True, timeout=1800,
+                         env={**os.environ, "DOCKER": find_cli()})
+    assert run.returncode == 139, run.stdout + run.stderr[-3000:]
+    assert "killed by signal 11" in run.stdout
+
+
+def test_shell_opens_in_the_cells_environment(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "repro", SEGFAULT, "--matrix", "matrices/faults.yaml",
+                           "--engine", "venv", "--out", str(tmp_path), "--shell"], cwd=ROOT,
+                          input='python -c "import tensorflow as tf, workloads; print(\'TF\', tf.__version__)"\n',
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "TF 2.15.0" in proc.stdout
+
+
+def test_unknown_cell_is_a_clear_error():
+    proc = harness("repro", "no-such-env/*", "--matrix", "matrices/faults.yaml", "--engine", "venv")
+    assert proc.returncode == 2
+    assert "no cell matches 'no-such-env/*'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("argv", [["--repeat", "0"]])
+def test_bad_repeat_is_a_clear_error(argv):
+    proc = harness("repro", SEGFAULT, "--matrix", "matrices/faults.yaml", "--engine", "venv", *argv)
+    assert proc.returncode == 2 and "--repeat" in proc.stderr
