@@ -7,6 +7,7 @@ exit 2; Ctrl-C keeps every finished result and exits 130.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -169,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
         return 2
+    except BrokenPipeError:  # `python -m harness list M | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         err.print("\ninterrupted: every finished cell's result is kept; run the same command again to resume")
         return 130

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import textwrap
@@ -86,6 +87,8 @@ def _chromium():
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
             return shutil.which(name)
+    if os.environ.get("HARNESS_REQUIRE_BROWSER") == "1":
+        pytest.fail("Chromium is required here (apt-get install chromium)")
     pytest.skip("no Chromium on this machine (CI installs Debian's chromium)")
 
 

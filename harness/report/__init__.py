@@ -44,7 +44,7 @@ def provenance_lines(results: list[dict]) -> list[str]:
     gpus = sorted({g for r in results for g in ((r.get("seen") or {}).get("gpus") or [])})
     return [
         f"{len(results)} cells: " + ", ".join(f"{n} {s}" for s, n in statuses.most_common()),
-        f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; hosts: {', '.join(hosts)}; "
+        f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; {len(hosts)} host(s); "
         f"harness commits: {', '.join(commits)}",
         "devices seen: " + (", ".join(gpus) if gpus else "no GPU (CPU and virtual CPU devices only)"),
     ]
