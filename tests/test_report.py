@@ -144,3 +144,20 @@ def test_time_changes_inside_the_noise_are_not_reported():
     slow = compare_runs([result([1.0, 1.05, 0.95])], [result([1.5, 1.6, 1.55])])
     assert len(slow["slower"]) == 1
     assert spread_of([1, 2, 3]).fmt(1) == "2.0 [1.0-3.0] (noisy)"
+
+
+def test_seed_comparison_flags_degraded_and_slower():
+    from harness.report.analysis import seed_comparison
+
+    def result(label, devices, seconds, val):
+        return {"cell": f"e/w/{label}/b128/r0", "status": "ok", "batch_size": 128, "epochs_asked": 4,
+                "parallelism": {"label": label, "devices": devices, "wrapper": label.split("-")[0]},
+                "metrics": {"val_accuracy": val, "accuracy": val},
+                "epochs": [{"seconds": 9.0}] + [{"seconds": s} for s in seconds]}
+    rows = seed_comparison([result("none-g1", 1, [1.0, 1.1, 0.9], 0.80),
+                            result("multi_gpu_model-g2", 2, [3.0, 3.1, 2.9], 0.40),   # seed 000's symptom
+                            result("ratio-g2", 2, [1.05, 1.0, 1.1], 0.79)])           # within the noise
+    by = {r["parallelism"]: r for r in rows}
+    assert by["multi_gpu_model-g2"]["degraded"] and by["multi_gpu_model-g2"]["slower"]
+    assert round(by["multi_gpu_model-g2"]["time_ratio"], 2) == 3.0
+    assert not by["ratio-g2"]["degraded"] and not by["ratio-g2"]["slower"]
