@@ -64,9 +64,15 @@ def wrapper_of(r: Result) -> str:
     return (r.get("parallelism") or {}).get("wrapper") or label_of(r).split("-")[0]
 
 
-def group_id(r: Result) -> str:
-    """The cell id without the repeat: what repeats share."""
-    return r["cell"].rsplit("/", 1)[0]
+def run_of(r: Result) -> str:
+    """Which run a result belongs to (its matrix file): figures are only ever
+    compared within one run, never across runs that share cell ids."""
+    return (r.get("provenance") or {}).get("matrix") or ""
+
+
+def group_id(r: Result) -> tuple[str, str]:
+    """The run and the cell id without the repeat: what repeats share."""
+    return run_of(r), r["cell"].rsplit("/", 1)[0]
 
 
 @dataclass
@@ -104,8 +110,8 @@ class Group:
         return spread_of((r.get("metrics") or {}).get(name) for r in self.ok)
 
 
-def groups(results: list[Result]) -> dict[str, Group]:
-    out: dict[str, list[Result]] = defaultdict(list)
+def groups(results: list[Result]) -> dict[tuple[str, str], Group]:
+    out: dict[tuple[str, str], list[Result]] = defaultdict(list)
     for r in results:
         out[group_id(r)].append(r)
     return {k: Group(sorted(v, key=lambda r: r.get("repeat", 0))) for k, v in out.items()}
@@ -124,9 +130,9 @@ def seed_comparison(results: list[Result]) -> list[dict]:
     degraded / slower flags."""
     by_key: dict[tuple, list[Group]] = defaultdict(list)
     for g in groups(results).values():
-        by_key[(env_of(g.first), workload_of(g.first), g.first.get("batch_size"))].append(g)
+        by_key[(run_of(g.first), env_of(g.first), workload_of(g.first), g.first.get("batch_size"))].append(g)
     rows = []
-    for (env, workload, batch), gs in by_key.items():
+    for (_, env, workload, batch), gs in by_key.items():
         base = _baseline(gs)
         for g in gs:
             if devices_of(g.first) < 2 or base is None:
@@ -160,18 +166,18 @@ def scaling(results: list[Result]) -> list[dict]:
     base_at: dict[tuple, Group] = {}
     for g in gs:
         if devices_of(g.first) == 1 and g.all_ok:
-            key = (env_of(g.first), workload_of(g.first), g.first.get("batch_size"))
+            key = (run_of(g.first), env_of(g.first), workload_of(g.first), g.first.get("batch_size"))
             if key not in base_at or wrapper_of(g.first) == "none":
                 base_at[key] = g
     rows = []
     for g in gs:
         n = devices_of(g.first)
         batch = g.first.get("batch_size") or 0
-        env, workload = env_of(g.first), workload_of(g.first)
-        base = base_at.get((env, workload, batch // n if n > 1 and batch % n == 0 else batch)) \
-            or base_at.get((env, workload, batch))
+        run, env, workload = run_of(g.first), env_of(g.first), workload_of(g.first)
+        base = base_at.get((run, env, workload, batch // n if n > 1 and batch % n == 0 else batch)) \
+            or base_at.get((run, env, workload, batch))
         sps = g.samples_per_sec()
-        row = {"environment": env, "workload": workload, "wrapper": wrapper_of(g.first), "devices": n,
+        row = {"run": run, "environment": env, "workload": workload, "wrapper": wrapper_of(g.first), "devices": n,
                "batch": batch, "policy": "fixed" if base is None or base.first.get("batch_size") == batch
                else "x devices", "status": g.status, "cell": g.first["cell"], "samples_per_sec": sps,
                "epoch_seconds": g.epoch_seconds(), "val_accuracy": g.metric("val_accuracy"),
@@ -181,8 +187,8 @@ def scaling(results: list[Result]) -> list[dict]:
             row["speedup"] = sps.median / base_sps.median
             row["efficiency"] = row["speedup"] / n
         rows.append(row)
-    return sorted(rows, key=lambda r: (r["environment"], r["workload"], r["wrapper"], r["policy"], r["devices"],
-                                       r["batch"]))
+    return sorted(rows, key=lambda r: (r["run"], r["environment"], r["workload"], r["wrapper"], r["policy"],
+                                       r["devices"], r["batch"]))
 
 
 # -- failures grouped across versions ------------------------------------------------
@@ -210,7 +216,8 @@ def compare_runs(a: list[Result], b: list[Result], noise: float = 0.10) -> dict[
     Status: ok -> a failure is a regression, the reverse a fix. Time: a change
     counts only when it leaves A's own min-max range *and* moves the median by
     more than `noise`, so epoch-to-epoch jitter is not reported."""
-    ga, gb = groups(a), groups(b)
+    ga = {cell: g for (_, cell), g in groups(a).items()}
+    gb = {cell: g for (_, cell), g in groups(b).items()}
     out: dict[str, list[dict]] = {"regressions": [], "fixes": [], "slower": [], "faster": [], "only_a": [],
                                   "only_b": []}
     for key in sorted(set(ga) | set(gb)):

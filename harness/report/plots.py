@@ -27,35 +27,49 @@ def _errorbar(ax, xs, spreads, label):
     ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
 
 
+def _title(run: str, env: str, workload: str) -> str:
+    return f"{Path(run).stem or 'run'}: {env} / {workload}"
+
+
+def _file(kind: str, run: str, env: str, workload: str) -> str:
+    return f"{kind}-{slug('-'.join((Path(run).stem or 'run', env, workload)))}.png"
+
+
+def _save(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> Path:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def scaling_plots(results: list[dict], out: Path) -> list[tuple[str, Path]]:
     """samples/s against devices, one line per (wrapper, batch policy)."""
     series: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
     for row in analysis.scaling(results):
         if row["status"] == "ok" and row["samples_per_sec"] and row["devices"] > 1:
-            series[(row["environment"], row["workload"])][(row["wrapper"], row["policy"])].append(row)
-    base = {(r["environment"], r["workload"], r["batch"]): r for r in analysis.scaling(results)
+            series[(row["run"], row["environment"], row["workload"])][(row["wrapper"], row["policy"])].append(row)
+    base = {(r["run"], r["environment"], r["workload"], r["batch"]): r for r in analysis.scaling(results)
             if r["devices"] == 1 and r["status"] == "ok" and r["samples_per_sec"]}
     plt = _pyplot()
     made = []
-    for (env, workload), lines in sorted(series.items()):
+    for (run, env, workload), lines in sorted(series.items()):
         fig, ax = plt.subplots(figsize=(6, 4))
         for (wrapper, policy), rows in sorted(lines.items()):
             rows = sorted(rows, key=lambda r: r["devices"])
-            first = base.get((env, workload, rows[0]["batch"] // rows[0]["devices"] if policy != "fixed"
+            first = base.get((run, env, workload, rows[0]["batch"] // rows[0]["devices"] if policy != "fixed"
                               else rows[0]["batch"]))
             points = ([first] if first else []) + rows
             _errorbar(ax, [p["devices"] for p in points], [p["samples_per_sec"] for p in points],
                       f"{wrapper}, batch {policy}")
-        ax.set_xlabel("devices")
-        ax.set_ylabel("samples / s (training, steady epochs)")
-        ax.set_title(f"{env} / {workload}", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        path = out / f"scaling-{slug(env + '-' + workload)}.png"
-        fig.tight_layout()
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        made.append((f"Throughput against devices: {env} / {workload}", path))
+        title = _title(run, env, workload)
+        path = _save(plt, fig, ax, "devices", "samples / s (training, steady epochs)", title,
+                     out / _file("scaling", run, env, workload))
+        made.append((f"Throughput against devices: {title}", path))
     return made
 
 
@@ -65,11 +79,11 @@ def time_vs_batch_plots(results: list[dict], out: Path) -> list[tuple[str, Path]
     for g in analysis.groups(results).values():
         seconds = g.epoch_seconds() if g.all_ok else None
         if seconds:
-            key = (analysis.env_of(g.first), analysis.workload_of(g.first))
+            key = (analysis.run_of(g.first), analysis.env_of(g.first), analysis.workload_of(g.first))
             series[key][analysis.label_of(g.first)].append((g.first.get("batch_size"), seconds))
     plt = _pyplot()
     made = []
-    for (env, workload), lines in sorted(series.items()):
+    for (run, env, workload), lines in sorted(series.items()):
         if not any(len(points) > 1 for points in lines.values()):
             continue
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -77,16 +91,10 @@ def time_vs_batch_plots(results: list[dict], out: Path) -> list[tuple[str, Path]
             points.sort()
             _errorbar(ax, [b for b, _ in points], [s for _, s in points], label)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("batch size")
-        ax.set_ylabel("seconds per epoch (training)")
-        ax.set_title(f"{env} / {workload}", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        path = out / f"time-vs-batch-{slug(env + '-' + workload)}.png"
-        fig.tight_layout()
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        made.append((f"Epoch time against batch size: {env} / {workload}", path))
+        title = _title(run, env, workload)
+        path = _save(plt, fig, ax, "batch size", "seconds per epoch (training)", title,
+                     out / _file("time-vs-batch", run, env, workload))
+        made.append((f"Epoch time against batch size: {title}", path))
     return made
 
 
