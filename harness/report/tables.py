@@ -16,7 +16,8 @@ from .analysis import Result, Spread
 
 
 @dataclass
-class Cell:
+class Entry:
+    """One table cell (named apart from harness.cells.Cell, the unit of work)."""
     text: str
     link: str | None = None   # a cell id: the writers turn it into a page link
     mark: str | None = None   # "ok", "error", "flag", ...: a CSS class / Markdown emphasis
@@ -26,7 +27,7 @@ class Cell:
 class Table:
     title: str
     headers: list[str]
-    rows: list[list[Cell]] = field(default_factory=list)
+    rows: list[list[Entry]] = field(default_factory=list)
     note: str = ""
 
 
@@ -55,13 +56,13 @@ def _short_failure(r: Result) -> str:
     return ((r.get("error") or {}).get("signature") or "")[:90]
 
 
-def group_summary(g: analysis.Group) -> Cell:
+def group_summary(g: analysis.Group) -> Entry:
     if g.all_ok:
         val, sps = g.metric("val_accuracy"), g.samples_per_sec()
         parts = ["ok"] + ([f"val {val.median:.2f}"] if val else []) + ([f"{fmt_si(sps.median)}/s"] if sps else [])
-        return Cell(" ".join(parts), link=g.first["cell"], mark="ok")
+        return Entry(" ".join(parts), link=g.first["cell"], mark="ok")
     worst = next(r for r in g.results if r["status"] != "ok")
-    return Cell(f"{g.status}: {_short_failure(worst)}".rstrip(": "), link=worst["cell"], mark=worst["status"])
+    return Entry(f"{g.status}: {_short_failure(worst)}".rstrip(": "), link=worst["cell"], mark=worst["status"])
 
 
 def compatibility(results: list[Result]) -> Table:
@@ -79,7 +80,7 @@ def compatibility(results: list[Result]) -> Table:
                   note="Each entry: status, validation accuracy and steady-state samples/s "
                        "(median of epochs 2..N over repeats); failures show their signature.")
     for env in envs:
-        row = [Cell(env)]
+        row = [Entry(env)]
         for col in cols:
             gs = sorted(cells.get((env, col), []), key=lambda g: g.first.get("batch_size") or 0)
             if len(gs) == 1:
@@ -88,9 +89,9 @@ def compatibility(results: list[Result]) -> Table:
                 parts = [group_summary(g) for g in gs]
                 worst = next((p.mark for p in parts if p.mark != "ok"), "ok")
                 text = "; ".join(f"b{g.first.get('batch_size')}: {p.text}" for g, p in zip(gs, parts, strict=True))
-                row.append(Cell(text, link=gs[0].first["cell"], mark=worst))
+                row.append(Entry(text, link=gs[0].first["cell"], mark=worst))
             else:
-                row.append(Cell(""))
+                row.append(Entry(""))
         table.rows.append(row)
     return table
 
@@ -107,15 +108,16 @@ def seed_comparison(results: list[Result]) -> Table:
         flags = [f for f in ("degraded", "slower") if row[f]]
         failed = row["status"] != "ok"
         table.rows.append([
-            Cell(row["environment"]), Cell(row["workload"]), Cell(str(row["epochs"] or "")), Cell(str(row["batch"])),
-            Cell(row["parallelism"]), Cell(_fmt(row["acc_1"])), Cell(_fmt(row["val_acc_1"])),
-            Cell(_fmt(row["seconds_1"]), link=row["baseline_cell"]),
-            Cell(row["status"] if failed else _fmt(row["acc_n"]), link=row["cell"] if failed else None,
+            Entry(row["environment"]), Entry(row["workload"]), Entry(str(row["epochs"] or "")),
+            Entry(str(row["batch"])),
+            Entry(row["parallelism"]), Entry(_fmt(row["acc_1"])), Entry(_fmt(row["val_acc_1"])),
+            Entry(_fmt(row["seconds_1"]), link=row["baseline_cell"]),
+            Entry(row["status"] if failed else _fmt(row["acc_n"]), link=row["cell"] if failed else None,
                  mark=row["status"].split()[0] if failed else None),
-            Cell("" if failed else _fmt(row["val_acc_n"])),
-            Cell("" if failed else _fmt(row["seconds_n"]), link=row["cell"]),
-            Cell(f"{row['time_ratio']:.2f}" if row["time_ratio"] else "-"),
-            Cell(" ".join(flags), mark="flag" if flags else None),
+            Entry("" if failed else _fmt(row["val_acc_n"])),
+            Entry("" if failed else _fmt(row["seconds_n"]), link=row["cell"]),
+            Entry(f"{row['time_ratio']:.2f}" if row["time_ratio"] else "-"),
+            Entry(" ".join(flags), mark="flag" if flags else None),
         ])
     return table
 
@@ -137,14 +139,14 @@ def scaling(results: list[Result]) -> Table:
         ok = row["status"] == "ok"
         sps = row["samples_per_sec"]
         table.rows.append([
-            Cell(row["environment"]), Cell(row["workload"]), Cell(row["wrapper"]),
-            Cell(f"{row['batch']} ({row['policy']})"), Cell(str(row["devices"])),
-            Cell(row["status"], link=row["cell"], mark=row["status"].split()[0]),
-            Cell(f"{fmt_si(sps.median)} [{fmt_si(sps.lo)}-{fmt_si(sps.hi)}]" if ok and sps else "-"),
-            Cell(_fmt(row["epoch_seconds"]) if ok else "-"),
-            Cell(f"{row['speedup']:.2f}" if row["speedup"] else "-"),
-            Cell(f"{row['efficiency']:.0%}" if row["efficiency"] else "-"),
-            Cell(_fmt(row["val_accuracy"]) if ok else "-"),
+            Entry(row["environment"]), Entry(row["workload"]), Entry(row["wrapper"]),
+            Entry(f"{row['batch']} ({row['policy']})"), Entry(str(row["devices"])),
+            Entry(row["status"], link=row["cell"], mark=row["status"].split()[0]),
+            Entry(f"{fmt_si(sps.median)} [{fmt_si(sps.lo)}-{fmt_si(sps.hi)}]" if ok and sps else "-"),
+            Entry(_fmt(row["epoch_seconds"]) if ok else "-"),
+            Entry(f"{row['speedup']:.2f}" if row["speedup"] else "-"),
+            Entry(f"{row['efficiency']:.0%}" if row["efficiency"] else "-"),
+            Entry(_fmt(row["val_accuracy"]) if ok else "-"),
         ])
     return table
 
@@ -153,9 +155,9 @@ def failure_families(results: list[Result]) -> Table:
     table = Table("Failure families", ["signature", "status", "cells", "environments", "example"],
                   note="The same normalised error signature (paths, numbers, addresses stripped) across cells.")
     for fam in analysis.failure_families(results):
-        table.rows.append([Cell(fam["signature"], mark=fam["status"]), Cell(fam["status"]),
-                           Cell(str(len(fam["cells"]))), Cell(", ".join(fam["environments"])),
-                           Cell(fam["cells"][0], link=fam["cells"][0])])
+        table.rows.append([Entry(fam["signature"], mark=fam["status"]), Entry(fam["status"]),
+                           Entry(str(len(fam["cells"]))), Entry(", ".join(fam["environments"])),
+                           Entry(fam["cells"][0], link=fam["cells"][0])])
     return table
 
 
@@ -165,9 +167,9 @@ def drifted_controls(results: list[Result]) -> Table:
     for r in analysis.drifted_controls(results):
         want = r["expectation"]
         got = (r.get("error") or {}).get("signature") or r.get("reason") or ""
-        table.rows.append([Cell(r["cell"], link=r["cell"], mark="flag"),
-                           Cell(want["status"] + (f" '{want['signature']}'" if want.get("signature") else "")),
-                           Cell(f"{r['status']} {got}".strip()), Cell(want.get("why") or "")])
+        table.rows.append([Entry(r["cell"], link=r["cell"], mark="flag"),
+                           Entry(want["status"] + (f" '{want['signature']}'" if want.get("signature") else "")),
+                           Entry(f"{r['status']} {got}".strip()), Entry(want.get("why") or "")])
     return table
 
 
@@ -180,6 +182,6 @@ def comparison(diff: dict[str, list[dict]]) -> list[Table]:
             detail = e.get("b_signature") or e.get("a_signature") or ""
             if "change" in e:
                 detail = f"{e['a_seconds'].fmt()} -> {e['b_seconds'].fmt()} s/epoch ({e['change']:+.0%})"
-            t.rows.append([Cell(e["cell"]), Cell(e["a"]), Cell(e["b"]), Cell(detail)])
+            t.rows.append([Entry(e["cell"]), Entry(e["a"]), Entry(e["b"]), Entry(detail)])
         tables.append(t)
     return tables
