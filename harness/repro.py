@@ -9,6 +9,7 @@ project, next to the logs and results of every attempt.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import shlex
 import shutil
@@ -26,7 +27,7 @@ from . import stacks
 from .bases import images_dir
 from .cells import Cell
 from .engines.base import CELL_ENV, Engine, Prepared
-from .errors import UserError
+from .errors import EnvironmentUnavailable, UserError
 from .matrix import Matrix
 from .report.tables import slug
 from .runner import WORKLOADS_SRC, Runner
@@ -98,8 +99,9 @@ def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, con
                 results += runner.run([cell])
         else:
             results += runner.run([cell])
-    prepared = engine.prepare(cell.environment, bundle / "environment-build.log")  # reused: built above
-    write_bundle(bundle, cell, engine, prepared, results)
+    # The environment's provenance (image, venv, base) is in every result the engine could run.
+    prov = next((r.get("provenance") for r in results if r["status"] != "unavailable"), None)
+    write_bundle(bundle, cell, engine.name, prov, results)
     return bundle, results
 
 
@@ -112,8 +114,9 @@ def summary(results: list[dict]) -> str:
 
 
 # -- the bundle --------------------------------------------------------------------
-def write_bundle(bundle: Path, cell: Cell, engine: Engine, prepared: Prepared, results: list[dict]) -> None:
-    import json
+def write_bundle(bundle: Path, cell: Cell, engine: str, prov: dict | None, results: list[dict]) -> None:
+    """`prov` is the environment's provenance; None when it could not be had,
+    and then the bundle holds the attempts and their build log but no run.sh."""
     bundle.mkdir(parents=True, exist_ok=True)
     (bundle / "spec.json").write_text(json.dumps(cell.spec(), indent=2, sort_keys=True) + "\n")
     shutil.rmtree(bundle / "workloads", ignore_errors=True)
@@ -124,8 +127,11 @@ def write_bundle(bundle: Path, cell: Cell, engine: Engine, prepared: Prepared, r
     env = cell.environment
     (env_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in env.requirements))
     (env_dir / "forced.txt").write_text("".join(f"{r}\n" for r in env.force))
-    prov = prepared.provenance
-    if engine.name == "docker":
+    (bundle / "README.md").write_text(readme(cell, engine, results))
+    if prov is None:
+        (bundle / "run.sh").unlink(missing_ok=True)
+        return
+    if engine == "docker":
         fam = prov["dockerfile"].split("/")[1]
         shutil.copy(images_dir() / fam / "Dockerfile", env_dir / "Dockerfile")
         from .engines.docker import _requirements
@@ -139,7 +145,6 @@ def write_bundle(bundle: Path, cell: Cell, engine: Engine, prepared: Prepared, r
     (bundle / "run.sh").write_text(script)
     os.chmod(bundle / "run.sh", 0o755)
     (bundle / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True, default=str) + "\n")
-    (bundle / "README.md").write_text(readme(cell, engine.name, results))
 
 
 def _env_flags(cell: Cell) -> dict[str, str]:
@@ -275,8 +280,11 @@ def run_command(args, console: Console, engine: Engine) -> int:
     if args.shell:
         cell, _ = found[0]
         bundle = out / slug(cell.id)
-        prepared = engine.prepare(cell.environment, bundle / "environment-build.log")
-        write_bundle(bundle, cell, engine, prepared, [])
+        try:
+            prepared = engine.prepare(cell.environment, bundle / "environment-build.log")
+        except EnvironmentUnavailable as exc:
+            raise UserError(f"{cell.environment.name} is unavailable: {exc.reason}") from None
+        write_bundle(bundle, cell, engine.name, prepared.provenance, [])
         argv, env = shell_command(cell, engine, prepared, bundle)
         console.print(f"shell in {cell.environment.name} ({engine.name}); the bundle is at {bundle}; exit to leave")
         sys.stdout.flush()
@@ -287,6 +295,7 @@ def run_command(args, console: Console, engine: Engine) -> int:
         bundle, results = reproduce(cell, m, engine, out, args.repeat, console)
         console.rule()
         console.print(f"[bold]{escape(cell.id)}[/]: {escape(summary(results))}", highlight=False)
-        console.print(f"bundle: {bundle}  (./run.sh reproduces it without the harness; "
-                      f"{time.monotonic() - started:.0f} s)")
+        how = ("./run.sh reproduces it without the harness" if (bundle / "run.sh").exists()
+               else "no run.sh: the environment could not be had; see attempts/ for the build log")
+        console.print(f"bundle: {bundle}  ({how}; {time.monotonic() - started:.0f} s)")
     return 0

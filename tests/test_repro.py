@@ -79,3 +79,14 @@ def test_unknown_cell_is_a_clear_error():
 def test_bad_repeat_is_a_clear_error(argv):
     proc = harness("repro", SEGFAULT, "--matrix", "matrices/faults.yaml", "--engine", "venv", *argv)
     assert proc.returncode == 2 and "--repeat" in proc.stderr
+
+
+def test_an_environment_that_cannot_be_had_still_leaves_a_bundle(tmp_path):
+    (tmp_path / "m.yaml").write_text('name: unav\nenvironments: [{python: "3.11", tensorflow: "9.9.9"}]\n'
+                                     "workloads: [{model: fault, fault: segfault}]\n")
+    proc = harness("repro", "tf9.9.9/*", "--matrix", str(tmp_path / "m.yaml"), "--engine", "venv",
+                   "--out", str(tmp_path / "b"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "1/1 attempts failed -- unavailable" in proc.stdout and "no run.sh" in proc.stdout
+    bundle = next((tmp_path / "b").iterdir())
+    assert not (bundle / "run.sh").exists() and "unavailable" in (bundle / "README.md").read_text()

@@ -135,20 +135,32 @@ def _requirements(env: Environment) -> list[str]:
     return reqs
 
 
-def _follow(container, path: Path, stdout: bool) -> threading.Thread:
-    """Copy a container's output into a file as it comes, so logs are live
+class _Follower(threading.Thread):
+    """Copies a container's output into a file as it comes, so logs are live
     (`repro` shows them, a hang shows what it printed last)."""
-    def copy() -> None:
+
+    def __init__(self, container, path: Path, stdout: bool):
+        super().__init__(daemon=True)
+        self.container, self.path, self.stdout = container, path, stdout
+        self.complete = False
+        self.start()
+
+    def run(self) -> None:
         try:
-            with open(path, "ab") as fh:
-                for chunk in container.logs(stdout=stdout, stderr=not stdout, stream=True, follow=True):
+            with open(self.path, "wb") as fh:
+                for chunk in self.container.logs(stdout=self.stdout, stderr=not self.stdout, stream=True,
+                                                 follow=True):
                     fh.write(chunk)
                     fh.flush()
-        except Exception:  # noqa: BLE001 - the complete logs are fetched again at the end
+            self.complete = True
+        except Exception:  # noqa: BLE001 - finish() fetches the logs in one piece instead
             pass
-    thread = threading.Thread(target=copy, daemon=True)
-    thread.start()
-    return thread
+
+    def finish(self) -> None:
+        """Wait for the stream to end; if it broke off, write the logs again in one piece."""
+        self.join(timeout=10)
+        if not self.complete:
+            self.path.write_bytes(self.container.logs(stdout=self.stdout, stderr=not self.stdout))
 
 
 class DockerEngine(Engine):
@@ -284,8 +296,8 @@ class DockerEngine(Engine):
                 raise CellUnsupported(f"{cell.parallelism.devices} GPU(s) asked, but this Docker engine has "
                                       f"no GPU runtime ({message})") from None
             raise
-        followers = [_follow(container, workdir / "stdout.log", stdout=True),
-                     _follow(container, workdir / "stderr.log", stdout=False)]
+        followers = [_Follower(container, workdir / "stdout.log", stdout=True),
+                     _Follower(container, workdir / "stderr.log", stdout=False)]
         try:
             def poll() -> int | None:
                 container.reload()
@@ -303,9 +315,7 @@ class DockerEngine(Engine):
             container.reload()
             state = container.attrs["State"]
             for follower in followers:
-                follower.join(timeout=10)
-            (workdir / "stdout.log").write_bytes(container.logs(stdout=True, stderr=False))  # complete copies
-            (workdir / "stderr.log").write_bytes(container.logs(stdout=False, stderr=True))
+                follower.finish()
         finally:
             try:
                 container.remove(force=True)

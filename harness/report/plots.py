@@ -50,10 +50,11 @@ def _save(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> Pat
 def scaling_plots(results: list[dict], out: Path) -> list[tuple[str, Path]]:
     """samples/s against devices, one line per (wrapper, batch policy)."""
     series: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
-    for row in analysis.scaling(results):
+    rows_all = analysis.scaling(results)
+    for row in rows_all:
         if row["status"] == "ok" and row["samples_per_sec"] and row["devices"] > 1:
             series[(row["run"], row["environment"], row["workload"])][(row["wrapper"], row["policy"])].append(row)
-    base = {(r["run"], r["environment"], r["workload"], r["batch"]): r for r in analysis.scaling(results)
+    base = {(r["run"], r["environment"], r["workload"], r["batch"]): r for r in rows_all
             if r["devices"] == 1 and r["status"] == "ok" and r["samples_per_sec"]}
     plt = _pyplot()
     made = []
