@@ -7,9 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from . import stacks
-
-WRAPPERS = ("none", "multi_gpu_model", "ratio", "make_parallel", "mirrored", "data_parallel")
-FEEDS = ("arrays", "dataset")
+from .workloads.protocol import FEEDS, WRAPPERS  # noqa: F401 - re-exported for the matrix
 
 
 @dataclass(frozen=True)

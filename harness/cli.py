@@ -44,6 +44,27 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                         "(default: PIP_CERT, SSL_CERT_FILE or REQUESTS_CA_BUNDLE)")
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def _add_resource_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", "-j", type=_positive, metavar="N",
+                   help="run at most N cells at once (default: as many as the host's cores and GPUs allow; "
+                        "--jobs 1 runs one cell at a time with every core)")
+    p.add_argument("--gpus", metavar="IDS",
+                   help="the GPUs cells may use, e.g. 0,1,2,3 (default: CUDA_VISIBLE_DEVICES if set, "
+                        "else every GPU NVML lists); each GPU cell is given its own")
+    p.add_argument("--cpus-per-cell", type=_positive, metavar="K",
+                   help="cores pinned to each CPU cell (default: the host's cores divided by --jobs)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness",
                                      description="Run TF/Keras multi-device version matrices and report them.")
@@ -59,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rerun", action="append", choices=STATUSES, default=[], metavar="STATUS",
                    help="run finished cells with this status again (repeatable; 'all' for every cell)")
     _add_engine_args(p)
+    _add_resource_args(p)
 
     p = sub.add_parser("repro", help="reproduce one cell N times and write a self-contained bundle",
                        description="Reproduce the cells matching CELL (an id, a prefix or a glob) from the "
@@ -103,7 +125,8 @@ def cmd_run(args, console: Console) -> int:
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
     engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
-    runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun))
+    runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
+                    gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
     try:
         results = runner.run(cells)
     finally:

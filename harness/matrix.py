@@ -24,10 +24,10 @@ from packaging.version import InvalidVersion, Version
 from . import stacks
 from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload
 from .errors import MatrixError
+from .workloads.protocol import FAULTS, RNN_CELLS, TRAPS
 
 PYTHON_RE = re.compile(r"^3\.\d{1,2}(\.\d{1,2})?$")
 MEMORY_RE = re.compile(r"^\d+(\.\d+)?[kmg]?$", re.I)
-FAULTS = ("segfault", "abort", "memory", "hang", "exception", "import", "silent_exit")
 STATUSES = ("ok", "error", "crash", "oom", "timeout", "unavailable", "unsupported")
 
 # Keys each workload model accepts (beyond name/model), with their types.
@@ -40,6 +40,7 @@ MODEL_KEYS: dict[str, dict[str, type | tuple]] = {
                "blocks": int, "convs_per_block": int, "filters": int, "dense": int},
     "dense": {"features": int, "widths": list, "samples": int},
     "fault": {"fault": str, "message": str},
+    "idle": {"seconds": (int, float)},
 }
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "rnn": {"cell": "gru", "layers": 4, "units": 512, "dense": 128, "timesteps": 32, "features": 16,
@@ -48,9 +49,9 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "maxing": {"classes": 10, "samples": 4096},
     "dense": {"features": 8000, "samples": 8192},
     "fault": {},
+    "idle": {"seconds": 1.0},
 }
-COMMON_WORKLOAD_KEYS = {"name": str, "model": str, "learning_rate": float}
-RNN_CELLS = ("gru", "cudnn_gru", "lstm", "cudnn_lstm")
+COMMON_WORKLOAD_KEYS = {"name": str, "model": str, "learning_rate": float, "trap": str}
 
 ENV_KEYS = {"name": str, "python": str, "tensorflow": str, "keras": str, "backend": str,
             "packages": list, "force": list, "device": str, "base_image": str}
@@ -187,6 +188,8 @@ def _workload_name(model: str, params: dict) -> str:
         return f"{params['cell'].replace('_', '')}-{params['layers']}x{params['units']}"
     if model == "fault":
         return f"fault-{params.get('fault')}"
+    if model == "idle":
+        return f"idle-{params['seconds']:g}s"
     return model
 
 
@@ -202,6 +205,8 @@ def _workload(check: _Checker, where: str, raw: dict) -> Workload | None:
         check.problem(f"{where}.cell", f"expected one of {', '.join(RNN_CELLS)}, got {params['cell']!r}")
     if model == "fault" and params.get("fault") not in FAULTS:
         check.problem(f"{where}.fault", f"expected one of {', '.join(FAULTS)}, got {params.get('fault')!r}")
+    if "trap" in params and params["trap"] not in TRAPS:
+        check.problem(f"{where}.trap", f"expected one of {', '.join(TRAPS)}, got {params['trap']!r}")
     for key, value in params.items():
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0 and key != "dropout":
             check.problem(f"{where}.{key}", f"expected a positive number, got {value}")

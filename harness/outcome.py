@@ -14,7 +14,7 @@ import signal as signals
 from dataclasses import dataclass
 
 from .supervise import RawOutcome
-from .workloads import EXIT_ERROR, EXIT_UNSUPPORTED
+from .workloads.protocol import EXIT_ERROR, EXIT_UNSUPPORTED, NOT_ENGAGED
 
 OOM_TYPES = ("MemoryError", "ResourceExhaustedError", "OutOfMemoryError")
 IMPORT_TYPES = ("ImportError", "ModuleNotFoundError")
@@ -86,7 +86,29 @@ def _error(kind: str, type_: str | None, message: str, raw: RawOutcome, **extra)
             "exit_code": raw.exit_code, "signal": raw.signal, **extra}
 
 
-def classify(raw: RawOutcome, workload: dict | None, last_event: dict | None, stderr_tail: str) -> Verdict:
+def not_engaged(workload: dict, asked: int, utilisation: dict | None) -> str | None:
+    """Why a multi-device run that finished did not really use its devices, or None.
+
+    Two witnesses: the workload's own evidence (replicas in sync, sharding of
+    the variables, devices the replica outputs were computed on), and, on
+    GPUs, the host's NVML samples of each assigned GPU over the steady epochs.
+    Either one showing fewer devices at work than asked is enough.
+    """
+    if asked < 2:
+        return None
+    ran_on = (workload.get("engagement") or {}).get("ran_on")
+    if isinstance(ran_on, int) and ran_on < asked:
+        return NOT_ENGAGED % (asked, ran_on)
+    sampled = {gpu: u for gpu, u in (utilisation or {}).items() if u.get("n", 0) >= 3}
+    if len(sampled) == asked:
+        busy = sum(1 for u in sampled.values() if u["max"] > 0)
+        if busy < asked:
+            return NOT_ENGAGED % (asked, busy) + " (GPU utilisation sampled through NVML)"
+    return None
+
+
+def classify(raw: RawOutcome, workload: dict | None, last_event: dict | None, stderr_tail: str,
+             asked: int = 1, utilisation: dict | None = None) -> Verdict:
     last = (last_event or {}).get("event", "nothing")
     if raw.timed_out:
         what = ("no progress within the progress limit" if raw.timed_out == "progress"
@@ -98,6 +120,9 @@ def classify(raw: RawOutcome, workload: dict | None, last_event: dict | None, st
     if workload is not None:
         outcome = workload.get("outcome")
         if outcome == "ok" and raw.exit_code == 0:
+            problem = not_engaged(workload, asked, utilisation)
+            if problem:
+                return Verdict("error", _error("engagement", None, problem, raw))
             return Verdict("ok")
         if outcome == "unsupported":
             return Verdict("unsupported", reason=workload.get("reason"))

@@ -16,6 +16,7 @@ from .cells import Cell
 from .outcome import Verdict
 from .store import read_json
 from .supervise import RawOutcome
+from .workloads.protocol import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, WORKLOAD_FILE
 
 TAIL_CHARS = 4000
 
@@ -34,8 +35,14 @@ def spread(values: list[float]) -> dict | None:
 
 @cache
 def harness_commit() -> str | None:
+    """The project's own commit, or None: a package installed into some other
+    git checkout (a site-packages inside a repository) must not name that one."""
     here = Path(__file__).resolve().parent
     try:
+        top = subprocess.run(["git", "-C", str(here), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=10)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != here.parent:
+            return None
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=10)
         if head.returncode != 0:
@@ -76,6 +83,7 @@ def timing(epochs: list[dict], workload_timing: dict, raw_seconds: float | None)
         "total_seconds": round(raw_seconds, 3) if raw_seconds is not None else None,
         "startup_seconds": workload_timing.get("startup_seconds"),
         "import_seconds": workload_timing.get("import_seconds"),
+        "phases": workload_timing.get("phases"),
         "first_epoch_seconds": epochs[0]["seconds"] if epochs else None,
         "steady_samples_per_sec": None,
         "steady_epoch_seconds": None,
@@ -93,11 +101,30 @@ def partial_epochs(events: list[dict]) -> list[dict]:
     return [{k: e.get(k) for k in keep} for e in events if e.get("event") == "epoch"]
 
 
+def overhead(raw: RawOutcome | None, events: list[dict], spawned: float | None) -> dict:
+    """The harness's own cost around a cell: host wall time minus the time the
+    workload process existed (from the harness spawning it to its last event)."""
+    if raw is None or spawned is None or not events or raw.timed_out:
+        return {}  # a killed cell's last event is not when its process ended
+    workload_seconds = events[-1].get("wall", spawned) - spawned
+    return {"host_seconds": round(raw.seconds, 3), "process_seconds": round(workload_seconds, 3),
+            "harness_overhead_seconds": round(raw.seconds - workload_seconds, 3)}
+
+
 def assemble(cell: Cell, engine: str, provenance: dict, raw: RawOutcome | None, verdict: Verdict,
-             workdir: Path, matrix_path: str, matrix_sha256: str, started: str) -> dict:
-    workload = read_json(workdir / "workload.json") or {}
-    events = read_events(workdir / "events.jsonl")
+             workdir: Path, matrix_path: str, matrix_sha256: str, started: str, slot=None,
+             extra: dict | None = None) -> dict:
+    extra = extra or {}
+    workload = read_json(workdir / WORKLOAD_FILE) or {}
+    events = read_events(workdir / EVENTS_FILE)
     epochs = workload.get("epochs") or partial_epochs(events)
+    engagement = dict(workload.get("engagement") or {})
+    if extra.get("utilisation"):
+        engagement["gpu_utilisation"] = extra["utilisation"]
+    timing_ = timing(epochs, workload.get("timing") or {}, raw.seconds if raw else None)
+    timing_.update(overhead(raw, events, extra.get("spawned")))
+    if raw is not None and extra.get("spawned"):  # when the cell held its slot, on the host's clock
+        timing_["window"] = [round(extra["spawned"], 3), round(extra["spawned"] + raw.seconds, 3)]
     return {
         "schema": SCHEMA,
         "cell": cell.id,
@@ -113,10 +140,12 @@ def assemble(cell: Cell, engine: str, provenance: dict, raw: RawOutcome | None, 
         "seen": workload.get("seen") or {},
         "parameters": workload.get("parameters"),
         "placement": workload.get("placement"),
+        "engagement": engagement or None,
+        "resources": slot.describe() if slot is not None else None,
         "samples": workload.get("samples"),
         "metrics": workload.get("metrics") or {},
         "epochs": epochs,
-        "timing": timing(epochs, workload.get("timing") or {}, raw.seconds if raw else None),
+        "timing": timing_,
         "error": verdict.error,
         "exit": None if raw is None else {"code": raw.exit_code, "signal": raw.signal,
                                           "oom_killed": raw.oom_killed, "timed_out": raw.timed_out,
@@ -131,7 +160,7 @@ def assemble(cell: Cell, engine: str, provenance: dict, raw: RawOutcome | None, 
             "host": {"name": platform.node(), "platform": platform.platform(),
                      "python": platform.python_version()},
         },
-        "logs": {"stdout_tail": tail(workdir / "stdout.log"), "stderr_tail": tail(workdir / "stderr.log")},
+        "logs": {"stdout_tail": tail(workdir / STDOUT_FILE), "stderr_tail": tail(workdir / STDERR_FILE)},
         "started": started,
         "finished": now(),
     }

@@ -1,23 +1,39 @@
-"""The results folder: one folder per cell run, written atomically.
+"""The results folder: one folder per cell run, written atomically, safe to share.
 
-A cell runs in ``<cell>.partial-<pid>`` and is renamed to ``<cell>`` only once
-result.json is complete, so an interrupted matrix leaves either a whole result
-or none, and the next run resumes from the finished ones.
+A cell runs in ``<cell>.partial-<host>-<pid>`` and is renamed to ``<cell>``
+only once result.json is complete, so an interrupted matrix leaves either a
+whole result or none, and the next run resumes from the finished ones.
+
+Many writers may share one results folder: two ``harness run`` processes, a
+scheduler's workers, the tasks of a cluster job array on several nodes. The
+rule that keeps them apart is one lock per cell (``.locks/<hash>.lock``,
+``flock``): a process runs a cell, or removes a half-written folder of it,
+only while it holds that cell's lock. The kernel (or the NFS lock manager)
+drops the lock when its owner dies, so "the lock is free" means exactly "no
+live process owns this cell's partial folder", whoever left it there.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import shutil
+import signal
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from .cells import Cell
+from .workloads.protocol import RESULT_FILE, SPEC_FILE
 
-RESULT = "result.json"
-SPEC = "spec.json"
+RESULT = RESULT_FILE
+SPEC = SPEC_FILE
+OWNER = "owner.json"
 PARTIAL = ".partial-"
+LOCKS = ".locks"
 # An unavailable environment may become available (a network came back, an
 # interpreter was installed): such cells are always tried again.
 RETRIED_ALWAYS = frozenset({"unavailable"})
@@ -36,10 +52,26 @@ def read_json(path: Path):
         return None
 
 
+class Claim:
+    """The right to run (or clean up) one cell: an flock held until released."""
+
+    def __init__(self, store: ResultStore, cell_id: str, fd: int):
+        self.store, self.cell_id, self.fd = store, cell_id, fd
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            with self.store._held_lock:
+                self.store._held.discard(self.cell_id)
+            os.close(self.fd)  # closing the descriptor drops the flock
+            self.fd = -1
+
+
 class ResultStore:
     def __init__(self, root: Path, run: str):
         self.root = Path(root)
         self.run_dir = self.root / run
+        self._held: set[str] = set()
+        self._held_lock = threading.Lock()
 
     def final_dir(self, cell: Cell) -> Path:
         return self.run_dir / cell.id
@@ -66,15 +98,40 @@ class ResultStore:
         now.pop("expect", None)
         return stored != now
 
+    # -- ownership ---------------------------------------------------------
+    def claim(self, cell_id: str) -> Claim | None:
+        """Take the cell's lock without waiting; None if a live process holds it."""
+        with self._held_lock:
+            if cell_id in self._held:
+                return None
+            path = self.run_dir / LOCKS / (hashlib.sha256(cell_id.encode()).hexdigest()[:24] + ".lock")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            self._held.add(cell_id)
+            return Claim(self, cell_id, fd)
+
     def begin(self, cell: Cell) -> Path:
+        """A fresh partial folder for a cell this process has claimed."""
         final = self.final_dir(cell)
-        work = final.with_name(final.name + f"{PARTIAL}{os.getpid()}")
+        work = final.with_name(f"{final.name}{PARTIAL}{socket.gethostname()}-{os.getpid()}")
         if work.exists():
             shutil.rmtree(work)
         work.mkdir(parents=True)
+        write_json(work / OWNER, {"host": socket.gethostname(), "pid": os.getpid()})
         return work
 
+    def note_process(self, work: Path, pgid: int) -> None:
+        """Record the cell's process group, so a later run can end it if this one is killed."""
+        owner = read_json(work / OWNER) or {}
+        write_json(work / OWNER, {**owner, "cell_pgid": pgid})
+
     def commit(self, work: Path, cell: Cell) -> Path:
+        (work / OWNER).unlink(missing_ok=True)
         final = self.final_dir(cell)
         if final.exists():
             old = final.with_name(final.name + ".old")
@@ -87,16 +144,48 @@ class ResultStore:
             os.replace(work, final)
         return final
 
-    def clean_partials(self) -> int:
-        """Remove half-written cell folders left by a run that was killed."""
-        removed = 0
+    def clean_partials(self) -> tuple[int, int]:
+        """Remove half-written cell folders whose owner is dead; end the cell
+        processes such an owner left behind on this host.
+
+        A partial folder whose cell lock is held belongs to a live run (here
+        or on another node) and is left alone. Returns (folders removed,
+        process groups ended).
+        """
+        removed = ended = 0
         if not self.run_dir.exists():
-            return 0
-        for path in self.run_dir.rglob(f"*{PARTIAL}*"):
-            if path.is_dir():
+            return 0, 0
+        for path in sorted(self.run_dir.rglob(f"*{PARTIAL}*")):
+            if not path.is_dir():
+                continue
+            cell_id = str(path.relative_to(self.run_dir)).split(PARTIAL, 1)[0]
+            claim = self.claim(cell_id)
+            if claim is None:
+                continue  # a live process owns it
+            try:
+                ended += _end_leftover(read_json(path / OWNER) or {})
                 shutil.rmtree(path, ignore_errors=True)
                 removed += 1
-        return removed
+            finally:
+                claim.release()
+        return removed, ended
+
+
+def _end_leftover(owner: dict) -> int:
+    """Kill the process group a dead harness recorded for its cell, if it is still alive here."""
+    pgid = owner.get("cell_pgid")
+    if not pgid or owner.get("host") != socket.gethostname():
+        return 0
+    try:  # the group's leader must still be a cell process: pids get reused
+        if b"workloads" not in Path(f"/proc/{int(pgid)}/cmdline").read_bytes():
+            return 0
+    except OSError:
+        return 0
+    try:
+        os.killpg(int(pgid), signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return 0
+    return 1
 
 
 def iter_results(*roots: Path) -> Iterator[tuple[Path, dict]]:

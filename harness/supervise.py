@@ -8,6 +8,7 @@ does not, so a hang is told from slowness without guessing a wall time.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,11 +27,18 @@ class RawOutcome:
     detail: dict = field(default_factory=dict)
 
 
+class Cancelled(KeyboardInterrupt):
+    """The run was interrupted while this cell ran; the cell leaves no result."""
+
+
 def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path,
-          wall: float, progress: float, interval: float = 0.25) -> tuple[int | None, str | None, float]:
+          wall: float, progress: float, interval: float = 0.25,
+          cancel: threading.Event | None = None) -> tuple[int | None, str | None, float]:
     """Wait for a process; kill it on a hang or over the wall limit.
 
     Returns (exit status from `poll`, timed-out reason or None, seconds).
+    `cancel` set (Ctrl-C reached the harness) kills the process and raises
+    Cancelled: an interrupted cell is not a result.
     """
     start = last_change = time.monotonic()
     last_size = -1
@@ -39,6 +47,9 @@ def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path
         now = time.monotonic()
         if code is not None:
             return code, None, now - start
+        if cancel is not None and cancel.is_set():
+            kill()
+            raise Cancelled()
         size = events.stat().st_size if events.exists() else 0
         if size != last_size:
             last_size, last_change = size, now

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import resource
+import signal
+import subprocess
+import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..cells import Cell, Environment
-from ..supervise import RawOutcome
+from ..outcome import signal_name
+from ..resources import Slot
+from ..supervise import RawOutcome, watch
+from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
 # Variables every cell process gets, whatever the engine.
 CELL_ENV = {
@@ -19,6 +28,37 @@ CELL_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",  # the workloads folder may be read-only
     "PYTHONHASHSEED": "0",
 }
+# What a host-process cell inherits from the harness's own environment: what a
+# process needs to run at all (paths, locale, temp, proxies and CA bundles,
+# the driver's library path). Anything else a user exported for the harness
+# stays out of cells, so a cell's inputs are what its spec and result say.
+INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
+             "CUDA_HOME", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+             "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
+# Seconds the in-environment `timeout` waits past the wall limit: the harness
+# enforces the limit itself; this backstop ends the cell if the harness died.
+BACKSTOP_GRACE = 60
+
+
+def cell_argv(python: str, spec: str, outdir: str, wall: float) -> list[str]:
+    """The one command line that runs a cell, whatever the engine.
+
+    ``timeout`` (coreutils, in every image and on every Linux host) ends the
+    cell a little after its wall limit even when the harness was killed, and
+    passes on a SIGTERM it receives (which is how a dying harness ends it).
+    """
+    backstop = ["timeout", "-k", "10", str(int(wall) + BACKSTOP_GRACE)] if wall else []
+    return [*backstop, python, "-m", "workloads", spec, outdir]
+
+
+def cell_variables(cell: Cell, slot: Slot) -> dict[str, str]:
+    """Variables the harness sets for a cell: the fixed ones, the stack's, the devices'."""
+    env = dict(CELL_ENV)
+    if cell.environment.api == "keras3":
+        env["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"
+    if slot.gpus or cell.parallelism.device_kind == "gpu" or cell.environment.device == "gpu":
+        env["CUDA_VISIBLE_DEVICES"] = slot.visible_devices  # "" = no GPU: a CPU cell never takes one
+    return env
 
 
 def cache_dir() -> Path:
@@ -32,12 +72,26 @@ def cache_dir() -> Path:
 
 @dataclass
 class Prepared:
-    """An environment ready to run cells, and how it was obtained."""
+    """An environment ready to run cells, and how it was obtained.
+
+    ``handle`` is what the engine runs cells with: the interpreter path for the
+    venv and local engines, the image id for Docker.
+    """
 
     environment: Environment
     provenance: dict
     handle: Any = None
     reused: bool = False
+
+
+@dataclass
+class RunContext:
+    """What the runner gives an engine besides the cell: its slot, a stop flag,
+    and where to report the cell's process group (so a later run can end it)."""
+
+    slot: Slot = field(default_factory=Slot)
+    cancel: threading.Event | None = None
+    on_start: Callable[[int], None] | None = None
 
 
 class Engine(ABC):
@@ -48,11 +102,98 @@ class Engine(ABC):
         """Build or reuse the environment; raise EnvironmentUnavailable if it cannot be had."""
 
     @abstractmethod
-    def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
+    def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path,
+            ctx: RunContext | None = None) -> RawOutcome:
         """Run ``python -m workloads spec.json OUTDIR`` for one cell; never raise for a cell's failure."""
 
     def close(self) -> None:  # noqa: B027 - engines with nothing to release need not override it
         """Release what the engine holds (containers, clients)."""
+
+
+try:  # loaded here, not in the forked child, where loading a library could deadlock
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - every Linux has a libc
+    _LIBC = None
+
+
+def _die_with_parent() -> None:
+    """In the child: receive SIGTERM when the harness thread that started us dies."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+
+class ProcessEngine(Engine):
+    """Engines whose cells are processes of this host (venv, local).
+
+    One supervision path for both, in the shape of nox's ProcessEnv: the
+    subclass says which interpreter and which PYTHONPATH; this class builds
+    the command and environment, pins the cell to its CPU cores, ties its
+    life to the harness (a SIGTERM when the harness dies, the ``timeout``
+    backstop), and watches it.
+    """
+
+    def interpreter(self, prepared: Prepared) -> str:
+        return str(prepared.handle)
+
+    def pythonpath(self, workloads_root: Path) -> str:
+        """Only the workloads: the environment holds everything else the cell may import."""
+        return str(workloads_root)
+
+    def environ(self, cell: Cell, slot: Slot, workloads_root: Path) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith("LC_")}
+        env.update(cell_variables(cell, slot))
+        env["PYTHONPATH"] = self.pythonpath(workloads_root)
+        return env
+
+    def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path,
+            ctx: RunContext | None = None) -> RawOutcome:
+        ctx = ctx or RunContext()
+        workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
+        env = self.environ(cell, ctx.slot, workloads_root)
+        limit = parse_size(cell.limits.memory) if cell.limits.memory else None
+        cpus = ctx.slot.cpus
+
+        def preexec() -> None:
+            _die_with_parent()
+            if cpus:
+                os.sched_setaffinity(0, cpus)
+            if limit:
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        argv = cell_argv(self.interpreter(prepared), str(workdir / SPEC_FILE), str(workdir), cell.limits.wall)
+        with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
+            proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
+            if ctx.on_start:
+                ctx.on_start(proc.pid)
+
+            def kill() -> None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+            try:
+                code, timed_out, seconds = watch(proc.poll, kill, workdir / EVENTS_FILE,
+                                                 cell.limits.wall, cell.limits.progress, cancel=ctx.cancel)
+            except BaseException:
+                kill()
+                proc.wait()
+                raise
+            kill()  # whatever the cell started in its session goes with it
+        # `timeout` dies of the signal that killed its child, so a SIGSEGV still reads as one
+        sig = signal_name(-code) if code is not None and code < 0 else None
+        return RawOutcome(exit_code=code, signal=sig, timed_out=timed_out, seconds=seconds,
+                          detail={"pid": proc.pid, "memory_limit_bytes": limit,
+                                  "variables": sorted(env)})
+
+
+def parse_size(size: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    size = size.strip().lower()
+    if size[-1] in units:
+        return int(float(size[:-1]) * units[size[-1]])
+    return int(size)
 
 
 _BUILDKIT_PREFIX = re.compile(r"^#\d+ [\d.]+ ")

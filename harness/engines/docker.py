@@ -25,7 +25,8 @@ from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..outcome import signal_name
 from ..supervise import RawOutcome, watch
-from .base import CELL_ENV, Engine, Prepared, pip_failure
+from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
+from .base import Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure
 
 LABEL = "tfkeras-harness"
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
@@ -266,23 +267,28 @@ class DockerEngine(Engine):
                                          f"log: {log_path}", tail)
 
     # -- running a cell ---------------------------------------------------------
-    def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
+    def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path,
+            ctx: RunContext | None = None) -> RawOutcome:
         import docker.errors
         from docker.types import DeviceRequest
 
-        environment = {**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}
-        if cell.environment.api == "keras3":
-            environment["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"
+        ctx = ctx or RunContext()
+        environment = {**cell_variables(cell, ctx.slot), "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}
+        environment.pop("CUDA_VISIBLE_DEVICES", None)  # the runtime exposes exactly the requested GPUs
         kwargs = {}
-        if cell.parallelism.device_kind == "gpu":
-            ids = [str(i) for i in range(cell.parallelism.devices)]
+        if ctx.slot.gpus:
+            ids = [g.uuid or g.index for g in ctx.slot.gpus]
             kwargs["device_requests"] = [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+        elif cell.parallelism.device_kind == "gpu":
+            raise CellUnsupported(f"{cell.parallelism.devices} GPU(s) asked, none assigned")
+        if ctx.slot.cpus:
+            kwargs["cpuset_cpus"] = ",".join(str(c) for c in ctx.slot.cpus)
         if cell.limits.memory:
             kwargs["mem_limit"] = cell.limits.memory
             kwargs["memswap_limit"] = cell.limits.memory  # no swap: over the limit is an OOM kill
         try:
             container = self.client.containers.run(
-                prepared.handle, ["python3", "-m", "workloads", f"{OUT_MOUNT}/spec.json", OUT_MOUNT],
+                prepared.handle, cell_argv("python3", f"{OUT_MOUNT}/{SPEC_FILE}", OUT_MOUNT, cell.limits.wall),
                 detach=True, init=True, network_mode="none", environment=environment,
                 user=f"{os.getuid()}:{os.getgid()}", working_dir="/tmp",
                 volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"},
@@ -296,8 +302,8 @@ class DockerEngine(Engine):
                 raise CellUnsupported(f"{cell.parallelism.devices} GPU(s) asked, but this Docker engine has "
                                       f"no GPU runtime ({message})") from None
             raise
-        followers = [_Follower(container, workdir / "stdout.log", stdout=True),
-                     _Follower(container, workdir / "stderr.log", stdout=False)]
+        followers = [_Follower(container, workdir / STDOUT_FILE, stdout=True),
+                     _Follower(container, workdir / STDERR_FILE, stdout=False)]
         try:
             def poll() -> int | None:
                 container.reload()
@@ -310,8 +316,8 @@ class DockerEngine(Engine):
                 except docker.errors.APIError:
                     pass
 
-            code, timed_out, seconds = watch(poll, kill, workdir / "events.jsonl", cell.limits.wall,
-                                             cell.limits.progress)
+            code, timed_out, seconds = watch(poll, kill, workdir / EVENTS_FILE, cell.limits.wall,
+                                             cell.limits.progress, cancel=ctx.cancel)
             container.reload()
             state = container.attrs["State"]
             for follower in followers:

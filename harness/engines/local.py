@@ -20,8 +20,7 @@ from packaging.requirements import Requirement
 from .. import interpreters
 from ..cells import Environment
 from ..errors import EnvironmentUnavailable
-from .base import Prepared
-from .venv import VenvEngine
+from .base import Prepared, ProcessEngine
 
 _VERSIONS = (
     "import json, platform, sys\n"
@@ -36,10 +35,13 @@ _VERSIONS = (
 )
 
 
-class LocalEngine(VenvEngine):
+class LocalEngine(ProcessEngine):
     name = "local"
 
-    def interpreter(self, env: Environment) -> str:
+    def __init__(self, pythons: dict[str, str] | None = None):
+        self.pythons = pythons or {}
+
+    def find_interpreter(self, env: Environment) -> str:
         """`--python X.Y=PATH` if given, else the one running the harness if its
         version matches, else the usual search."""
         if env.python in self.pythons:
@@ -53,7 +55,7 @@ class LocalEngine(VenvEngine):
         return found[0]
 
     def prepare(self, env: Environment, log_path: Path) -> Prepared:
-        exe = self.interpreter(env)
+        exe = self.find_interpreter(env)
         wanted = [Requirement(r) for r in env.requirements + list(env.force)]
         proc = subprocess.run([exe, "-c", _VERSIONS, *[r.name for r in wanted]], capture_output=True, text=True)
         if proc.returncode != 0:
@@ -73,6 +75,3 @@ class LocalEngine(VenvEngine):
     def pythonpath(self, workloads_root: Path) -> str:
         """The workloads first, then whatever PYTHONPATH the stack was installed with."""
         return os.pathsep.join(p for p in (str(workloads_root), os.environ.get("PYTHONPATH")) if p)
-
-    def _argv(self, prepared: Prepared, workdir: Path) -> list[str]:
-        return [str(prepared.handle), "-m", "workloads", str(workdir / "spec.json"), str(workdir)]

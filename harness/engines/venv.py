@@ -7,36 +7,26 @@ and ``pip freeze`` and why Docker is preferred when it answers.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 from .. import interpreters, stacks
-from ..cells import Cell, Environment
+from ..cells import Environment
 from ..errors import EnvironmentUnavailable
 from ..record import tail
-from ..supervise import RawOutcome, watch
-from .base import CELL_ENV, Engine, Prepared, cache_dir, pip_failure
+from .base import Prepared, ProcessEngine, cache_dir, parse_size, pip_failure  # noqa: F401 - parse_size re-exported
 
 MARKER = "harness-env.json"
 RECIPE_VERSION = 1  # bump when the way venvs are built changes
 
 
-def parse_size(size: str) -> int:
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    size = size.strip().lower()
-    if size[-1] in units:
-        return int(float(size[:-1]) * units[size[-1]])
-    return int(size)
-
-
-class VenvEngine(Engine):
+class VenvEngine(ProcessEngine):
     name = "venv"
 
     def __init__(self, root: Path | None = None, pythons: dict[str, str] | None = None):
@@ -47,7 +37,15 @@ class VenvEngine(Engine):
         return self.root / f"{env.name}-{env.content_hash()}"
 
     def prepare(self, env: Environment, log_path: Path) -> Prepared:
+        """Build the venv once; concurrent runs (and cluster jobs sharing the
+        cache) wait for the one that builds it instead of racing it."""
         where = self.location(env)
+        where.parent.mkdir(parents=True, exist_ok=True)
+        with open(where.with_name(where.name + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._prepare(env, where, log_path)
+
+    def _prepare(self, env: Environment, where: Path, log_path: Path) -> Prepared:
         marker = where / MARKER
         if marker.exists():
             return Prepared(env, json.loads(marker.read_text()), handle=where, reused=True)
@@ -97,47 +95,5 @@ class VenvEngine(Engine):
         os.replace(building, where)
         return Prepared(env, provenance, handle=where)
 
-    def pythonpath(self, workloads_root: Path) -> str:
-        """Only the workloads: a venv holds everything else the cell may import."""
-        return str(workloads_root)
-
-    def _argv(self, prepared: Prepared, workdir: Path) -> list[str]:
-        return [str(prepared.handle / "bin" / "python"), "-m", "workloads",
-                str(workdir / "spec.json"), str(workdir)]
-
-    def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
-        workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
-        env = {**os.environ, **CELL_ENV, "PYTHONPATH": self.pythonpath(workloads_root)}
-        env.pop("PYTHONHOME", None)
-        if cell.environment.api == "keras3":
-            env["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"
-        limit = parse_size(cell.limits.memory) if cell.limits.memory else None
-
-        def preexec() -> None:
-            if limit:
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-        with open(workdir / "stdout.log", "wb") as out, open(workdir / "stderr.log", "wb") as err:
-            proc = subprocess.Popen(self._argv(prepared, workdir), cwd=workdir, env=env, stdout=out,
-                                    stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
-                                    preexec_fn=preexec)
-
-            def kill() -> None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-
-            try:
-                code, timed_out, seconds = watch(proc.poll, kill, workdir / "events.jsonl",
-                                                 cell.limits.wall, cell.limits.progress)
-            except BaseException:
-                kill()
-                proc.wait()
-                raise
-        sig = None
-        if code is not None and code < 0:
-            from ..outcome import signal_name
-            sig = signal_name(-code)
-        return RawOutcome(exit_code=code, signal=sig, timed_out=timed_out, seconds=seconds,
-                          detail={"pid": proc.pid, "memory_limit_bytes": limit})
+    def interpreter(self, prepared: Prepared) -> str:
+        return str(Path(prepared.handle) / "bin" / "python")

@@ -161,7 +161,43 @@ class Stack(object):
             "executable": sys.executable,
         }
         seen.update(self._cuda_versions())
+        if gpus:
+            try:
+                seen["gpu_devices"] = self._gpu_details()
+            except Exception as exc:  # noqa: BLE001 - provenance, not the experiment: say what failed
+                seen["gpu_devices"] = {"error": "%s: %s" % (type(exc).__name__, str(exc)[:200])}
         return seen
+
+    def _gpu_details(self):
+        """Model, memory and compute capability of each GPU, as the framework sees it."""
+        out = []
+        if self.api == "keras3" and self.backend == "jax":
+            import jax
+            for d in jax.devices("gpu"):
+                stats = d.memory_stats() or {}
+                out.append({"name": d.device_kind, "id": d.id,
+                            "compute_capability": getattr(d, "compute_capability", None),
+                            "memory_bytes": stats.get("bytes_limit")})
+        elif self.api == "keras3" and self.backend == "torch":
+            import torch
+            for i in range(torch.cuda.device_count()):
+                p = torch.cuda.get_device_properties(i)
+                out.append({"name": p.name, "id": i, "compute_capability": "%d.%d" % (p.major, p.minor),
+                            "memory_bytes": p.total_memory})
+        elif self.tf1:
+            from tensorflow.python.client import device_lib
+            for d in device_lib.list_local_devices():
+                if d.device_type == "GPU":
+                    out.append({"name": d.physical_device_desc, "id": d.name, "memory_bytes": d.memory_limit})
+        else:
+            config = self.tf.config
+            details = getattr(config.experimental, "get_device_details", None)
+            for gpu in config.list_physical_devices("GPU"):
+                info = details(gpu) if details else {}
+                cc = info.get("compute_capability")
+                out.append({"name": info.get("device_name"), "id": gpu.name,
+                            "compute_capability": "%d.%d" % cc if cc else None})
+        return out
 
     def keras_version(self):
         version = getattr(self.keras, "__version__", None)
@@ -180,7 +216,16 @@ class Stack(object):
             return {"cuda": torch.version.cuda, "cudnn": cudnn, "torch": torch.__version__}
         if self.api == "keras3" and self.backend == "jax":
             import jax
-            return {"jax": jax.__version__}
+            import jaxlib
+            out = {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", None)}
+            if any(d.platform == "gpu" for d in jax.devices()):
+                try:  # what the CUDA plugin loaded, as JAX reports it (a private module: may move)
+                    from jax._src.lib import cuda_versions
+                    out["cuda"] = str(cuda_versions.cuda_runtime_get_version())
+                    out["cudnn"] = str(cuda_versions.cudnn_get_version())
+                except Exception as exc:  # noqa: BLE001 - provenance only: record why it is missing
+                    out["cuda"] = "unknown (%s)" % type(exc).__name__
+            return out
         info = getattr(self.tf.sysconfig, "get_build_info", None)
         if info is not None:
             build = info()

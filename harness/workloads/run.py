@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from . import EVENTS_FILE, EXIT_ERROR, EXIT_OK, EXIT_UNSUPPORTED, WORKLOAD_FILE
+from .protocol import EVENTS_FILE, EXIT_ERROR, EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, WORKLOAD_FILE
 from .events import EventLog, write_json_atomic
 
 T_PROCESS = time.time()
@@ -62,26 +62,46 @@ def _epoch_logger(stack, log, record, n_train):
     return EpochLogger()
 
 
+def _phase(record, name):
+    """Seconds since the process began, at the end of each start-up phase."""
+    record["timing"].setdefault("phases", {})[name] = round(time.time() - T_PROCESS, 4)
+
+
+def _idle(workload, log):
+    """Hold the cell's devices for a while and finish: scheduling without a framework."""
+    deadline = time.time() + float(workload.get("seconds", 1.0))
+    while time.time() < deadline:
+        log.emit("idle")
+        time.sleep(min(0.5, max(0.0, deadline - time.time())))
+
+
 def _train(spec, log, record):
     workload = spec["workload"]
     if workload["model"] == "fault":  # before any third-party import: a bare Python is enough
         from . import faults
         faults.plant(workload["fault"], log, workload.get("message"))
-    from . import compat, models, wrappers
+    if workload["model"] == "idle":
+        _idle(workload, log)
+        return
+    from . import compat, engagement, models, wrappers
     stack = compat.load(spec)
     record["timing"]["import_seconds"] = round(time.time() - T_PROCESS, 4)
+    _phase(record, "imports")
     record["seen"] = stack.seen()
+    _phase(record, "devices")
     log.emit("devices", devices=record["seen"]["devices"], gpus=record["seen"]["gpus"])
     stack.seed(int(spec["seed"]))
     par = spec["parallelism"]
-    plan = wrappers.Plan(stack, par)
+    plan = wrappers.Plan(stack, par, trap=workload.get("trap"))
     record["placement"] = plan.devices
     with plan.scope():
         model, (train, val), loss = models.build(stack, workload, int(spec["seed"]))
+        _phase(record, "data_and_model")
         record["parameters"] = int(model.count_params())
         trainable = plan.wrap(model)
         trainable.compile(optimizer=stack.adam(float(workload.get("learning_rate", 0.001))),
                           loss=loss, metrics=["accuracy"], **plan.compile_options)
+    _phase(record, "compiled")
     x, y = train
     batch = int(spec["batch_size"])
     record["samples"] = {"train": int(len(x)), "validation": int(len(val[0]))}
@@ -93,6 +113,8 @@ def _train(spec, log, record):
     else:
         fit.update(x=x, y=y, batch_size=batch, validation_data=val, shuffle=True)
     trainable.fit(**fit)
+    _phase(record, "trained")
+    record["engagement"] = engagement.collect(stack, plan, trainable, x, batch)
     last = record["epochs"][-1] if record["epochs"] else {}
     record["metrics"] = dict((k, last.get(k)) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
 
@@ -101,12 +123,15 @@ def main(argv):
     faulthandler.enable()
     if len(argv) != 2:
         sys.stderr.write("usage: python -m workloads SPEC.json OUTDIR\n")
-        return 2
+        return EXIT_USAGE
     spec_path, outdir = argv
     with open(spec_path) as fh:
         spec = json.load(fh)
     log = EventLog(os.path.join(outdir, EVENTS_FILE))
-    log.emit("start", cell=spec["cell"], pid=os.getpid())
+    affinity = getattr(os, "sched_getaffinity", None)
+    log.emit("start", cell=spec["cell"], pid=os.getpid(),
+             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+             cpus=len(affinity(0)) if affinity else None)
     record = {"cell": spec["cell"], "seen": {}, "epochs": [], "metrics": {}, "timing": {},
               "outcome": "ok", "error": None}
     code = EXIT_OK

@@ -58,7 +58,7 @@ class Plan(object):
     """How one parallelism trains: build and compile inside `scope()`, then
     fit what `wrap(model)` returns, compiled with `compile_options`."""
 
-    def __init__(self, stack, parallelism):
+    def __init__(self, stack, parallelism, trap=None):
         self.stack = stack
         self.name = parallelism["wrapper"]
         self.n = int(parallelism["devices"])
@@ -75,9 +75,14 @@ class Plan(object):
                               % (self.name, self.n))
         self.devices = stack.replica_devices(self.n)
         if self.name == "mirrored":
-            self._scope = stack.mirrored_strategy(self.devices).scope()
+            self.strategy = stack.mirrored_strategy(self.devices)
+            self._scope = self.strategy.scope()
         elif self.name == "data_parallel":
             stack.set_data_parallel(self.devices)
+            if trap == "clear_session":
+                # Planted on purpose (a matrix's `trap:`): the known Keras 3 trap that silently
+                # drops the distribution, so a "2-device" run trains on one. It must be caught.
+                stack.clear()
         elif self.name in ("ratio", "make_parallel"):
             if not (stack.graph_mode or stack.tf is not None):
                 raise Unsupported("%s places replicas with tf.device; the %s backend has none "
@@ -144,6 +149,8 @@ def _replicate_in_layer(stack, model, devices, bounds):
         def __init__(self, inner, **kwargs):
             super(Replicas, self).__init__(**kwargs)
             self.inner = inner
+            self.record_placement = False
+            self.placed = None
 
         def call(self, x, training=None):
             batch = tf.shape(x)[0]
@@ -152,6 +159,8 @@ def _replicate_in_layer(stack, model, devices, bounds):
                 start, stop = bounds(batch, i)
                 with tf.device(device):
                     outs.append(self.inner(x[start:stop], training=training))
+            if self.record_placement and tf.executing_eagerly():
+                self.placed = [o.device for o in outs]  # where each replica really ran (engagement)
             with tf.device("/cpu:0"):
                 return tf.concat(outs, axis=0)
 

@@ -1,0 +1,152 @@
+"""The local executor: run a host's cells side by side within its resources.
+
+Where and when cells run, never what they run in (that is the engine's
+business). Environments are prepared one at a time by a background thread,
+in the order the cells need them, so the next environment builds while the
+cells of another run. Every cell whose environment is ready and whose
+resources are free starts at once, each in a worker thread that supervises
+one cell process; the biggest GPU cells are started first and smaller ones
+fill the gaps (largest-first packing keeps the makespan short).
+
+Ctrl-C stops everything: running cells are killed and leave no result
+(``supervise.Cancelled``), finished ones stay, and the next run resumes.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..cells import Cell, Environment
+from ..resources import Pool, Slot, gpus_needed
+from ..store import Claim, ResultStore
+
+
+@dataclass
+class Hooks:
+    """What the runner supplies: how to prepare an environment (returns a
+    prepared environment, or raises to make it unavailable), run a cell in a
+    slot, and record a cell that cannot run (unavailable / unsupported)."""
+
+    prepare: Callable[[Environment], object]
+    run_cell: Callable[[object, Cell, Slot, Claim, threading.Event], dict]
+    not_run: Callable[[Cell, Claim, BaseException | str], dict]
+    finished: Callable[[dict, Slot | None], None]
+    waiting: Callable[[str], None]
+
+
+class _Preparer(threading.Thread):
+    """Prepares environments in order; cells read the outcome from `state`."""
+
+    def __init__(self, envs: list[Environment], prepare, wake: queue.Queue):
+        super().__init__(daemon=True, name="prepare")
+        self.envs, self.prepare, self.wake = envs, prepare, wake
+        self.state: dict[str, tuple[str, object]] = {}  # env name -> ("ready"|"failed", value)
+        self.current: str | None = None
+        self.start()
+
+    def run(self) -> None:
+        for env in self.envs:
+            self.current = env.name
+            try:
+                self.state[env.name] = ("ready", self.prepare(env))
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread as the environment's fate
+                self.state[env.name] = ("failed", exc)
+            self.wake.put(("prepared", env.name))
+        self.current = None
+
+
+def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks) -> None:
+    """Run `cells` (already known to need running) with the pool's resources."""
+    wake: queue.Queue = queue.Queue()
+    envs = list({c.environment.name: c.environment for c in cells}.values())
+    preparer = _Preparer(envs, hooks.prepare, wake)
+    order = {id(c): i for i, c in enumerate(cells)}
+    pending = sorted(cells, key=lambda c: (-gpus_needed(c), order[id(c)]))
+    elsewhere: list[Cell] = []   # claimed by another live process; checked again at the end
+    workers: list[threading.Thread] = []
+    cancel = threading.Event()
+    running = 0
+
+    def work(prepared, cell: Cell, slot: Slot, claim: Claim) -> None:
+        try:
+            result = hooks.run_cell(prepared, cell, slot, claim, cancel)
+            wake.put(("done", (result, slot)))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            wake.put(("failed", (exc, slot)))
+        finally:
+            pool.give_back(slot)
+
+    try:
+        while pending or running or elsewhere:
+            started_any = False
+            for cell in list(pending):
+                fate = preparer.state.get(cell.environment.name)
+                if fate is None:
+                    continue
+                kind, value = fate
+                why = value if kind == "failed" else pool.impossible(cell)
+                if why:
+                    claim = store.claim(cell.id)
+                    pending.remove(cell)
+                    if claim is None:
+                        elsewhere.append(cell)
+                        continue
+                    try:
+                        hooks.finished(hooks.not_run(cell, claim, why), None)
+                    finally:
+                        claim.release()
+                    continue
+                slot = pool.take(cell)
+                if slot is None:
+                    continue
+                claim = store.claim(cell.id)
+                if claim is None:
+                    pool.give_back(slot)
+                    pending.remove(cell)
+                    elsewhere.append(cell)
+                    continue
+                pending.remove(cell)
+                thread = threading.Thread(target=work, args=(value, cell, slot, claim), daemon=True,
+                                          name=f"cell {cell.id}")
+                thread.start()
+                workers.append(thread)
+                running += 1
+                started_any = True
+            if not pending and not running and elsewhere:
+                # every cell left is being run by another process: wait for it, then take what it left
+                hooks.waiting(f"{len(elsewhere)} cell(s) are being run by another process; waiting for them")
+                for cell in list(elsewhere):
+                    claim = store.claim(cell.id)
+                    if claim is None:
+                        continue
+                    claim.release()
+                    elsewhere.remove(cell)
+                    if store.existing(cell) is None:
+                        pending.append(cell)  # the other process died without a result
+                if elsewhere and not pending:
+                    _drain(wake, timeout=1.0)
+                continue
+            if started_any:
+                continue
+            kind, payload = wake.get()
+            if kind == "done":
+                running -= 1
+                hooks.finished(*payload)
+            elif kind == "failed":
+                running -= 1
+                raise payload[0]
+    except BaseException:
+        cancel.set()
+        for thread in workers:
+            thread.join(timeout=60)
+        raise
+
+
+def _drain(wake: queue.Queue, timeout: float) -> None:
+    try:
+        wake.get(timeout=timeout)
+    except queue.Empty:
+        pass

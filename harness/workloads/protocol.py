@@ -1,0 +1,44 @@
+"""The contract between the host and the in-environment side, in one place.
+
+Everything both sides of the process boundary must agree on lives here: file
+names, outcome words, exit codes, and the names a matrix may use for faults,
+recurrent cells, wrappers and feeds. It imports nothing, so the host can read
+it without importing anything that runs inside an environment; it is the
+only workloads module the host imports (tests/test_boundary.py enforces it).
+Python 3.5 syntax, like the rest of the package.
+"""
+
+# Files a cell folder holds. The host writes SPEC_FILE and RESULT_FILE; the
+# workload writes EVENTS_FILE as it goes and WORKLOAD_FILE at the end.
+SPEC_FILE = "spec.json"
+EVENTS_FILE = "events.jsonl"
+WORKLOAD_FILE = "workload.json"
+RESULT_FILE = "result.json"
+STDOUT_FILE = "stdout.log"
+STDERR_FILE = "stderr.log"
+
+# workload.json "outcome": what the workload itself can tell. The host turns
+# it into a status (only the host can know oom or timeout).
+OUTCOME_OK = "ok"
+OUTCOME_ERROR = "error"
+OUTCOME_UNSUPPORTED = "unsupported"
+
+# Exit codes of `python -m workloads SPEC OUTDIR`.
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_ERROR = 3        # a Python exception ended the workload; details in workload.json
+EXIT_UNSUPPORTED = 4  # the environment lacks what the cell needs; reason in workload.json
+
+# Names a matrix may use, checked on the host before anything runs.
+FAULTS = ("segfault", "abort", "memory", "hang", "exception", "import", "silent_exit")
+RNN_CELLS = ("gru", "cudnn_gru", "lstm", "cudnn_lstm")
+WRAPPERS = ("none", "multi_gpu_model", "ratio", "make_parallel", "mirrored", "data_parallel")
+FEEDS = ("arrays", "dataset")
+# Known traps a matrix can plant on purpose to prove they are caught.
+TRAPS = ("clear_session",)
+
+# Environment variables the host sets for the cell process.
+ENV_WALL_DEADLINE = "HARNESS_WALL_DEADLINE"   # epoch seconds after which the cell ends itself
+
+# The message that marks a multi-device run that did not use its devices.
+NOT_ENGAGED = "parallelism not engaged: asked %d, ran on %d"
