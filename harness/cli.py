@@ -15,12 +15,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import matrix as matrix_mod
+from . import status
 from .errors import UserError
 from .store import iter_results
 
 DEFAULT_MATRIX = "matrices/smoke.yaml"
 DEFAULT_RESULTS = "results"
-STATUSES = ("ok", "error", "crash", "oom", "timeout", "unavailable", "unsupported", "all")
+STATUSES = (*status.ALL, "all")
 
 
 def _pythons(values: list[str]) -> dict[str, str]:
@@ -136,7 +137,7 @@ def cmd_run(args, console: Console) -> int:
     missed = [r for r in results if (r.get("expectation") or {}).get("met") is False]
     for r in missed:
         want = r["expectation"]
-        got = (r.get("error") or {}).get("signature") or r.get("reason") or ""
+        got = status.failure_text(r)
         expected = want["status"] + (f" with '{want['signature']}'" if want.get("signature") else "")
         console.print(f"[red]expectation not met[/]: {escape(r['cell'])} is {r['status']} ({escape(got[:160])}), "
                       f"the matrix expects {escape(expected)}", highlight=False)

@@ -34,7 +34,7 @@ class GpuMonitor(threading.Thread):
             self.handles[gpu.index] = handle
         self.interval = interval
         self.samples: deque[tuple[float, dict[str, int]]] = deque(maxlen=keep)
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.started_at = time.time()
         self.start()
 
@@ -50,7 +50,7 @@ class GpuMonitor(threading.Thread):
         return monitor if monitor.handles else None
 
     def run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._halt.wait(self.interval):
             now = time.time()
             sample = {}
             for index, handle in self.handles.items():
@@ -61,7 +61,7 @@ class GpuMonitor(threading.Thread):
             self.samples.append((now, sample))
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=2)
         try:
             self.nvml.nvmlShutdown()

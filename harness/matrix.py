@@ -21,14 +21,13 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from . import stacks
+from . import stacks, status
 from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload
 from .errors import MatrixError
 from .workloads.protocol import FAULTS, RNN_CELLS, TRAPS
 
 PYTHON_RE = re.compile(r"^3\.\d{1,2}(\.\d{1,2})?$")
 MEMORY_RE = re.compile(r"^\d+(\.\d+)?[kmg]?$", re.I)
-STATUSES = ("ok", "error", "crash", "oom", "timeout", "unavailable", "unsupported")
 
 # Keys each workload model accepts (beyond name/model), with their types.
 MODEL_KEYS: dict[str, dict[str, type | tuple]] = {
@@ -342,8 +341,8 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
     excludes = _rules(check, raw, "exclude", RULE_KEYS)
     expects = _rules(check, raw, "expect", EXPECT_KEYS)
     for i, rule in enumerate(expects):
-        if rule.get("status") not in STATUSES:
-            check.problem(f"expect[{i}].status", f"expected one of {', '.join(STATUSES)}, "
+        if rule.get("status") not in status.ALL:
+            check.problem(f"expect[{i}].status", f"expected one of {', '.join(status.ALL)}, "
                           f"got {rule.get('status')!r}")
     if check.problems:
         raise MatrixError(path, check.problems)

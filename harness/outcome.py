@@ -121,8 +121,9 @@ def classify(raw: RawOutcome, workload: dict | None, last_event: dict | None, st
         outcome = workload.get("outcome")
         if outcome == "ok" and raw.exit_code == 0:
             problem = not_engaged(workload, asked, utilisation)
-            if problem:
-                return Verdict("error", _error("engagement", None, problem, raw))
+            if problem:  # the counts are the finding: kept, not normalised away
+                return Verdict("error", {**_error("engagement", None, problem, raw),
+                                         "signature": f"engagement: {problem}"})
             return Verdict("ok")
         if outcome == "unsupported":
             return Verdict("unsupported", reason=workload.get("reason"))

@@ -101,14 +101,25 @@ def partial_epochs(events: list[dict]) -> list[dict]:
     return [{k: e.get(k) for k in keep} for e in events if e.get("event") == "epoch"]
 
 
-def overhead(raw: RawOutcome | None, events: list[dict], spawned: float | None) -> dict:
-    """The harness's own cost around a cell: host wall time minus the time the
-    workload process existed (from the harness spawning it to its last event)."""
-    if raw is None or spawned is None or not events or raw.timed_out:
-        return {}  # a killed cell's last event is not when its process ended
-    workload_seconds = events[-1].get("wall", spawned) - spawned
-    return {"host_seconds": round(raw.seconds, 3), "process_seconds": round(workload_seconds, 3),
-            "harness_overhead_seconds": round(raw.seconds - workload_seconds, 3)}
+def overhead(raw: RawOutcome | None, events: list[dict], spawned: float | None,
+             runner_seconds: float | None) -> dict:
+    """Where the time around the workload went.
+
+    `harness_overhead_seconds`: the runner's time for the cell (claim, folder,
+    spec, spawn, supervision, verdict, result) minus the cell process's life.
+    `interpreter_start_seconds` (spawn to the workload's first event) and
+    `teardown_seconds` (last event to the process's exit: the framework shutting
+    down) belong to the cell's process, and are reported, not hidden.
+    """
+    if raw is None or spawned is None:
+        return {}
+    out = {"host_seconds": round(raw.seconds, 3)}
+    if runner_seconds is not None:
+        out["harness_overhead_seconds"] = round(max(0.0, runner_seconds - raw.seconds), 3)
+    if events and not raw.timed_out:  # a killed cell's last event is not when its process ended
+        out["interpreter_start_seconds"] = round(events[0].get("wall", spawned) - spawned, 3)
+        out["teardown_seconds"] = round(spawned + raw.seconds - events[-1].get("wall", spawned), 3)
+    return out
 
 
 def assemble(cell: Cell, engine: str, provenance: dict, raw: RawOutcome | None, verdict: Verdict,
@@ -122,7 +133,7 @@ def assemble(cell: Cell, engine: str, provenance: dict, raw: RawOutcome | None, 
     if extra.get("utilisation"):
         engagement["gpu_utilisation"] = extra["utilisation"]
     timing_ = timing(epochs, workload.get("timing") or {}, raw.seconds if raw else None)
-    timing_.update(overhead(raw, events, extra.get("spawned")))
+    timing_.update(overhead(raw, events, extra.get("spawned"), extra.get("runner_seconds")))
     if raw is not None and extra.get("spawned"):  # when the cell held its slot, on the host's clock
         timing_["window"] = [round(extra["spawned"], 3), round(extra["spawned"] + raw.seconds, 3)]
     return {

@@ -28,7 +28,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from . import outcome, record, resources
+from . import outcome, record, resources, status
 from .cells import Cell
 from .engines.base import Engine, Prepared, RunContext
 from .errors import CellUnsupported, EnvironmentUnavailable
@@ -64,15 +64,7 @@ def stage_workloads(run_dir: Path) -> tuple[Path, str]:
 
 def check_expectation(cell: Cell, result: dict) -> dict | None:
     """Compare a control cell with the answer its matrix says it must give."""
-    expect = cell.expect
-    if not expect:
-        return None
-    status_ok = result["status"] == expect["status"]
-    want_sig = expect.get("signature")
-    got_sig = (result.get("error") or {}).get("signature") or result.get("reason") or ""
-    sig_ok = not want_sig or want_sig.lower() in got_sig.lower()
-    return {"status": expect["status"], "signature": want_sig, "met": status_ok and sig_ok,
-            "why": expect.get("why")}
+    return status.judge(cell.expect, result)
 
 
 def select(cells: Iterable[Cell], patterns: list[str] | None) -> list[Cell]:
@@ -117,10 +109,24 @@ class Runner:
         results = []
         for cell in cells:
             result = self.store.existing(cell)
-            if result:  # judged against the matrix as it is now, which may have changed since the run
-                result["expectation"] = check_expectation(cell, result)
-                results.append(result)
+            if result:
+                results.append(self._rejudge(cell, result))
         return results
+
+    def _rejudge(self, cell: Cell, result: dict) -> dict:
+        """Judge a stored result against the matrix as it is now (an edited
+        `expect:` changes the verdict, not the run) and store the new verdict,
+        so `report` reads the same answer `run` printed."""
+        judged = check_expectation(cell, result)
+        if judged != result.get("expectation") or cell.expect != result.get("expect"):
+            result["expectation"], result["expect"] = judged, cell.expect
+            claim = self.store.claim(cell.id)
+            if claim is not None:  # a live run owns the cell: it writes its own verdict
+                try:
+                    write_json(self.store.final_dir(cell) / RESULT, result)
+                finally:
+                    claim.release()
+        return result
 
     def _run_all(self, todo: list[Cell]) -> None:
         self.inventory = resources.discover(self.gpus)
@@ -187,7 +193,7 @@ class Runner:
     def run_cell(self, prepared: Prepared, cell: Cell, workloads_root: Path, *, slot: Slot | None = None,
                  cancel: threading.Event | None = None) -> dict:
         slot = slot or Slot()
-        started = record.now()
+        started, clock = record.now(), time.monotonic()
         work = self.store.begin(cell)
         spawn = time.time()
         try:
@@ -197,7 +203,7 @@ class Runner:
             raw = self.engine.run(prepared, cell, work, workloads_root, ctx)
         except CellUnsupported as exc:
             return self._finish(cell, work, started, prepared.provenance, None,
-                                outcome.Verdict("unsupported", reason=str(exc)), slot)
+                                outcome.Verdict(status.UNSUPPORTED, reason=str(exc)), slot)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)  # never leave half a result
             raise
@@ -207,7 +213,7 @@ class Runner:
         verdict = outcome.classify(raw, workload, events[-1] if events else None,
                                    record.tail(work / STDERR_FILE), asked=cell.parallelism.devices,
                                    utilisation=utilisation)
-        extra = {"utilisation": utilisation, "spawned": spawn}
+        extra = {"utilisation": utilisation, "spawned": spawn, "runner_seconds": time.monotonic() - clock}
         return self._finish(cell, work, started, prepared.provenance, raw, verdict, slot, extra)
 
     def _utilisation(self, slot: Slot, events: list[dict]) -> dict | None:
@@ -236,7 +242,7 @@ class Runner:
     def _record_unsupported(self, cell: Cell, reason: str) -> dict:
         work = self.store.begin(cell)
         write_json(work / SPEC, cell.spec())
-        return self._finish(cell, work, record.now(), {}, None, outcome.Verdict("unsupported", reason=reason))
+        return self._finish(cell, work, record.now(), {}, None, outcome.Verdict(status.UNSUPPORTED, reason=reason))
 
     def _record_unavailable(self, cell: Cell, exc: EnvironmentUnavailable) -> dict:
         started = record.now()
@@ -247,7 +253,7 @@ class Runner:
                  "signature": outcome.signature("unavailable", None, exc.reason), "exit_code": None,
                  "signal": None, "log_tail": exc.log_tail[-3000:]}
         return self._finish(cell, work, started, {}, None,
-                            outcome.Verdict("unavailable", error=error, reason=exc.reason))
+                            outcome.Verdict(status.UNAVAILABLE, error=error, reason=exc.reason))
 
     def _write_run_record(self, start: float, end: float, pool: Pool, cells: int) -> None:
         """One file per run: the host's resources and topology, the wall time,
@@ -266,8 +272,8 @@ class Runner:
                                f"of samples, {occ['mean_busy_gpus']} of {occ['gpus']} busy on average")
 
     def _announce(self, result: dict, slot: Slot | None = None) -> None:
-        status = result["status"]
-        colour = {"ok": "green", "unsupported": "blue", "unavailable": "yellow"}.get(status, "red")
+        word = result["status"]
+        colour = {status.OK: "green", status.UNSUPPORTED: "blue", status.UNAVAILABLE: "yellow"}.get(word, "red")
         seconds = (result.get("timing") or {}).get("total_seconds")
         took = f" ({seconds:.1f} s)" if seconds is not None else ""
         where = ""
@@ -279,7 +285,7 @@ class Runner:
         flag = ""
         if expectation is not None:
             flag = " [green]as expected[/]" if expectation["met"] else " [red]NOT as expected[/]"
-        self.console.print(f"[{colour}]{status:>11}[/] {escape(result['cell'])}  "
+        self.console.print(f"[{colour}]{word:>11}[/] {escape(result['cell'])}  "
                            f"{escape(group_summary(Group([result])).text)}{took}{where}{flag}",
                            highlight=False)
 

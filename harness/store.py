@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .cells import Cell
+from .status import RETRIED_ALWAYS
 from .workloads.protocol import RESULT_FILE, SPEC_FILE
 
 RESULT = RESULT_FILE
@@ -34,9 +35,6 @@ SPEC = SPEC_FILE
 OWNER = "owner.json"
 PARTIAL = ".partial-"
 LOCKS = ".locks"
-# An unavailable environment may become available (a network came back, an
-# interpreter was installed): such cells are always tried again.
-RETRIED_ALWAYS = frozenset({"unavailable"})
 
 
 def write_json(path: Path, data) -> None:

@@ -33,12 +33,15 @@ class Cancelled(KeyboardInterrupt):
 
 def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path,
           wall: float, progress: float, interval: float = 0.25,
-          cancel: threading.Event | None = None) -> tuple[int | None, str | None, float]:
+          cancel: threading.Event | None = None,
+          pause: Callable[[float], None] = time.sleep) -> tuple[int | None, str | None, float]:
     """Wait for a process; kill it on a hang or over the wall limit.
 
     Returns (exit status from `poll`, timed-out reason or None, seconds).
     `cancel` set (Ctrl-C reached the harness) kills the process and raises
-    Cancelled: an interrupted cell is not a result.
+    Cancelled: an interrupted cell is not a result. `pause` waits between
+    polls; an engine that can wait for its process's exit passes that, so
+    the exit is seen at once rather than at the next poll.
     """
     start = last_change = time.monotonic()
     last_size = -1
@@ -64,4 +67,4 @@ def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path
             while poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
             return poll(), reason, time.monotonic() - start
-        time.sleep(interval)
+        pause(interval)

@@ -35,6 +35,9 @@ CELL_ENV = {
 INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
              "CUDA_HOME", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
              "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
+# Site settings of the communication libraries (a cluster's NCCL network, NVLink
+# multicast switched off by the host's owner) must reach the cells as well.
+INHERITED_PREFIXES = ("LC_", "NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_")
 # Seconds the in-environment `timeout` waits past the wall limit: the harness
 # enforces the limit itself; this backstop ends the cell if the harness died.
 BACKSTOP_GRACE = 60
@@ -140,7 +143,7 @@ class ProcessEngine(Engine):
         return str(workloads_root)
 
     def environ(self, cell: Cell, slot: Slot, workloads_root: Path) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith("LC_")}
+        env = {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
         env.update(cell_variables(cell, slot))
         env["PYTHONPATH"] = self.pythonpath(workloads_root)
         return env
@@ -173,9 +176,15 @@ class ProcessEngine(Engine):
                 except ProcessLookupError:
                     pass
 
+            def pause(seconds: float) -> None:
+                try:
+                    proc.wait(timeout=seconds)
+                except subprocess.TimeoutExpired:
+                    pass
+
             try:
-                code, timed_out, seconds = watch(proc.poll, kill, workdir / EVENTS_FILE,
-                                                 cell.limits.wall, cell.limits.progress, cancel=ctx.cancel)
+                code, timed_out, seconds = watch(proc.poll, kill, workdir / EVENTS_FILE, cell.limits.wall,
+                                                 cell.limits.progress, cancel=ctx.cancel, pause=pause)
             except BaseException:
                 kill()
                 proc.wait()

@@ -1,0 +1,41 @@
+"""The result model's fixed words, and the judgements made about a result.
+
+The status vocabulary is fixed (reports, tests and outside checks depend on
+it); it is spelled here once. So are the two judgements every command makes
+about a stored result: what its failure says in one line, and whether a
+control cell gave the answer its matrix expects. `run`, `report` and `repro`
+all ask this module, so they cannot disagree about the same folder.
+"""
+
+from __future__ import annotations
+
+OK = "ok"
+ERROR = "error"          # a Python exception ended it
+CRASH = "crash"          # the process died without a result (a signal, an abnormal exit)
+OOM = "oom"              # killed for memory
+TIMEOUT = "timeout"      # no progress within the limit, or over the wall limit
+UNAVAILABLE = "unavailable"  # the environment could not be had
+UNSUPPORTED = "unsupported"  # the host lacks what the cell needs
+
+ALL = (OK, ERROR, CRASH, OOM, TIMEOUT, UNAVAILABLE, UNSUPPORTED)
+FAILED = (ERROR, CRASH, OOM, TIMEOUT)     # it ran, and failed
+NOT_RUN = (UNAVAILABLE, UNSUPPORTED)      # it could not run here
+# An unavailable environment may become available (a network came back, an
+# interpreter was installed): such cells are always tried again.
+RETRIED_ALWAYS = frozenset({UNAVAILABLE})
+
+
+def failure_text(result: dict) -> str:
+    """What a result's failure says in one line: its signature, else its reason."""
+    return (result.get("error") or {}).get("signature") or result.get("reason") or ""
+
+
+def judge(expect: dict | None, result: dict) -> dict | None:
+    """Did a control cell give the answer its matrix expects? None for other cells."""
+    if not expect:
+        return None
+    status_ok = result["status"] == expect["status"]
+    want_sig = expect.get("signature")
+    sig_ok = not want_sig or want_sig.lower() in failure_text(result).lower()
+    return {"status": expect["status"], "signature": want_sig, "met": status_ok and sig_ok,
+            "why": expect.get("why")}
