@@ -185,7 +185,8 @@ def _expand(job_id: str) -> list[str]:
 
 
 def queue_states(job_ids: list[str]) -> dict[str, dict]:
-    """State per array task ('ID_i'): accounting's final word where it has one, else the queue's.
+    """State per array task ('ID_i', or 'ID_*' for the array's tasks without a record of their own):
+    accounting's final word where it has one, else the queue's.
 
     sacct can lag squeue by a few seconds after a task ends, and squeue forgets finished jobs after
     MinJobAge: each covers the other's gap. A task neither knows is absent from the answer.
@@ -205,7 +206,16 @@ def queue_states(job_ids: list[str]) -> dict[str, dict]:
         for k in _expand(key.strip()):
             if state not in ACTIVE or k not in states:
                 states[k] = {"state": state, "node": node, "elapsed": elapsed, "exit_code": code, "from": "sacct"}
+    for key in [k for k in states if "_" not in k]:  # the array's record for the tasks it never split off
+        base = states.pop(key)                        # (e.g. pending tasks cancelled together): each of them
+        states[f"{key}_*"] = base
     return states
+
+
+def task_state(states: dict[str, dict], task: str | None) -> dict | None:
+    if not task:
+        return None
+    return states.get(task) or states.get(task.split("_")[0] + "_*")
 
 
 @contextmanager
@@ -304,7 +314,7 @@ def board(matrix: Matrix, store: ResultStore, console: Console | None = None) ->
         if _result_is_new(result, sub.submitted):
             entries.append(Entry(cell.id, "finished", result["status"], task))
             continue
-        info = states.get(task or "")
+        info = task_state(states, task)
         state = info["state"] if info else None
         if state in ACTIVE:
             where = "running" if state in ("RUNNING", "COMPLETING", "CONFIGURING") else "queued"
