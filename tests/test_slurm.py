@@ -181,3 +181,21 @@ slurm: {partiton: gpu, throttle: 0}
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "slurm.partiton: unknown key; did you mean 'partition'?" in proc.stderr
     assert "slurm.throttle: expected at least 1, got 0" in proc.stderr
+
+
+def test_a_task_killed_for_memory_is_oom(slurm, tmp_path):
+    # The cell's own limit (an address-space limit in a virtualenv) is far above what the `slurm:` section
+    # gives the task, so Slurm's memory enforcement kills it first.
+    matrix = write(tmp_path / "greedy.yaml", ENV + """workloads:
+  - {model: fault, fault: memory}
+batch_sizes: [1]
+timeouts: {wall: 120, progress: 60}
+memory_limit: 6g
+slurm: {mem: 400m}
+""")
+    submit(matrix, tmp_path / "results")
+    out = wait(matrix, tmp_path / "results")
+    assert "finished 1 (oom 1)" in out, out
+    [result] = by_cell(tmp_path / "results").values()
+    assert result["status"] == "oom" and result["error"]["slurm_state"] == "OUT_OF_MEMORY", result["error"]
+    assert "Slurm killed the task for memory" in result["error"]["message"]

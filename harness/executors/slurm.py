@@ -66,9 +66,12 @@ ACTIVE = frozenset({"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "
 # the cell, which therefore stays without a result and runs again on the next submission.
 VERDICTS = {
     "TIMEOUT": ("timeout", "Slurm ended the task at its time limit"),
-    "OUT_OF_MEMORY": ("oom", "Slurm killed the task for memory (OUT_OF_MEMORY)"),
+    "OUT_OF_MEMORY": ("oom", "Slurm killed the task for memory"),
 }
 EVIDENCE = ("events.jsonl", "workload.json", "stdout.log", "stderr.log")
+# Without cgroups (jobacct_gather's OverMemoryKill) Slurm kills a task over --mem and calls it FAILED;
+# its own line in the task's log is then the evidence of a memory kill.
+MEMORY_KILL_LINE = "Exceeded job memory limit"
 
 
 # -- options and resources ---------------------------------------------------
@@ -316,6 +319,9 @@ def board(matrix: Matrix, store: ResultStore, console: Console | None = None) ->
             continue
         info = task_state(states, task)
         state = info["state"] if info else None
+        if state in ("FAILED", "CANCELLED") and task and _killed_for_memory(sub, task):
+            info = {**info, "state": "OUT_OF_MEMORY", "reported": state}
+            state = "OUT_OF_MEMORY"
         if state in ACTIVE:
             where = "running" if state in ("RUNNING", "COMPLETING", "CONFIGURING") else "queued"
             entries.append(Entry(cell.id, where, None, task, state))
@@ -337,6 +343,14 @@ def board(matrix: Matrix, store: ResultStore, console: Console | None = None) ->
             entries.append(Entry(cell.id, "finished" if result else "missing",
                                  result["status"] if result else None, task, state, note))
     return entries
+
+
+def _killed_for_memory(sub: Submission, task: str) -> bool:
+    log = sub.path / "logs" / f"{task}.out"
+    try:
+        return MEMORY_KILL_LINE in log.read_text(errors="replace")[-20000:]
+    except OSError:
+        return False
 
 
 def record_verdict(matrix: Matrix, store: ResultStore, cell: Cell, sub: Submission, line: int, task: str,
@@ -361,11 +375,14 @@ def record_verdict(matrix: Matrix, store: ResultStore, cell: Cell, sub: Submissi
     last = events[-1] if events else None
     message = (f"{what} (task {task}, {info['state']} after {info.get('elapsed') or '?'} on "
                f"{info.get('node') or '?'}); last event: {(last or {}).get('event', 'nothing')}")
+    if info.get("reported"):
+        message += f"; sacct says {info['reported']}, the task's log says '{MEMORY_KILL_LINE}'"
     error = {"kind": status, "type": None, "message": message,
              "signature": outcome.signature(status, None, f"slurm {info['state']}"), "exit_code": None,
              "signal": None, "last_event": last, "slurm_state": info["state"]}
     provenance = {"slurm": {"task": task, "state": info["state"], "node": info.get("node"),
-                            "elapsed": info.get("elapsed"), "submission": sub.path.name}}
+                            "elapsed": info.get("elapsed"), "submission": sub.path.name,
+                            "sacct_state": info.get("reported") or info["state"]}}
     result = record.assemble(cell, sub.meta["engine"], provenance, None, outcome.Verdict(status, error=error),
                              work, sub.meta["matrix_label"], matrix.sha256, sub.meta["submitted"])
     write_json(work / "result.json", result)
