@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -199,3 +200,31 @@ slurm: {mem: 400m}
     [result] = by_cell(tmp_path / "results").values()
     assert result["status"] == "oom" and result["error"]["slurm_state"] == "OUT_OF_MEMORY", result["error"]
     assert "Slurm killed the task for memory" in result["error"]["message"]
+
+
+def test_ctrl_c_while_submitting_loses_nothing(slurm, tmp_path):
+    # Ctrl-C arrives at the worst moment: while sbatch is submitting the first array. sbatch here is the
+    # real one, behind a wrapper that interrupts its caller first.
+    real = shutil.which("sbatch")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write(bin_dir / "sbatch", f'#!/bin/sh\nkill -INT $PPID\nexec {real} "$@"\n').chmod(0o755)
+    matrix = write(tmp_path / "two.yaml", ENV + """workloads:
+  - {model: fault, fault: exception}
+parallelism:
+  - {wrapper: none, devices: 1}
+  - {wrapper: none, devices: 1, device_kind: gpu}
+batch_sizes: [1]
+timeouts: {wall: 60, progress: 30}
+""")
+    results = tmp_path / "results"
+    proc = harness("run", str(matrix), "--engine", "venv", "--results", str(results), "--executor", "slurm",
+                   env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    [sub] = submissions(results / "two")
+    assert len(jobs(sub)) == 1, "the array sbatch accepted is written down; the second was never sent"
+    out = wait(matrix, results)
+    assert "finished 1 (error 1)" in out and "missing 1" in out, out
+    out = submit(matrix, results).stdout
+    assert "1 of 2 cells already have results" in out and "1 cell(s)" in out, out
+    assert "finished 2 (error 2)" in wait(matrix, results)
