@@ -156,8 +156,8 @@ def _submit_to_slurm(args, m, cells, engine, console: Console) -> int:
 
 def cmd_status(args, console: Console) -> int:
     from .executors import slurm
-    slurm.status(matrix_mod.load(args.matrix), Path(args.results), console, wait=args.wait)
-    return 0
+    entries = slurm.status(matrix_mod.load(args.matrix), Path(args.results), console, wait=args.wait)
+    return 1 if any(e.drifted for e in entries) else 0
 
 
 def cmd_report(args, console: Console) -> int:

@@ -285,6 +285,7 @@ class Entry:
     task: str | None = None    # 'JOB_i'
     state: str | None = None   # Slurm's state
     note: str | None = None
+    drifted: bool = False  # a control cell whose result is not what the matrix expects
 
 
 def _result_is_new(result: dict | None, since: dt.datetime) -> bool:
@@ -307,42 +308,51 @@ def board(matrix: Matrix, store: ResultStore, console: Console | None = None) ->
             latest[cell_id] = (sub, line, task)
     jobs = sorted({task.split("_")[0] for _, _, task in latest.values() if task})
     states = queue_states(jobs) if jobs else {}
-    entries = []
-    for cell in matrix.cells:
-        result = store.existing(cell)
-        if cell.id not in latest:
-            entries.append(Entry(cell.id, "finished", result["status"]) if result else Entry(cell.id, "missing"))
-            continue
-        sub, line, task = latest[cell.id]
-        if _result_is_new(result, sub.submitted):
-            entries.append(Entry(cell.id, "finished", result["status"], task))
-            continue
-        info = task_state(states, task)
-        state = info["state"] if info else None
-        if state in ("FAILED", "CANCELLED") and task and _killed_for_memory(sub, task):
-            info = {**info, "state": "OUT_OF_MEMORY", "reported": state}
-            state = "OUT_OF_MEMORY"
-        if state in ACTIVE:
-            where = "running" if state in ("RUNNING", "COMPLETING", "CONFIGURING") else "queued"
-            entries.append(Entry(cell.id, where, None, task, state))
-        elif state in VERDICTS:
-            written = record_verdict(matrix, store, cell, sub, line, task, info)
-            if console:
-                console.print(f"[red]{written['status']:>11}[/] {escape(cell.id)}  "
-                              f"{escape(written['error']['message'])}", highlight=False)
-            entries.append(Entry(cell.id, "finished", written["status"], task, state))
-        else:
-            if task is None:
-                why = "its array was submitted but its job id was never written down"
-            elif state is None:
-                why = f"Slurm has no record of task {task} (accounting off, or the job was purged)"
-            else:
-                why = f"{state} (task {task}) without a result"
-            keep = f"; the stored {result['status']} result stands" if result else ""
-            note = why + keep + "; it runs again on the next submission"
-            entries.append(Entry(cell.id, "finished" if result else "missing",
-                                 result["status"] if result else None, task, state, note))
-    return entries
+    return [_entry(matrix, store, cell, latest.get(cell.id), states, console) for cell in matrix.cells]
+
+
+def _entry(matrix: Matrix, store: ResultStore, cell: Cell, latest: tuple[Submission, int, str | None] | None,
+           states: dict[str, dict], console: Console | None) -> Entry:
+    """Where the cell stands, and whether a control cell's result drifted from its expected answer."""
+    from ..runner import check_expectation
+    entry = _where(matrix, store, cell, latest, states, console)
+    result = store.existing(cell) if entry.where == "finished" else None
+    entry.drifted = bool(result and (check_expectation(cell, result) or {}).get("met") is False)
+    return entry
+
+
+def _where(matrix: Matrix, store: ResultStore, cell: Cell, latest: tuple[Submission, int, str | None] | None,
+           states: dict[str, dict], console: Console | None) -> Entry:
+    result = store.existing(cell)
+    if latest is None:
+        return Entry(cell.id, "finished", result["status"]) if result else Entry(cell.id, "missing")
+    sub, line, task = latest
+    if _result_is_new(result, sub.submitted):
+        return Entry(cell.id, "finished", result["status"], task)
+    info = task_state(states, task)
+    state = info["state"] if info else None
+    if state in ("FAILED", "CANCELLED") and task and _killed_for_memory(sub, task):
+        info = {**info, "state": "OUT_OF_MEMORY", "reported": state}
+        state = "OUT_OF_MEMORY"
+    if state in ACTIVE:
+        where = "running" if state in ("RUNNING", "COMPLETING", "CONFIGURING") else "queued"
+        return Entry(cell.id, where, None, task, state)
+    if state in VERDICTS:
+        written = record_verdict(matrix, store, cell, sub, line, task, info)
+        if console:
+            console.print(f"[red]{written['status']:>11}[/] {escape(cell.id)}  "
+                          f"{escape(written['error']['message'])}", highlight=False)
+        return Entry(cell.id, "finished", written["status"], task, state)
+    if task is None:
+        why = "its array was submitted but its job id was never written down"
+    elif state is None:
+        why = f"Slurm has no record of task {task} (accounting off, or the job was purged)"
+    else:
+        why = f"{state} (task {task}) without a result"
+    keep = f"; the stored {result['status']} result stands" if result else ""
+    note = why + keep + "; it runs again on the next submission"
+    return Entry(cell.id, "finished" if result else "missing", result["status"] if result else None, task, state,
+                 note)
 
 
 def _killed_for_memory(sub: Submission, task: str) -> bool:
@@ -516,6 +526,8 @@ def show(entries: list[Entry], console: Console, run_dir: Path) -> None:
         for e in [e for e in entries if e.where == kind][:20]:
             console.print(f"    {escape(e.cell)}  task {e.task} {e.state}", highlight=False)
     console.print(f"  missing {where['missing']} (no result and nothing queued: the next submission runs them)")
+    for e in [e for e in entries if e.drifted]:
+        console.print(f"  [red]NOT as expected[/]: {escape(e.cell)} is {e.status}", highlight=False)
     notes = [e for e in entries if e.note]
     if notes:
         console.print("notes:")
