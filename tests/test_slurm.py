@@ -228,3 +228,20 @@ timeouts: {wall: 60, progress: 30}
     out = submit(matrix, results).stdout
     assert "1 of 2 cells already have results" in out and "1 cell(s)" in out, out
     assert "finished 2 (error 2)" in wait(matrix, results)
+
+
+@pytest.mark.docker
+def test_cells_run_in_containers_from_array_tasks(slurm, docker_client, tmp_path):
+    # The image is built once on the submit side (it is the one the Docker engine tests build) and the
+    # node's task runs its container: a planted segfault and a real container OOM kill, as locally.
+    faults = ROOT / "matrices" / "faults.yaml"
+    only = ["--only", "tf2.15/fault-segfault/*", "--only", "tf2.15/fault-memory/*"]
+    out = harness("run", str(faults), "--engine", "docker", "--results", str(tmp_path), "--executor", "slurm",
+                  "--throttle", "1", *only, check=True).stdout
+    assert "2 cell(s)" in out, out
+    wait(faults, tmp_path)
+    results = {r["workload"]: r for r in by_cell(tmp_path).values()}
+    assert set(results) == {"fault-segfault", "fault-memory"}
+    assert results["fault-segfault"]["error"]["signal"] == "SIGSEGV"
+    assert results["fault-memory"]["exit"]["container_oom_flag"] is True
+    assert all(r["engine"] == "docker" and r["expectation"]["met"] for r in results.values())

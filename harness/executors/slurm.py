@@ -241,14 +241,18 @@ class Submission:
     meta: dict
     cells: list[str]
     jobs: dict[int, str]  # array index -> job id
+    refused: dict[int, str] = field(default_factory=dict)  # array index -> sbatch's error
 
     @property
     def submitted(self) -> dt.datetime:
         return dt.datetime.fromisoformat(self.meta["submitted"])
 
     def tasks(self) -> Iterator[tuple[int, str, str | None]]:
-        """(line, cell id, 'JOB_i' or None when the array never got a job id)."""
+        """(line, cell id, 'JOB_i' or None when the array never got a job id). Cells of arrays that
+        sbatch refused were never submitted: they are not listed, so an earlier submission still speaks."""
         for arr in self.meta["arrays"]:
+            if arr["index"] in self.refused:
+                continue
             job = self.jobs.get(arr["index"])
             for i in range(arr["count"]):
                 line = arr["offset"] + i
@@ -262,16 +266,19 @@ def submissions(store: ResultStore) -> list[Submission]:
         meta = read_json(meta_path)
         if not isinstance(meta, dict):
             continue
-        jobs = {}
+        jobs, refused = {}, {}
         jobs_file = meta_path.parent / "jobs.jsonl"
         for line in jobs_file.read_text().splitlines() if jobs_file.exists() else []:
             try:
                 entry = json.loads(line)
-                jobs[int(entry["array"])] = str(entry["job"])
+                if "refused" in entry:
+                    refused[int(entry["array"])] = str(entry["refused"])
+                else:
+                    jobs[int(entry["array"])] = str(entry["job"])
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut by a kill: that array's state is then unknown, its results still count
         cells = (meta_path.parent / "cells.txt").read_text().splitlines()
-        out.append(Submission(meta_path.parent, meta, cells, jobs))
+        out.append(Submission(meta_path.parent, meta, cells, jobs, refused))
     return out
 
 
@@ -344,7 +351,7 @@ def _where(matrix: Matrix, store: ResultStore, cell: Cell, latest: tuple[Submiss
                           f"{escape(written['error']['message'])}", highlight=False)
         return Entry(cell.id, "finished", written["status"], task, state)
     if task is None:
-        why = "its array was submitted but its job id was never written down"
+        why = "its array was never sent to Slurm (the submission was interrupted) or its job id was lost"
     elif state is None:
         why = f"Slurm has no record of task {task} (accounting off, or the job was purged)"
     else:
@@ -424,6 +431,13 @@ def _script(sub_dir: Path, arr: Array, run: str, opts: SlurmOptions, cwd: Path) 
     return "\n".join(lines) + "\n"
 
 
+def _write_down(sub_dir: Path, entry: dict) -> None:
+    with open(sub_dir / "jobs.jsonl", "a") as f:
+        f.write(json.dumps(entry) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def prepare_environments(cells: list[Cell], engine: Engine, store: ResultStore, console: Console
                          ) -> dict[str, EnvironmentUnavailable]:
     """Prepare each environment once, here, before any task starts: tasks then find it ready (`reused`)
@@ -498,13 +512,11 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
             proc = _slurm(*argv)
             if proc.returncode != 0:
                 err = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-                raise UserError(f"sbatch refused array {arr.index} ({arr.resources.directives()}): {err}"
-                                + (f"; {submitted} cell(s) were submitted before it" if submitted else ""))
+                _write_down(sub_dir, {"array": arr.index, "refused": err})
+                raise UserError(f"sbatch refused array {arr.index} ({' '.join(arr.resources.directives())}): "
+                                f"{err}" + (f"; {submitted} cell(s) were submitted before it" if submitted else ""))
             job = proc.stdout.strip().split(";")[0]
-            with open(sub_dir / "jobs.jsonl", "a") as f:
-                f.write(json.dumps({"array": arr.index, "job": job}) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            _write_down(sub_dir, {"array": arr.index, "job": job})
         submitted += len(arr.cells)
         res = arr.resources
         console.print(f"submitted array {job}: {len(arr.cells)} cell(s), {' '.join(res.directives())}"
