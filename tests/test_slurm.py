@@ -245,3 +245,26 @@ def test_cells_run_in_containers_from_array_tasks(slurm, docker_client, tmp_path
     assert results["fault-segfault"]["error"]["signal"] == "SIGSEGV"
     assert results["fault-memory"]["exit"]["container_oom_flag"] is True
     assert all(r["engine"] == "docker" and r["expectation"]["met"] for r in results.values())
+
+
+def test_cells_asking_the_same_resources_share_an_array(tmp_path):
+    from harness.executors.slurm import SlurmOptions, _expand, plan
+    from harness.matrix import load
+    m = load(write(tmp_path / "mixed.yaml", ENV + """workloads:
+  - {model: fault, fault: exception}
+  - {model: fault, fault: abort}
+parallelism:
+  - {wrapper: none, devices: 1}
+  - {wrapper: mirrored, devices: 2, device_kind: gpu}
+batch_sizes: [1]
+timeouts: {wall: 100, progress: 30}
+memory_limit: 2g
+slurm: {partition: from-matrix, throttle: 3, sbatch_args: ["--qos=a"]}
+"""))
+    opts = SlurmOptions.merged(m.slurm, partition="from-cli", sbatch_args=["--qos=b"])
+    assert (opts.partition, opts.throttle, opts.sbatch_args) == ("from-cli", 3, ["--qos=a", "--qos=b"])
+    arrays = plan(m.cells, opts)
+    assert [(len(a.cells), a.offset, a.resources.directives()) for a in arrays] == [
+        (2, 0, ["--cpus-per-task=1", "--time=7", "--mem=3072M"]),
+        (2, 2, ["--cpus-per-task=2", "--time=7", "--gres=gpu:2", "--mem=3072M"])]
+    assert _expand("12_[4-6,9%2]") == ["12_4", "12_5", "12_6", "12_9"] and _expand("12_3") == ["12_3"]
