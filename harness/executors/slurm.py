@@ -110,7 +110,7 @@ def _megabytes(size: str) -> int:
     return math.ceil(parse_size(size) / (1 << 20))
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Resources:
     """What one array asks per task; cells asking the same share an array."""
 
@@ -154,7 +154,7 @@ def plan(cells: list[Cell], opts: SlurmOptions) -> list[Array]:
         groups.setdefault(resources(cell, opts), []).append(cell)
     arrays: list[Array] = []
     offset = 0
-    for res in sorted(groups):
+    for res in sorted(groups, key=lambda r: (r.gpus, r.cpus, r.minutes, r.mem_mb or 0)):
         members = groups[res]
         for start in range(0, len(members), MAX_ARRAY):
             chunk = members[start:start + MAX_ARRAY]
