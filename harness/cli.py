@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {list,run,repro,report} ...``.
+"""Command line: ``python -m harness {list,run,status,repro,report} ...``.
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -66,6 +66,17 @@ def _add_resource_args(p: argparse.ArgumentParser) -> None:
                    help="cores pinned to each CPU cell (default: the host's cores divided by --jobs)")
 
 
+def _add_slurm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=("local", "slurm"), default="local",
+                   help="where cells run: this host, or one Slurm job-array task per cell (submits and returns)")
+    g = p.add_argument_group("slurm executor (override the matrix's slurm: section)")
+    g.add_argument("--partition", help="Slurm partition")
+    g.add_argument("--account", help="Slurm account")
+    g.add_argument("--throttle", type=int, metavar="K", help="at most K tasks of each array run at once (%%K)")
+    g.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
+                   help="extra sbatch option, e.g. --sbatch-arg=--qos=long (repeatable)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness",
                                      description="Run TF/Keras multi-device version matrices and report them.")
@@ -82,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run finished cells with this status again (repeatable; 'all' for every cell)")
     _add_engine_args(p)
     _add_resource_args(p)
+    _add_slurm_args(p)
+
+    p = sub.add_parser("status", help="queued / running / finished cells of a matrix (Slurm queue and results)")
+    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
+    p.add_argument("--wait", type=float, metavar="SECONDS",
+                   help="poll until nothing is queued or running, at most this long")
 
     p = sub.add_parser("repro", help="reproduce one cell N times and write a self-contained bundle",
                        description="Reproduce the cells matching CELL (an id, a prefix or a glob) from the "
@@ -126,6 +144,8 @@ def cmd_run(args, console: Console) -> int:
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
     engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
+    if args.executor == "slurm":
+        return _submit_to_slurm(args, m, cells, engine, console)
     runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
                     gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
     try:
@@ -143,6 +163,25 @@ def cmd_run(args, console: Console) -> int:
                       f"the matrix expects {escape(expected)}", highlight=False)
     console.print(f"results: {runner.store.run_dir}")
     return 1 if missed else 0
+
+
+def _submit_to_slurm(args, m, cells, engine, console: Console) -> int:
+    from .executors import slurm
+    opts = slurm.SlurmOptions.merged(m.slurm, partition=args.partition, account=args.account,
+                                     throttle=args.throttle, sbatch_args=args.sbatch_arg)
+    try:
+        slurm.submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),
+                     engine_args={"pythons": _pythons(args.python), "ca_bundle": args.ca_bundle})
+    finally:
+        engine.close()
+    console.print(f"follow it with: python -m harness status {args.matrix} --results {args.results}")
+    return 0
+
+
+def cmd_status(args, console: Console) -> int:
+    from .executors import slurm
+    entries = slurm.status(matrix_mod.load(args.matrix), Path(args.results), console, wait=args.wait)
+    return 1 if any(e.drifted for e in entries) else 0
 
 
 def cmd_report(args, console: Console) -> int:
@@ -182,7 +221,7 @@ def cmd_repro(args, console: Console) -> int:
         engine.close()
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "repro": cmd_repro, "report": cmd_report}
+COMMANDS = {"list": cmd_list, "run": cmd_run, "status": cmd_status, "repro": cmd_repro, "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

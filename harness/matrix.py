@@ -13,7 +13,7 @@ import fnmatch
 import hashlib
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,12 @@ EXPECT_KEYS = {**{k: v for k, v in RULE_KEYS.items() if k != "repeat"},
                "status": str, "signature": str, "why": str}
 TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": list,
             "parallelism": list, "batch_sizes": list, "epochs": int, "repeats": int, "seed": int,
-            "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list}
+            "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
+            "slurm": dict}
 TIMEOUT_KEYS = {"wall": (int, float), "progress": (int, float)}
+# How the cells are handed to Slurm (harness.executors.slurm reads them; the command line overrides).
+SLURM_KEYS = {"partition": str, "account": str, "throttle": int, "cpus_per_task": int, "mem": str,
+              "time_margin": (int, float), "sbatch_args": list, "python": str}
 
 
 @dataclass
@@ -73,6 +77,7 @@ class Matrix:
     description: str
     sha256: str
     cells: list[Cell]
+    slurm: dict = field(default_factory=dict)  # the validated `slurm:` section, as written
 
     @property
     def environments(self) -> list[Environment]:
@@ -180,6 +185,20 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
                        backend=backend if keras and Version(keras).major >= 3 else None,
                        packages=tuple(str(p) for p in packages), force=tuple(str(p) for p in force), device=device,
                        base_image=raw.get("base_image"))
+
+
+def _slurm(check: _Checker, raw: dict) -> None:
+    check.keys("slurm", raw, SLURM_KEYS)
+    for key in ("throttle", "cpus_per_task"):
+        if check.typed(raw, key, int, "slurm") and raw[key] < 1:
+            check.problem(f"slurm.{key}", f"expected at least 1, got {raw[key]}")
+    if check.typed(raw, "time_margin", (int, float), "slurm") and raw["time_margin"] < 0:
+        check.problem("slurm.time_margin", f"expected seconds >= 0, got {raw['time_margin']}")
+    if check.typed(raw, "mem", str, "slurm") and not MEMORY_RE.match(raw["mem"]):
+        check.problem("slurm.mem", f"expected a size like '16g' or '512m', got {raw['mem']!r}")
+    for i, arg in enumerate(raw.get("sbatch_args") if check.typed(raw, "sbatch_args", list, "slurm") else []):
+        if not isinstance(arg, str) or not arg.startswith("-"):
+            check.problem(f"slurm.sbatch_args[{i}]", f"expected an sbatch option such as '--qos=long', got {arg!r}")
 
 
 def _workload_name(model: str, params: dict) -> str:
@@ -337,6 +356,9 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
     memory = raw.get("memory_limit")
     if isinstance(memory, str) and not MEMORY_RE.match(memory):
         check.problem("memory_limit", f"expected a size like '4g' or '512m', got {memory!r}")
+    slurm = raw.get("slurm", {})
+    if isinstance(slurm, dict):
+        _slurm(check, slurm)
     includes = _rules(check, raw, "include", RULE_KEYS)
     excludes = _rules(check, raw, "exclude", RULE_KEYS)
     expects = _rules(check, raw, "expect", EXPECT_KEYS)
@@ -379,4 +401,4 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
     if not cells:
         raise MatrixError(path, ["the matrix expands to no cells (check include/exclude)"])
     return Matrix(path=path, name=str(raw.get("name") or path.stem), description=raw.get("description", ""),
-                  sha256=sha256, cells=cells)
+                  sha256=sha256, cells=cells, slurm=slurm if isinstance(slurm, dict) else {})

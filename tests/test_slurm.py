@@ -1,0 +1,267 @@
+"""The Slurm executor against a real Slurm (``.ci/slurm-up`` brings up a single node with two fake
+GPUs and accounting). Skipped with the reason when no Slurm answers, unless HARNESS_REQUIRE_SLURM=1.
+Array tasks of one run share the results folder side by side, as on a real cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.store import iter_results
+
+from .conftest import ROOT, harness
+
+pytestmark = pytest.mark.slurm
+
+# The environment of matrices/faults.yaml, so every matrix here reuses its virtualenv.
+ENV = """environments:
+  - python: "3.11"
+    tensorflow: "2.15.0"
+    packages: ["numpy<2"]
+"""
+
+
+@pytest.fixture(scope="module")
+def slurm() -> None:
+    why = None
+    try:
+        info = subprocess.run(["sinfo", "-h", "-o", "%T %G"], capture_output=True, text=True, timeout=30)
+        if info.returncode != 0 or not info.stdout.strip():
+            why = f"no Slurm answers: {info.stderr.strip() or 'sinfo lists no node'}"
+        else:
+            acct = subprocess.run(["sacct", "-n", "-X", "-j", "1"], capture_output=True, text=True, timeout=30)
+            if acct.returncode != 0 or "disabled" in acct.stderr:
+                why = f"Slurm answers but has no accounting (sacct: {acct.stderr.strip()})"
+    except FileNotFoundError:
+        why = "no Slurm client on PATH (.ci/slurm-up brings up a single-node cluster)"
+    except subprocess.TimeoutExpired:
+        why = "slurmctld does not answer"
+    if why:
+        if os.environ.get("HARNESS_REQUIRE_SLURM") == "1":
+            pytest.fail(f"Slurm is required here: {why}")
+        pytest.skip(why)
+
+
+def submit(matrix: Path, results: Path, *args: str) -> subprocess.CompletedProcess:
+    return harness("run", str(matrix), "--engine", "venv", "--results", str(results), "--executor", "slurm",
+                   *args, check=True)
+
+
+def wait(matrix: Path, results: Path, seconds: int = 240) -> str:
+    out = harness("status", str(matrix), "--results", str(results), "--wait", str(seconds), check=True).stdout
+    assert "running 0" in out and "queued 0" in out, out
+    return out
+
+
+def by_cell(results: Path) -> dict[str, dict]:
+    return {r["cell"]: r for _, r in iter_results(results)}
+
+
+def submissions(run_dir: Path) -> list[Path]:
+    return sorted((run_dir / ".slurm").glob("*/submission.json"))
+
+
+def jobs(sub: Path) -> list[str]:
+    return [json.loads(line)["job"] for line in (sub.parent / "jobs.jsonl").read_text().splitlines()]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_faults_give_the_same_statuses_as_a_local_run(slurm, tmp_path):
+    faults = ROOT / "matrices" / "faults.yaml"
+    harness("run", str(faults), "--engine", "venv", "--results", str(tmp_path / "local"), check=True)
+    out = submit(faults, tmp_path / "slurm").stdout
+    assert "submitted array" in out and "7 cell(s)" in out, out
+    wait(faults, tmp_path / "slurm")
+
+    local, remote = by_cell(tmp_path / "local"), by_cell(tmp_path / "slurm")
+    assert set(local) == set(remote) and len(remote) == 7
+    for cell, want in local.items():
+        got = remote[cell]
+        assert (got["status"], got["error"]["signature"]) == (want["status"], want["error"]["signature"]), cell
+        assert got["expectation"]["met"], (cell, got["error"])
+    assert remote["tf2.15/fault-hang/none-c1/b1/r0"]["status"] == "timeout"
+
+    run_dir = tmp_path / "slurm" / "faults"
+    [sub] = submissions(run_dir)
+    logs = sorted((sub.parent / "logs").glob("*.out"))
+    assert len(logs) == 7 and all("reused (venv)" in log.read_text() for log in logs), \
+        "the environment is prepared once on the submit side; tasks reuse it"
+    seen = [json.loads(p.read_text()) for p in (sub.parent / "tasks").glob("*.json")]
+    assert {s["CUDA_VISIBLE_DEVICES"] for s in seen} == {""}, "a task granted no GPU sees none"
+
+    again = submit(faults, tmp_path / "slurm").stdout
+    assert "7 of 7 cells already have results" in again and "nothing to submit" in again, again
+
+
+def test_a_task_at_its_time_limit_is_a_timeout(slurm, tmp_path):
+    # The harness's own limits are far away; Slurm's one minute ends the task first.
+    matrix = write(tmp_path / "slow.yaml", ENV + """workloads:
+  - {model: fault, fault: hang}
+batch_sizes: [1]
+timeouts: {wall: 900, progress: 900}
+""")
+    submit(matrix, tmp_path / "results", "--sbatch-arg=--time=1")
+    out = wait(matrix, tmp_path / "results", 300)
+    assert "finished 1 (timeout 1)" in out, out
+    [(folder, result)] = list(iter_results(tmp_path / "results"))
+    assert result["status"] == "timeout"
+    assert result["error"]["slurm_state"] == "TIMEOUT"
+    assert "Slurm ended the task at its time limit" in result["error"]["message"]
+    assert "last event: hanging" in result["error"]["message"], "what the cell recorded before the kill is kept"
+    assert (folder / "slurm.log").exists() and (folder / "events.jsonl").exists()
+    assert not list(folder.parent.glob("*.partial-*")), "the killed task's half-written folder is cleared"
+
+
+def test_cancelled_tasks_run_again_on_the_next_submission(slurm, tmp_path):
+    matrix = write(tmp_path / "three.yaml", ENV + """workloads:
+  - {model: fault, fault: exception}
+  - {model: fault, fault: abort}
+  - {model: fault, fault: silent_exit}
+batch_sizes: [1]
+timeouts: {wall: 60, progress: 30}
+""")
+    results = tmp_path / "results"
+    submit(matrix, results, "--sbatch-arg=--hold")  # held, so the test decides what runs and what is cancelled
+    [sub] = submissions(results / "three")
+    [job] = jobs(sub)
+    subprocess.run(["scontrol", "release", f"{job}_0"], check=True, timeout=30)
+    subprocess.run(["scancel", f"{job}_1", f"{job}_2"], check=True, timeout=30)
+    out = wait(matrix, results)
+    assert "finished 1 (error 1)" in out and "missing 2" in out, out
+    assert out.count("CANCELLED") == 2, out
+    first = by_cell(results)["tf2.15/fault-exception/none-c1/b1/r0"]
+
+    out = submit(matrix, results).stdout
+    assert "1 of 3 cells already have results" in out and "2 cell(s)" in out, out
+    newest = submissions(results / "three")[-1]
+    assert (newest.parent / "cells.txt").read_text().split() == [
+        "tf2.15/fault-abort/none-c1/b1/r0", "tf2.15/fault-silent_exit/none-c1/b1/r0"]
+    out = wait(matrix, results)
+    assert "finished 3 (crash 2, error 1)" in out and "missing 0" in out, out
+    assert by_cell(results)["tf2.15/fault-exception/none-c1/b1/r0"]["started"] == first["started"], \
+        "the finished cell was not run again"
+
+
+def test_a_gpu_task_sees_the_gpus_slurm_grants(slurm, tmp_path):
+    matrix = write(tmp_path / "gpus.yaml", ENV + """workloads:
+  - {model: fault, fault: exception}
+parallelism:
+  - {wrapper: mirrored, devices: 2, device_kind: gpu}
+batch_sizes: [1]
+timeouts: {wall: 60, progress: 30}
+""")
+    submit(matrix, tmp_path / "results")
+    wait(matrix, tmp_path / "results")
+    [sub] = submissions(tmp_path / "results" / "gpus")
+    assert "#SBATCH --gres=gpu:2" in (sub.parent / "array-0.sh").read_text()
+    [seen] = [json.loads(p.read_text()) for p in (sub.parent / "tasks").glob("*.json")]
+    assert seen["CUDA_VISIBLE_DEVICES"] == "0,1", seen
+    [result] = by_cell(tmp_path / "results").values()
+    assert result["status"] == "error", "the cell itself ran in the allocation"
+
+
+def test_bad_slurm_section_is_one_clear_line(tmp_path):
+    matrix = write(tmp_path / "bad.yaml", ENV + """workloads:
+  - {model: fault, fault: exception}
+slurm: {partiton: gpu, throttle: 0}
+""")
+    proc = harness("run", str(matrix), "--executor", "slurm", "--results", str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "slurm.partiton: unknown key; did you mean 'partition'?" in proc.stderr
+    assert "slurm.throttle: expected at least 1, got 0" in proc.stderr
+
+
+def test_a_task_killed_for_memory_is_oom(slurm, tmp_path):
+    # The cell's own limit (an address-space limit in a virtualenv) is far above what the `slurm:` section
+    # gives the task, so Slurm's memory enforcement kills it first.
+    matrix = write(tmp_path / "greedy.yaml", ENV + """workloads:
+  - {model: fault, fault: memory}
+batch_sizes: [1]
+timeouts: {wall: 120, progress: 60}
+memory_limit: 6g
+slurm: {mem: 400m}
+""")
+    submit(matrix, tmp_path / "results")
+    out = wait(matrix, tmp_path / "results")
+    assert "finished 1 (oom 1)" in out, out
+    [result] = by_cell(tmp_path / "results").values()
+    assert result["status"] == "oom" and result["error"]["slurm_state"] == "OUT_OF_MEMORY", result["error"]
+    assert "Slurm killed the task for memory" in result["error"]["message"]
+
+
+def test_ctrl_c_while_submitting_loses_nothing(slurm, tmp_path):
+    # Ctrl-C arrives at the worst moment: while sbatch is submitting the first array. sbatch here is the
+    # real one, behind a wrapper that interrupts its caller first.
+    real = shutil.which("sbatch")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write(bin_dir / "sbatch", f'#!/bin/sh\nkill -INT $PPID\nexec {real} "$@"\n').chmod(0o755)
+    matrix = write(tmp_path / "two.yaml", ENV + """workloads:
+  - {model: fault, fault: exception}
+parallelism:
+  - {wrapper: none, devices: 1}
+  - {wrapper: none, devices: 1, device_kind: gpu}
+batch_sizes: [1]
+timeouts: {wall: 60, progress: 30}
+""")
+    results = tmp_path / "results"
+    proc = harness("run", str(matrix), "--engine", "venv", "--results", str(results), "--executor", "slurm",
+                   env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    [sub] = submissions(results / "two")
+    assert len(jobs(sub)) == 1, "the array sbatch accepted is written down; the second was never sent"
+    out = wait(matrix, results)
+    assert "finished 1 (error 1)" in out and "missing 1" in out, out
+    out = submit(matrix, results).stdout
+    assert "1 of 2 cells already have results" in out and "1 cell(s)" in out, out
+    assert "finished 2 (error 2)" in wait(matrix, results)
+
+
+@pytest.mark.docker
+def test_cells_run_in_containers_from_array_tasks(slurm, docker_client, tmp_path):
+    # The image is built once on the submit side (it is the one the Docker engine tests build) and the
+    # node's task runs its container: a planted segfault and a real container OOM kill, as locally.
+    faults = ROOT / "matrices" / "faults.yaml"
+    only = ["--only", "tf2.15/fault-segfault/*", "--only", "tf2.15/fault-memory/*"]
+    out = harness("run", str(faults), "--engine", "docker", "--results", str(tmp_path), "--executor", "slurm",
+                  *only, check=True).stdout
+    assert "2 cell(s)" in out, out
+    wait(faults, tmp_path)
+    results = {r["workload"]: r for r in by_cell(tmp_path).values()}
+    assert set(results) == {"fault-segfault", "fault-memory"}
+    assert results["fault-segfault"]["error"]["signal"] == "SIGSEGV"
+    assert results["fault-memory"]["exit"]["container_oom_flag"] is True
+    assert all(r["engine"] == "docker" and r["expectation"]["met"] for r in results.values())
+
+
+def test_cells_asking_the_same_resources_share_an_array(tmp_path):
+    from harness.executors.slurm import SlurmOptions, _expand, plan
+    from harness.matrix import load
+    m = load(write(tmp_path / "mixed.yaml", ENV + """workloads:
+  - {model: fault, fault: exception}
+  - {model: fault, fault: abort}
+parallelism:
+  - {wrapper: none, devices: 1}
+  - {wrapper: mirrored, devices: 2, device_kind: gpu}
+batch_sizes: [1]
+timeouts: {wall: 100, progress: 30}
+memory_limit: 2g
+slurm: {partition: from-matrix, throttle: 3, sbatch_args: ["--qos=a"]}
+"""))
+    opts = SlurmOptions.merged(m.slurm, partition="from-cli", sbatch_args=["--qos=b"])
+    assert (opts.partition, opts.throttle, opts.sbatch_args) == ("from-cli", 3, ["--qos=a", "--qos=b"])
+    arrays = plan(m.cells, opts)
+    assert [(len(a.cells), a.offset, a.resources.directives()) for a in arrays] == [
+        (2, 0, ["--cpus-per-task=1", "--time=7", "--mem=3072M"]),
+        (2, 2, ["--cpus-per-task=2", "--time=7", "--gres=gpu:2", "--mem=3072M"])]
+    assert _expand("12_[4-6,9%2]") == ["12_4", "12_5", "12_6", "12_9"] and _expand("12_3") == ["12_3"]
