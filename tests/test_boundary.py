@@ -17,7 +17,7 @@ from harness import interpreters
 from .conftest import ROOT
 
 WORKLOADS = ROOT / "harness" / "workloads"
-ALLOWED = {"numpy", "tensorflow", "keras", "jax", "torch"} | set(sys.stdlib_module_names)
+ALLOWED = {"numpy", "tensorflow", "keras", "jax", "jaxlib", "torch"} | set(sys.stdlib_module_names)
 
 
 def test_workloads_parse_on_python_35():
@@ -49,3 +49,37 @@ def test_workloads_import_nothing_from_the_host_side():
                 continue
             for name in names:
                 assert name in ALLOWED or name.endswith("planted_fault"), f"{path.name} imports {name}"
+
+
+def _imports(path: Path):
+    """Every import in a file, at any depth (function-level imports included), as absolute module names."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            yield module
+            yield from (f"{module}.{a.name}" for a in node.names)
+
+
+def test_the_host_reads_the_workloads_through_the_protocol_module_only():
+    """The host may import `harness.workloads.protocol` and nothing else of the
+    in-environment side (that code runs inside environments, on other Pythons)."""
+    for path in (ROOT / "harness").rglob("*.py"):
+        if WORKLOADS in path.parents:
+            continue
+        for module in _imports(path):
+            if module.startswith("harness.workloads") and module not in (
+                    "harness.workloads", "harness.workloads.protocol",
+                    "harness.workloads.protocol." + module.rsplit(".", 1)[-1]):
+                pytest.fail(f"{path.relative_to(ROOT)} imports {module}")
+
+
+def test_the_protocol_module_imports_nothing():
+    assert list(_imports(WORKLOADS / "protocol.py")) == []
