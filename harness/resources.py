@@ -169,10 +169,13 @@ class Pool:
     many cells run at once.
     """
 
-    def __init__(self, inventory: Inventory, jobs: int | None = None, cpus_per_cell: int | None = None):
+    def __init__(self, inventory: Inventory, jobs: int | None = None, cpus_per_cell: int | None = None,
+                 cells: int | None = None):
         self.inventory = inventory
         n_cpus = len(inventory.cpus)
-        self.jobs = max(1, jobs) if jobs else max(n_cpus, len(inventory.gpus), 1)
+        # by default as many at once as there are cores (or GPUs), but never more slots than cells:
+        # three cells on 64 cores get 21 cores each, not one
+        self.jobs = max(1, jobs) if jobs else max(1, min(max(n_cpus, len(inventory.gpus)), cells or n_cpus))
         self.cpus_per_cell = max(1, min(n_cpus, cpus_per_cell or max(1, n_cpus // self.jobs)))
         self.free_gpus = [g.index for g in inventory.gpus]
         self.free_cpus = list(inventory.cpus)

@@ -130,7 +130,7 @@ class Runner:
 
     def _run_all(self, todo: list[Cell]) -> None:
         self.inventory = resources.discover(self.gpus)
-        pool = Pool(self.inventory, self.jobs, self.cpus_per_cell)
+        pool = Pool(self.inventory, self.jobs, self.cpus_per_cell, cells=len(todo))
         gpu_cells = sum(1 for c in todo if resources.gpus_needed(c))
         self.console.print(f"host: {len(self.inventory.cpus)} CPU core(s), {len(self.inventory.gpus)} GPU(s) "
                            f"({self.inventory.source}); up to {pool.jobs} cell(s) at once, CPU cells on "

@@ -1,0 +1,138 @@
+"""Fast, table-driven tests of the pure decisions: how GPU and CPU sets are
+handed out, when a multi-device run counts as engaged, control-cell verdicts,
+pip's failure line, and the store's ownership rule (with real processes)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import pytest
+
+from harness import status
+from harness.cells import Cell, Environment, Parallelism, Workload
+from harness.engines.base import pip_failure
+from harness.outcome import classify, not_engaged
+from harness.resources import Gpu, Inventory, Pool
+from harness.runner import _ranges
+from harness.store import ResultStore
+from harness.supervise import RawOutcome
+
+
+def _cell(devices: int, kind: str = "gpu", repeat: int = 0) -> Cell:
+    return Cell(Environment("e", "3.11", "2.15.0"), Workload("w", "idle"), Parallelism("none", devices, kind),
+                batch_size=1, epochs=1, repeat=repeat)
+
+
+def _inventory(gpus: int, cpus: int, links: dict | None = None) -> Inventory:
+    return Inventory([Gpu(str(i)) for i in range(gpus)], list(range(cpus)), "declared", links or {})
+
+
+def test_gpu_sets_are_disjoint_and_given_back():
+    pool = Pool(_inventory(4, 8))
+    a, b = pool.take(_cell(2)), pool.take(_cell(2))
+    assert {g.index for g in a.gpus} | {g.index for g in b.gpus} == {"0", "1", "2", "3"}
+    assert not set(a.cpus) & set(b.cpus)
+    assert pool.take(_cell(1)) is None          # no GPU left
+    pool.give_back(a)
+    assert len(pool.take(_cell(2)).gpus) == 2
+
+
+def test_gpu_sets_prefer_nvlinked_pairs():
+    # 0-1 and 2-3 over PCIe, 0-2 and 1-3 over NVLink: a 2-GPU cell gets an NVLink pair
+    links = {}
+    for a, b, kind in (("0", "1", "SYS"), ("2", "3", "SYS"), ("0", "2", "NV12"), ("1", "3", "NV12"),
+                       ("0", "3", "SYS"), ("1", "2", "SYS")):
+        links[(a, b)] = links[(b, a)] = kind
+    pool = Pool(_inventory(4, 8, links))
+    assert [g.index for g in pool.take(_cell(2)).gpus] == ["0", "2"]
+    assert [g.index for g in pool.take(_cell(2)).gpus] == ["1", "3"]
+
+
+@pytest.mark.parametrize("gpus,cpus,jobs,cells,want_jobs,want_cpus", [
+    (0, 2, None, 7, 2, 1),      # a small host: one core per cell
+    (0, 64, None, 3, 3, 21),    # fewer cells than cores: the cores are shared out
+    (0, 8, 1, 5, 1, 8),         # --jobs 1: every core to each cell
+    (8, 128, None, 20, 20, 6),  # a GPU host: CPU-only cells would share its cores out
+])
+def test_slots_follow_the_host_and_the_cells(gpus, cpus, jobs, cells, want_jobs, want_cpus):
+    pool = Pool(_inventory(gpus, cpus), jobs=jobs, cells=cells)
+    assert (pool.jobs, pool.cpus_per_cell) == (want_jobs, want_cpus)
+
+
+def test_gpu_cells_get_cores_in_proportion_and_impossible_cells_are_named():
+    pool = Pool(_inventory(8, 128))
+    assert len(pool.take(_cell(2)).cpus) == 32
+    assert pool.impossible(_cell(9)) == "9 GPUs asked, this host has 8 (declared)"
+    assert pool.impossible(_cell(8)) is None
+
+
+@pytest.mark.parametrize("numbers,text", [([0, 1, 2, 5], "0-2,5"), ([7], "7"), ([3, 1, 2, 9, 10], "1-3,9-10")])
+def test_core_ranges(numbers, text):
+    assert _ranges(numbers) == text
+
+
+@pytest.mark.parametrize("engagement,utilisation,asked,problem", [
+    ({"ran_on": 2}, None, 2, None),
+    ({"ran_on": 1}, None, 2, "parallelism not engaged: asked 2, ran on 1"),
+    ({"ran_on": None}, None, 2, None),                    # no witness: no verdict
+    ({}, {"0": {"max": 30, "n": 9}, "1": {"max": 0, "n": 9}}, 2,
+     "parallelism not engaged: asked 2, ran on 1 (GPU utilisation sampled through NVML)"),
+    ({}, {"0": {"max": 30, "n": 9}, "1": {"max": 0, "n": 2}}, 2, None),   # too few samples to judge
+    ({"ran_on": 1}, None, 1, None),
+])
+def test_engagement_rule(engagement, utilisation, asked, problem):
+    assert not_engaged({"engagement": engagement}, asked, utilisation) == problem
+
+
+def test_a_finished_run_that_did_not_engage_is_an_error_with_its_counts():
+    verdict = classify(RawOutcome(0), {"outcome": "ok", "engagement": {"ran_on": 1}}, None, "", asked=4)
+    assert verdict.status == status.ERROR
+    assert verdict.error["signature"] == "engagement: parallelism not engaged: asked 4, ran on 1"
+
+
+@pytest.mark.parametrize("expect,result,met", [
+    ({"status": "error", "signature": "Runtime"}, {"status": "error", "error": {"signature": "x: RuntimeError"}}, True),
+    ({"status": "error", "signature": "SIGBUS"}, {"status": "error", "error": {"signature": "x: RuntimeError"}}, False),
+    ({"status": "unsupported", "signature": "3 gpu"}, {"status": "unsupported", "reason": "3 GPU devices asked"},
+     True),
+    ({"status": "ok"}, {"status": "crash"}, False),
+])
+def test_control_verdicts(expect, result, met):
+    assert status.judge(expect, result)["met"] is met
+    assert status.judge(None, result) is None
+
+
+def test_pip_failure_names_the_conflict():
+    log = ("ERROR: Cannot install keras==2.2.4 and tensorflow-cpu==2.15.1 because these package versions "
+           "have conflicting dependencies.\n\nThe conflict is caused by:\n    The user requested keras==2.2.4\n"
+           "    tensorflow-cpu 2.15.1 depends on keras<2.16 and >=2.15.0\n\nERROR: ResolutionImpossible: ...\n")
+    line = pip_failure(log)
+    assert line.startswith("Cannot install keras==2.2.4 and tensorflow-cpu==2.15.1")
+    assert "depends on keras<2.16" in line
+
+
+def _hold(root: str, cell_id: str, ready, release) -> None:
+    claim = ResultStore(root, "run").claim(cell_id)
+    ready.put(claim is not None)
+    release.wait(30)
+
+
+def test_a_cell_claimed_by_a_live_process_cannot_be_claimed_until_it_dies(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=_hold, args=(str(tmp_path), "a/b/c", ready, release))
+    proc.start()
+    assert ready.get(timeout=30) is True
+    store = ResultStore(tmp_path, "run")
+    assert store.claim("a/b/c") is None            # held by the other process
+    other = store.claim("a/b/d")
+    assert other is not None and store.claim("a/b/d") is None   # and within one process too
+    other.release()
+    proc.kill()                                    # a hard kill drops the lock with the process
+    proc.join()
+    deadline = time.monotonic() + 5
+    while (claim := store.claim("a/b/c")) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert claim is not None
+    claim.release()
