@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .cells import Cell
+from .paths import inside
 
 RESULT = "result.json"
 SPEC = "spec.json"
@@ -39,10 +40,10 @@ def read_json(path: Path):
 class ResultStore:
     def __init__(self, root: Path, run: str):
         self.root = Path(root)
-        self.run_dir = self.root / run
+        self.run_dir = inside(self.root, self.root / run)
 
     def final_dir(self, cell: Cell) -> Path:
-        return self.run_dir / cell.id
+        return inside(self.run_dir, self.run_dir / cell.id)
 
     def existing(self, cell: Cell) -> dict | None:
         return read_json(self.final_dir(cell) / RESULT)

@@ -20,6 +20,7 @@ from pathlib import Path
 from .. import interpreters, stacks
 from ..cells import Cell, Environment
 from ..errors import EnvironmentUnavailable
+from ..paths import inside
 from ..record import tail
 from ..supervise import RawOutcome, watch
 from .base import CELL_ENV, Engine, Prepared, cache_dir, pip_failure
@@ -44,7 +45,7 @@ class VenvEngine(Engine):
         self.pythons = pythons or {}
 
     def location(self, env: Environment) -> Path:
-        return self.root / f"{env.name}-{env.content_hash()}"
+        return inside(self.root, self.root / f"{env.name}-{env.content_hash()}")
 
     def prepare(self, env: Environment, log_path: Path) -> Prepared:
         where = self.location(env)
