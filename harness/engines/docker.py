@@ -233,7 +233,7 @@ class DockerEngine(Engine):
                            "force": list(env.force),
                            "base": base_used}, sort_keys=True)
         digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
-        return f"{LABEL}/env:{env.name}-{digest}"
+        return f"{LABEL}/env:{env.name.replace('+', '_')}-{digest}"  # a tag takes no '+'
 
     def prepare(self, env: Environment, log_path: Path) -> Prepared:
         import docker.errors
@@ -363,7 +363,8 @@ class DockerEngine(Engine):
         sig = signal_name(code - 128) if code is not None and code > 128 and not timed_out else None
         return RawOutcome(exit_code=code, signal=sig, oom_killed=bool(state.get("OOMKilled")) and code != 0,
                           timed_out=timed_out, seconds=seconds,
-                          detail={"container_oom_flag": bool(state.get("OOMKilled")), "image": prepared.handle})
+                          detail={"container_oom_flag": bool(state.get("OOMKilled")), "image": prepared.handle,
+                                  "memory_limit": memory})
 
     def close(self) -> None:
         self.client.close()
