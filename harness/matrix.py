@@ -562,7 +562,9 @@ def load(path: str | Path) -> Matrix:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise MatrixError(path, [f"{where}YAML syntax error: {_show(problem)[1:-1]}"]) from None
+        problem = " ".join(str(problem).split())  # one line
+        problem = problem if len(problem) <= 200 else problem[:200] + "..."
+        raise MatrixError(path, [f"{where}YAML syntax error: {problem}"]) from None
     except (ValueError, OverflowError, RecursionError) as exc:  # e.g. an integer of 5,000 digits
         raise MatrixError(path, [f"a value cannot be read: {_show(str(exc))}"]) from None
     if not isinstance(raw, dict):
