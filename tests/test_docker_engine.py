@@ -41,15 +41,22 @@ def _pem_bodies(text: str) -> list[str]:
     return re.findall(r"-----BEGIN CERTIFICATE-----\n(.*?)-----END CERTIFICATE-----", text, re.S)
 
 
-def _extra_ca_lines(bundle: Path) -> list[bytes]:
-    """One distinctive base64 line of each certificate in `bundle` that Debian's
-    own ca-certificates package does not ship (a proxy's CA, a company CA):
-    such a line in an image can only have come from the host."""
-    shipped = {b.replace("\n", "") for f in Path("/usr/share/ca-certificates").rglob("*.crt")
-               for b in _pem_bodies(f.read_text(errors="replace"))}
+def _debian_cas(saved: Path) -> set[str]:
+    """The certificates Debian's ca-certificates package ships: from the host
+    where it is Debian, and from the image's own /usr/share/ca-certificates."""
+    files = [f.read_bytes() for f in Path("/usr/share/ca-certificates").rglob("*.crt")]
+    files += [data for name, data in _contents(saved.read_bytes(), saved.name)
+              if "usr/share/ca-certificates/" in name and name.endswith(".crt")]
+    return {b.replace("\n", "") for data in files for b in _pem_bodies(data.decode(errors="replace"))}
+
+
+def _extra_ca_lines(bundle: Path, debian: set[str]) -> list[bytes]:
+    """One distinctive base64 line of each certificate in `bundle` that Debian
+    does not ship (a proxy's CA, a company CA): such a line in an image can only
+    have come from the host."""
     lines = []
     for body in _pem_bodies(bundle.read_text(errors="replace")):
-        if body.replace("\n", "") not in shipped:
+        if body.replace("\n", "") not in debian:
             rows = [r for r in body.splitlines() if len(r) == 64]
             lines.append(rows[len(rows) // 2].encode())
     return lines
@@ -108,7 +115,11 @@ def test_ca_bundle_is_used_but_never_written_into_an_image(tmp_path, docker_clie
             fh.write(chunk)
     assert saved.stat().st_size > 1_000_000
     # the secret file itself, and the content of every CA the host has beyond Debian's own, anywhere in any layer
-    needles = [marker.encode(), *_extra_ca_lines(system_ca)]
+    debian = _debian_cas(saved)
+    assert debian, "the image has Debian's CA certificates"
+    control = next(iter(debian))[64:128].encode()
+    assert _leaks(saved, [control]), "the scan reaches the files of the layers"
+    needles = [marker.encode(), *_extra_ca_lines(system_ca, debian)]
     assert not _leaks(saved, needles), "the host's CA bundle leaked into the image"
     assert not any(v.startswith("PIP_CERT") for v in image.attrs["Config"]["Env"] or [])
 
