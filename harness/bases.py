@@ -10,6 +10,7 @@ interpreter copied in at its own path. Provenance records which one was used.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -93,12 +94,33 @@ def debian_image(client, cli: str, release: str, log) -> str:
     return tag
 
 
+_NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "test", "tests")
+
+
+def _interpreter_only(folder: str, entries: list[str]) -> set[str]:
+    """What a copied interpreter leaves behind: tests, byte code, and everything
+    installed into it (site-packages, and the pip / easy_install scripts). The
+    host's packages are not the base's business, and they can carry the host's
+    own trust store -- a proxy CA patched into pip's vendored certifi would
+    otherwise end up in every image built on this base. pip is bootstrapped
+    inside the image from the interpreter's own ensurepip wheel instead."""
+    skipped = set(_NOT_COPIED(folder, entries))
+    path = Path(folder)
+    if path.parent.name == "lib" and path.name.startswith("python"):
+        skipped |= {e for e in entries if e in ("site-packages", "dist-packages")}
+    if path.name == "bin":
+        skipped |= {e for e in entries if e.startswith(("pip", "easy_install"))}
+    return skipped
+
+
 def offline_python(client, cli: str, version: str, log, pythons: dict[str, str] | None = None) -> str:
     """A local stand-in for ``python:<version>-slim``."""
     for release, shipped in DEBIAN_PYTHON.items():
         if shipped == version:
             return debian_image(client, cli, release, log)
-    tag = f"{PREFIX}/python:{version}-{DEFAULT_RELEASE}"
+    dockerfile = images_dir() / "offline-python" / "Dockerfile"
+    recipe = hashlib.sha256(dockerfile.read_bytes()).hexdigest()[:8]  # a changed recipe is a new base
+    tag = f"{PREFIX}/python:{version}-{DEFAULT_RELEASE}-{recipe}"
     if _exists(client, tag):
         return tag
     found = interpreters.find(version, pythons)
@@ -110,9 +132,8 @@ def offline_python(client, cli: str, version: str, log, pythons: dict[str, str] 
     prefix = Path(exe).resolve().parent.parent
     debian = debian_image(client, cli, DEFAULT_RELEASE, log)
     with tempfile.TemporaryDirectory(prefix="harness-offline-python-") as ctx:
-        shutil.copy(images_dir() / "offline-python" / "Dockerfile", Path(ctx) / "Dockerfile")
-        shutil.copytree(prefix, Path(ctx) / "python", symlinks=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "test", "tests"))
+        shutil.copy(dockerfile, Path(ctx) / "Dockerfile")
+        shutil.copytree(prefix, Path(ctx) / "python", symlinks=True, ignore=_interpreter_only)
         _run([cli, "build", "-t", tag, "--build-arg", f"DEBIAN_IMAGE={debian}",
               "--build-arg", f"PREFIX={prefix}", "--build-arg", f"VERSION={version}",
               "--label", f"org.opencontainers.image.description=offline python {full} from {exe}",

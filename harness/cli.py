@@ -17,6 +17,7 @@ from rich.markup import escape
 from . import matrix as matrix_mod
 from . import status
 from .errors import UserError
+from .paths import check_writable
 from .store import iter_results
 
 DEFAULT_MATRIX = "matrices/smoke.yaml"
@@ -143,6 +144,7 @@ def cmd_run(args, console: Console) -> int:
     cells = select(m.cells, args.only)
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    check_writable(Path(args.results), "--results")
     engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
     if args.executor == "slurm":
         return _submit_to_slurm(args, m, cells, engine, console)
@@ -198,6 +200,7 @@ def cmd_report(args, console: Console) -> int:
     roots = [Path(p) for p in args.results]
     if not any(True for root in roots for _ in iter_results(root)):
         raise UserError(f"no result.json below {', '.join(args.results)}")
+    check_writable(Path(args.out), "--out")
     with console.status("writing the report"):
         written = report.publish(roots, Path(args.out), title=args.title,
                                  markdown_path=Path(args.markdown) if args.markdown else None)
@@ -214,6 +217,7 @@ def cmd_repro(args, console: Console) -> int:
     from .repro import run_command
     if args.repeat < 1:
         raise UserError("--repeat must be at least 1")
+    check_writable(Path(args.out), "--out")
     engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
     try:
         return run_command(args, console, engine)
@@ -231,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args, console)
     except UserError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
         return 2
     except BrokenPipeError:  # `python -m harness list M | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -3,16 +3,24 @@
 Validation runs before anything is built or run, and reports every problem
 with the file, the key path and what was expected (plus the closest valid key
 for a typo), because a matrix that dies an hour into a run on a misspelt key
-is the failure users remember.
+is the failure users remember. A matrix is also untrusted input: every number
+has limits, every name follows ``names``, and the file's size, nesting and
+alias expansion are bounded before validation walks it, so any document ends
+in a MatrixError within milliseconds (tests/test_fuzz_matrix.py).
 """
 
 from __future__ import annotations
 
+import collections
 import difflib
 import fnmatch
 import hashlib
 import itertools
+import math
+import os
 import re
+import reprlib
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,13 +29,61 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from . import stacks, status
+from . import names, stacks, status
 from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload
 from .errors import MatrixError
 from .workloads.protocol import FAULTS, RNN_CELLS, TRAPS
 
-PYTHON_RE = re.compile(r"^3\.\d{1,2}(\.\d{1,2})?$")
-MEMORY_RE = re.compile(r"^\d+(\.\d+)?[kmg]?$", re.I)
+# Patterns are matched with fullmatch: '$' would let a trailing newline through.
+PYTHON_RE = re.compile(r"3\.[0-9]{1,2}(\.[0-9]{1,2})?")
+VERSION_CHARS_RE = re.compile(r"[0-9A-Za-z.+!_-]{1,64}")
+MEMORY_RE = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,6})?)([kmg]?)", re.I)
+IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
+
+# -- limits: what a matrix file may ask for (the README's schema table lists them) --
+MAX_FILE_BYTES = 1 << 20          # a matrix is a few KiB; this bounds the time spent reading one
+MAX_DEPTH = 32                    # nesting (after aliases); real matrices use 4
+MAX_VALUES = 20_000               # values after aliases are expanded: an alias bomb stops here
+MAX_CELLS = 100_000               # cells one matrix may expand to
+MAX_RULES = 200                   # entries in each of include / exclude / expect
+MAX_TEXT = 2_000                  # description, why, signature, a fault's message
+MAX_REQUIREMENT = 200             # one pip requirement string
+MIN_MEMORY = 64 << 20             # a limit below this cannot start Python + numpy
+MAX_PROBLEMS = 20                 # problems listed in one message
+# (low, high) inclusive for integers; for floats, `open_low` / `open_high` exclude the bound.
+TOP_LIMITS = {"epochs": (1, 10_000), "repeats": (1, 1_000), "seed": (0, 2**32 - 1)}
+BATCH_LIMITS = (1, 1_000_000)
+DEVICE_LIMITS = (1, 256)
+RATIO_LIMITS = (1, 1_000)
+TIMEOUT_LIMITS = (0.0, 7 * 24 * 3600.0)   # seconds, > 0
+WORKLOAD_LIMITS: dict[str, tuple] = {
+    "layers": (1, 64), "units": (1, 65_536), "dense": (1, 65_536), "timesteps": (1, 100_000),
+    "features": (1, 1_000_000), "classes": (1, 100_000), "samples": (1, 100_000_000),
+    "height": (1, 4_096), "width": (1, 4_096), "channels": (1, 64), "blocks": (1, 16),
+    "convs_per_block": (1, 16), "filters": (1, 4_096),
+    "dropout": (0.0, 1.0),           # [0, 1)
+    "noise": (0.0, 100.0),           # [0, 100]
+    "learning_rate": (0.0, 10.0),    # (0, 10]
+    "seconds": (0.0, 86_400.0),      # an idle cell: [0, a day]
+}
+WIDTHS_LIMITS = (1, 65_536)
+MAX_WIDTHS = 64
+
+_shown = reprlib.Repr()
+_shown.maxstring, _shown.maxother, _shown.maxlist, _shown.maxdict, _shown.maxlevel = 60, 60, 6, 6, 3
+
+
+def _show(value) -> str:
+    """A value for an error message: short, one line, whatever the value is
+    (a 100,000-element list, a megabyte string, a structure made of aliases)."""
+    return _shown.repr(value)
+
+
+def _key(key) -> str:
+    """A key for a key path: as written when it is a plain short word, else shown like a value."""
+    if isinstance(key, str) and len(key) <= 60 and key.isprintable() and key.strip() == key:
+        return key
+    return _show(key)
 
 # Keys each workload model accepts (beyond name/model), with their types.
 MODEL_KEYS: dict[str, dict[str, type | tuple]] = {
@@ -99,22 +155,42 @@ class _Checker:
 
     def keys(self, where: str, mapping: dict, allowed: dict, required: tuple = ()) -> None:
         for key in mapping:
+            at = f"{where}.{_key(key)}" if where else _key(key)
             if key not in allowed:
-                close = difflib.get_close_matches(str(key), list(allowed), n=1)
+                close = difflib.get_close_matches(str(key), list(allowed), n=1) if len(str(key)) < 60 else []
                 hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(allowed)}"
-                self.problem(f"{where}.{key}" if where else str(key), f"unknown key{hint}")
+                self.problem(at, f"unknown key{hint}")
                 continue
             expected = allowed[key]
             value = mapping[key]
             if not _is_type(value, expected):
-                self.problem(f"{where}.{key}" if where else str(key),
-                             f"expected {_type_name(expected)}, got {_type_name(type(value))} {value!r}")
+                self.problem(at, f"expected {_type_name(expected)}, got {_type_name(type(value))} {_show(value)}")
         for key in required:
             if key not in mapping:
                 self.problem(f"{where}.{key}" if where else key, "required key is missing")
 
     def typed(self, mapping: dict, key: str, expected, where: str) -> bool:
         return key in mapping and _is_type(mapping[key], expected)
+
+    def bounded(self, where: str, value, low, high, open_low: bool = False, open_high: bool = False) -> None:
+        """A number within [low, high] (or open at either end); NaN and infinities never are."""
+        if not _is_type(value, (int, float)):
+            return  # a wrong type is reported by keys()
+        if isinstance(value, float) and not math.isfinite(value):
+            self.problem(where, f"expected a finite number, got {value}")
+            return
+        if value < low or value > high or (open_low and value == low) or (open_high and value == high):
+            interval = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
+            self.problem(where, f"expected a number in {interval}, got {_show(value)}")
+
+    def name(self, where: str, value, derived: bool = False) -> None:
+        why = names.problem(value)
+        if why:
+            self.problem(where, f"the derived name {why}; set 'name:'" if derived else why)
+
+    def text(self, where: str, value, limit: int = MAX_TEXT) -> None:
+        if isinstance(value, str) and len(value) > limit:
+            self.problem(where, f"at most {limit} characters, got {len(value)}")
 
 
 def _is_type(value, expected) -> bool:
@@ -127,21 +203,49 @@ def _is_type(value, expected) -> bool:
 
 
 def _type_name(expected) -> str:
-    names = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "a mapping",
-             bool: "a boolean", type(None): "nothing"}
+    names_ = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "a mapping",
+              bool: "a boolean", type(None): "nothing"}
     types = expected if isinstance(expected, tuple) else (expected,)
-    return " or ".join(names.get(t, t.__name__) for t in types)
+    return " or ".join(names_.get(t, t.__name__) for t in types)
 
 
 def _version(check: _Checker, where: str, value) -> str | None:
     if value is None:
         return None
+    text = str(value)
     try:
-        Version(str(value))
+        if not VERSION_CHARS_RE.fullmatch(text):
+            raise InvalidVersion(text)
+        Version(text)
     except InvalidVersion:
-        check.problem(where, f"'{value}' is not a valid version (PEP 440), e.g. '1.12.0'")
+        check.problem(where, f"{_show(value)} is not a valid version (PEP 440), e.g. '1.12.0'")
         return None
-    return str(value)
+    return text
+
+
+def memory_bytes(size: str) -> int | None:
+    """Bytes in a size like '4g', '512m', '1.5g' or '1073741824'; None if it is not one."""
+    match = MEMORY_RE.fullmatch(size) if isinstance(size, str) else None
+    if not match:
+        return None
+    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    return int(float(match.group(1)) * units[match.group(2).lower()])
+
+
+def _requirements(check: _Checker, where: str, key: str, reqs) -> None:
+    for i, req in enumerate(reqs if isinstance(reqs, list) else []):
+        at = f"{where}.{key}[{i}]"
+        if not isinstance(req, str):
+            check.problem(at, f"expected a string, got {_show(req)}")
+        elif len(req) > MAX_REQUIREMENT or not req.isprintable() or req != req.strip():
+            # one line of a requirements file: a newline would smuggle in a second line (an option)
+            check.problem(at, f"not a pip requirement: {_show(req)} (one printable line, at most "
+                              f"{MAX_REQUIREMENT} characters)")
+        else:
+            try:
+                Requirement(req)
+            except InvalidRequirement as exc:
+                check.problem(at, f"not a pip requirement: {_show(str(exc))}")
 
 
 def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
@@ -152,8 +256,8 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
         check.problem(f"{where}.python", f"write the version as a string, e.g. python: \"{python}\" "
                       "(YAML reads 3.10 as the number 3.1)")
         return None
-    if isinstance(python, str) and not PYTHON_RE.match(python):
-        check.problem(f"{where}.python", f"'{python}' is not a Python version like '3.6' or '3.11.7'")
+    if isinstance(python, str) and not PYTHON_RE.fullmatch(python):
+        check.problem(f"{where}.python", f"{_show(python)} is not a Python version like '3.6' or '3.11.7'")
     tf = _version(check, f"{where}.tensorflow", raw.get("tensorflow")) if check.typed(
         raw, "tensorflow", str, where) else None
     keras = _version(check, f"{where}.keras", raw.get("keras")) if check.typed(
@@ -164,27 +268,33 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
             check.problem(f"{where}.backend", "a backend is chosen only for Keras 3 (keras: '3.x')")
         elif backend not in stacks.KERAS3_BACKENDS:
             check.problem(f"{where}.backend", f"expected one of {', '.join(stacks.KERAS3_BACKENDS)}, "
-                          f"got {backend!r}")
+                          f"got {_show(backend)}")
     if not tf and not (keras and Version(keras).major >= 3 and backend in ("jax", "torch")):
         check.problem(where, "needs 'tensorflow' (or Keras 3 with backend jax or torch)")
     device = raw.get("device", "cpu")
     if device not in ("cpu", "gpu"):
-        check.problem(f"{where}.device", f"expected 'cpu' or 'gpu', got {device!r}")
+        check.problem(f"{where}.device", f"expected 'cpu' or 'gpu', got {_show(device)}")
     packages = raw.get("packages", [])
     force = raw.get("force", [])
-    for key, reqs in (("packages", packages), ("force", force)):
-        for i, req in enumerate(reqs if isinstance(reqs, list) else []):
-            try:
-                Requirement(str(req))
-            except InvalidRequirement as exc:
-                check.problem(f"{where}.{key}[{i}]", f"not a pip requirement: {exc}")
+    _requirements(check, where, "packages", packages)
+    _requirements(check, where, "force", force)
+    base_image = raw.get("base_image")
+    if isinstance(base_image, str) and not IMAGE_RE.fullmatch(base_image):
+        check.problem(f"{where}.base_image", f"{_show(base_image)} is not an image reference like "
+                                             "'python:3.6-slim'")
     if len(check.problems) > before:
         return None
-    name = raw.get("name") or stacks.environment_name(tf, keras, backend, device)
+    if "name" in raw:
+        check.name(f"{where}.name", raw["name"])
+        name = raw["name"]
+    else:
+        name = stacks.environment_name(tf, keras, backend, device)
+        check.name(where, name, derived=True)
+    if len(check.problems) > before:
+        return None
     return Environment(name=name, python=python, tensorflow=tf, keras=keras,
                        backend=backend if keras and Version(keras).major >= 3 else None,
-                       packages=tuple(str(p) for p in packages), force=tuple(str(p) for p in force), device=device,
-                       base_image=raw.get("base_image"))
+                       packages=tuple(packages), force=tuple(force), device=device, base_image=base_image)
 
 
 def _slurm(check: _Checker, raw: dict) -> None:
@@ -213,24 +323,46 @@ def _workload_name(model: str, params: dict) -> str:
 
 def _workload(check: _Checker, where: str, raw: dict) -> Workload | None:
     model = raw.get("model")
-    if model not in MODEL_KEYS:
-        check.problem(f"{where}.model", f"expected one of {', '.join(MODEL_KEYS)}, got {model!r}")
+    if not isinstance(model, str) or model not in MODEL_KEYS:
+        check.problem(f"{where}.model", f"expected one of {', '.join(MODEL_KEYS)}, got {_show(model)}")
         return None
     before = len(check.problems)
     check.keys(where, raw, {**COMMON_WORKLOAD_KEYS, **MODEL_KEYS[model]}, required=("model",))
+    if len(check.problems) > before:
+        return None  # the checks below need the right types
     params = {**MODEL_DEFAULTS[model], **{k: v for k, v in raw.items() if k not in ("name", "model")}}
     if model == "rnn" and params["cell"] not in RNN_CELLS:
-        check.problem(f"{where}.cell", f"expected one of {', '.join(RNN_CELLS)}, got {params['cell']!r}")
+        check.problem(f"{where}.cell", f"expected one of {', '.join(RNN_CELLS)}, got {_show(params['cell'])}")
     if model == "fault" and params.get("fault") not in FAULTS:
-        check.problem(f"{where}.fault", f"expected one of {', '.join(FAULTS)}, got {params.get('fault')!r}")
+        check.problem(f"{where}.fault", f"expected one of {', '.join(FAULTS)}, got {_show(params.get('fault'))}")
     if "trap" in params and params["trap"] not in TRAPS:
-        check.problem(f"{where}.trap", f"expected one of {', '.join(TRAPS)}, got {params['trap']!r}")
+        check.problem(f"{where}.trap", f"expected one of {', '.join(TRAPS)}, got {_show(params['trap'])}")
+    check.text(f"{where}.message", params.get("message"))
     for key, value in params.items():
-        if isinstance(value, int) and not isinstance(value, bool) and value <= 0 and key != "dropout":
-            check.problem(f"{where}.{key}", f"expected a positive number, got {value}")
+        if key in WORKLOAD_LIMITS:
+            low, high = WORKLOAD_LIMITS[key]
+            check.bounded(f"{where}.{key}", value, low, high, open_low=key == "learning_rate",
+                          open_high=key == "dropout")
+    if model == "dense":
+        widths = params.get("widths", [])
+        if not 1 <= len(widths) <= MAX_WIDTHS:
+            check.problem(f"{where}.widths", f"expected 1 to {MAX_WIDTHS} layer widths, got {len(widths)}")
+        for i, width in enumerate(widths[:MAX_WIDTHS]):
+            if not _is_type(width, int):
+                check.problem(f"{where}.widths[{i}]", f"expected an integer, got {_show(width)}")
+            else:
+                check.bounded(f"{where}.widths[{i}]", width, *WIDTHS_LIMITS)
     if len(check.problems) > before:
         return None
-    return Workload(name=raw.get("name") or _workload_name(model, params), model=model, params=params)
+    if "name" in raw:
+        check.name(f"{where}.name", raw["name"])
+        name = raw["name"]
+    else:
+        name = _workload_name(model, params)
+        check.name(where, name, derived=True)
+    if len(check.problems) > before:
+        return None
+    return Workload(name=name, model=model, params=params)
 
 
 def _parallelism(check: _Checker, where: str, raw: dict, default_kind: str) -> Parallelism | None:
@@ -238,25 +370,26 @@ def _parallelism(check: _Checker, where: str, raw: dict, default_kind: str) -> P
     check.keys(where, raw, PAR_KEYS, required=("wrapper",))
     wrapper = raw.get("wrapper")
     if isinstance(wrapper, str) and wrapper not in WRAPPERS:
-        close = difflib.get_close_matches(wrapper, WRAPPERS, n=1)
+        close = difflib.get_close_matches(wrapper, WRAPPERS, n=1) if len(wrapper) < 60 else []
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        check.problem(f"{where}.wrapper", f"expected one of {', '.join(WRAPPERS)}, got {wrapper!r}{hint}")
+        check.problem(f"{where}.wrapper", f"expected one of {', '.join(WRAPPERS)}, got {_show(wrapper)}{hint}")
     devices = raw.get("devices", 1)
-    if isinstance(devices, int) and devices < 1:
-        check.problem(f"{where}.devices", f"expected at least 1, got {devices}")
+    if _is_type(devices, int):
+        check.bounded(f"{where}.devices", devices, *DEVICE_LIMITS)
     kind = raw.get("device_kind", default_kind)
     if kind not in ("cpu", "gpu"):
-        check.problem(f"{where}.device_kind", f"expected 'cpu' or 'gpu', got {kind!r}")
+        check.problem(f"{where}.device_kind", f"expected 'cpu' or 'gpu', got {_show(kind)}")
     feed = raw.get("feed", "arrays")
     if feed not in FEEDS:
-        check.problem(f"{where}.feed", f"expected one of {', '.join(FEEDS)}, got {feed!r}")
+        check.problem(f"{where}.feed", f"expected one of {', '.join(FEEDS)}, got {_show(feed)}")
     ratios = raw.get("ratios")
     if ratios is not None and wrapper != "ratio":
-        check.problem(f"{where}.ratios", f"only the 'ratio' wrapper takes ratios (this is {wrapper!r})")
+        check.problem(f"{where}.ratios", f"only the 'ratio' wrapper takes ratios (this is {_show(wrapper)})")
     elif ratios is not None and isinstance(ratios, list):
-        if not all(isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in ratios):
-            check.problem(f"{where}.ratios", "expected a list of positive integers")
-        elif isinstance(devices, int) and len(ratios) != devices:
+        low, high = RATIO_LIMITS
+        if not all(_is_type(r, int) and low <= r <= high for r in ratios):
+            check.problem(f"{where}.ratios", f"expected a list of integers from {low} to {high}")
+        elif _is_type(devices, int) and len(ratios) != devices:
             check.problem(f"{where}.ratios", f"expected {devices} ratios (one per device), got {len(ratios)}")
     if len(check.problems) > before:
         return None
@@ -282,11 +415,20 @@ def _cell_fields(env: Environment, work: Workload, par: Parallelism, batch: int,
 
 def _rules(check: _Checker, raw: dict, key: str, allowed: dict) -> list[dict]:
     rules = raw.get(key, []) if isinstance(raw.get(key, []), list) else []
+    if len(rules) > MAX_RULES:
+        check.problem(key, f"at most {MAX_RULES} rules, got {len(rules)}")
+        return []
     for i, rule in enumerate(rules):
         if not isinstance(rule, dict):
-            check.problem(f"{key}[{i}]", f"expected a mapping, got {rule!r}")
-        else:
-            check.keys(f"{key}[{i}]", rule, allowed)
+            check.problem(f"{key}[{i}]", f"expected a mapping, got {_show(rule)}")
+            continue
+        check.keys(f"{key}[{i}]", rule, allowed)
+        for name, want in rule.items():
+            options = want if isinstance(want, list) else [want]
+            if not all(isinstance(o, (str, int)) and not isinstance(o, bool) for o in options):
+                check.problem(f"{key}[{i}].{_key(name)}", f"expected strings or integers, got {_show(want)}")
+            for o in options:
+                check.text(f"{key}[{i}].{_key(name)}", o)
     return [r for r in rules if isinstance(r, dict)]
 
 
@@ -301,7 +443,7 @@ def _entries(check: _Checker, raw: dict, key: str, parse_one) -> list:
     out = []
     for i, item in enumerate(_list_of(raw, key)):
         if not isinstance(item, dict):
-            check.problem(f"{key}[{i}]", f"expected a mapping, got {item!r}")
+            check.problem(f"{key}[{i}]", f"expected a mapping, got {_show(item)}")
             continue
         parsed = parse_one(check, f"{key}[{i}]", item)
         if parsed:
@@ -309,53 +451,210 @@ def _entries(check: _Checker, raw: dict, key: str, parse_one) -> list:
     return out
 
 
-def load(path: str | Path) -> Matrix:
-    path = Path(path)
+# -- reading the file -----------------------------------------------------------------
+# libyaml where PyYAML has it: the pure-Python reader takes ~100 us a value, so a 1 MiB list would take a minute.
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):
+    """YAML's safe loader, stricter: a key given twice is an error (plain YAML
+    keeps the last value and silently drops the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue  # merged keys may be overridden; non-scalar keys are rare and unhashable anyway
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark, f"the key {_show(key)} is given twice",
+                        key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _scan(text: str) -> None:
+    """Walk the event stream once before anything is built: stop at MAX_DEPTH
+    levels of nesting and at MAX_VALUES values. The parser itself keeps a
+    stack of states, but composing nodes recurses (20,000 levels would be a
+    RecursionError, or a crash in libyaml's composer), and building a huge
+    document costs time before any check could refuse it."""
+    parser = _BaseLoader(text)
+    depth = values = 0
     try:
-        text = path.read_text()
+        while True:
+            event = parser.get_event()
+            if event is None or isinstance(event, yaml.StreamEndEvent):
+                return
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                                                      event.start_mark)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+            if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.MappingStartEvent,
+                                  yaml.SequenceStartEvent)):
+                values += 1
+                if values > MAX_VALUES:
+                    raise _TooBig(f"more than {MAX_VALUES} values")
+    finally:
+        parser.dispose()
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _measure(root) -> None:
+    """Refuse a document that is too large or deep once its aliases are expanded.
+
+    YAML shares an aliased value instead of copying it, so ten levels of ten
+    aliases load in microseconds -- and validation, which walks (and quotes)
+    values, would then meet ten billion of them. Sizes are memoised per shared
+    object, so this walk itself stays linear in what the file really holds.
+    """
+    sizes: dict[int, tuple[int, int]] = {}
+    open_: set[int] = set()
+
+    def visit(node, depth: int) -> tuple[int, int]:
+        if not isinstance(node, (dict, list, set)):
+            return 1, 0
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in open_:
+            raise _TooBig("a value contains itself (a recursive alias)")
+        if depth > MAX_DEPTH:
+            raise _TooBig(f"nested deeper than {MAX_DEPTH} levels (counting aliases)")
+        open_.add(id(node))
+        total, deepest = 1, 0
+        for child in itertools.chain.from_iterable(node.items()) if isinstance(node, dict) else node:
+            size, child_depth = visit(child, depth + 1)
+            total += size
+            deepest = max(deepest, child_depth + 1)
+            if total > MAX_VALUES:
+                raise _TooBig(f"more than {MAX_VALUES} values once its aliases are expanded")
+            if depth + deepest > MAX_DEPTH:
+                raise _TooBig(f"nested deeper than {MAX_DEPTH} levels (counting aliases)")
+        open_.discard(id(node))
+        sizes[id(node)] = (total, deepest)
+        return total, deepest
+
+    visit(root, 0)
+
+
+def _read(path: Path) -> bytes:
+    """The file's bytes: only a regular file, only up to MAX_FILE_BYTES. A FIFO
+    is opened without blocking and refused, so it cannot hang the harness."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise MatrixError(path, ["no such file"]) from None
+    except IsADirectoryError:
+        raise MatrixError(path, ["is a folder, not a matrix file"]) from None
     except OSError as exc:
         raise MatrixError(path, [f"cannot read: {exc.strerror}"]) from None
     try:
-        raw = yaml.safe_load(text)
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise MatrixError(path, ["is a folder, not a matrix file"])
+        if not stat.S_ISREG(mode):
+            raise MatrixError(path, ["is not a regular file (a pipe, a device or a socket)"])
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise MatrixError(path, [f"cannot read: {exc.strerror}"]) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise MatrixError(path, [f"larger than {MAX_FILE_BYTES >> 20} MiB; a matrix is a few KiB"])
+    return data
+
+
+def load(path: str | Path) -> Matrix:
+    path = Path(path)
+    data = _read(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise MatrixError(path, [f"not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})"]) from None
+    try:
+        _scan(text)
+        raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except _TooBig as exc:
+        raise MatrixError(path, [f"the document is too large: {exc}"]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
+        problem = " ".join(str(problem).split())  # one line
+        problem = problem if len(problem) <= 200 else problem[:200] + "..."
         raise MatrixError(path, [f"{where}YAML syntax error: {problem}"]) from None
+    except (ValueError, OverflowError, RecursionError) as exc:  # e.g. an integer of 5,000 digits
+        raise MatrixError(path, [f"a value cannot be read: {_show(str(exc))}"]) from None
     if not isinstance(raw, dict):
         raise MatrixError(path, ["expected a mapping at the top level (environments:, workloads:, ...)"])
-    return parse(raw, path, hashlib.sha256(text.encode()).hexdigest())
+    try:
+        _measure(raw)
+    except _TooBig as exc:
+        raise MatrixError(path, [f"the document is too large: {exc}"]) from None
+    return parse(raw, path, hashlib.sha256(data).hexdigest())
+
+
+def _raise(path: Path, problems: list[str]) -> None:
+    if len(problems) > MAX_PROBLEMS:
+        problems = problems[:MAX_PROBLEMS] + [f"... and {len(problems) - MAX_PROBLEMS} more problems"]
+    raise MatrixError(path, problems)
 
 
 def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
     check = _Checker(path)
     check.keys("", raw, TOP_KEYS, required=("environments", "workloads"))
+    if "name" in raw:
+        if isinstance(raw["name"], str):
+            check.name("name", raw["name"])
+        run_name = raw["name"]
+    else:
+        run_name = path.stem
+        if names.problem(run_name):
+            check.problem("", f"the file name {names.problem(run_name)}; set 'name:'")
+    check.text("description", raw.get("description"))
 
     envs = _entries(check, raw, "environments", _environment)
     workloads = _entries(check, raw, "workloads", _workload)
     par_raw = _list_of(raw, "parallelism") or [{"wrapper": "none", "devices": 1}]
 
     for what, items in (("environments", envs), ("workloads", workloads)):
-        names = [item.name for item in items]
-        for name in sorted({n for n in names if names.count(n) > 1}):
+        counts = collections.Counter(item.name for item in items)
+        for name in sorted(n for n, k in counts.items() if k > 1):
             check.problem(what, f"two entries are named '{name}'; give them distinct 'name:' keys")
 
     batches = _list_of(raw, "batch_sizes") or [128]
     for i, b in enumerate(batches):
-        if not _is_type(b, int) or b < 1:
-            check.problem(f"batch_sizes[{i}]", f"expected a positive integer, got {b!r}")
-    for key in ("epochs", "repeats"):
-        value = raw.get(key, 1)
-        if _is_type(value, int) and value < 1:
-            check.problem(key, f"expected at least 1, got {value}")
+        if not _is_type(b, int):
+            check.problem(f"batch_sizes[{i}]", f"expected a positive integer, got {_show(b)}")
+        else:
+            check.bounded(f"batch_sizes[{i}]", b, *BATCH_LIMITS)
+        if len(check.problems) > MAX_PROBLEMS:
+            break
+    for key, (low, high) in TOP_LIMITS.items():
+        if _is_type(raw.get(key), int):
+            check.bounded(key, raw[key], low, high)
     timeouts = raw.get("timeouts", {})
     if isinstance(timeouts, dict):
         check.keys("timeouts", timeouts, TIMEOUT_KEYS)
+        for key in TIMEOUT_KEYS:
+            if key in timeouts:
+                check.bounded(f"timeouts.{key}", timeouts[key], *TIMEOUT_LIMITS, open_low=True)
     memory = raw.get("memory_limit")
-    if isinstance(memory, str) and not MEMORY_RE.match(memory):
-        check.problem("memory_limit", f"expected a size like '4g' or '512m', got {memory!r}")
+    if isinstance(memory, str):
+        size = memory_bytes(memory)
+        if size is None:
+            check.problem("memory_limit", f"expected a size like '4g' or '512m', got {_show(memory)}")
+        elif size < MIN_MEMORY:
+            check.problem("memory_limit", f"at least {MIN_MEMORY >> 20}m, got {_show(memory)}")
     slurm = raw.get("slurm", {})
     if isinstance(slurm, dict):
         _slurm(check, slurm)
@@ -365,9 +664,17 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
     for i, rule in enumerate(expects):
         if rule.get("status") not in status.ALL:
             check.problem(f"expect[{i}].status", f"expected one of {', '.join(status.ALL)}, "
-                          f"got {rule.get('status')!r}")
+                          f"got {_show(rule.get('status'))}")
+    if len(par_raw) > MAX_RULES:
+        check.problem("parallelism", f"at most {MAX_RULES} entries, got {len(par_raw)}")
     if check.problems:
-        raise MatrixError(path, check.problems)
+        _raise(path, check.problems)
+
+    repeats = raw.get("repeats", 1)
+    count = len(envs) * len(workloads) * len(par_raw) * len(batches) * repeats
+    if count > MAX_CELLS:
+        _raise(path, [f"the matrix expands to {count} cells, more than {MAX_CELLS}; split it, or narrow it "
+                      "with include/exclude"])
 
     cells = []
     limits = Limits(wall=float(timeouts.get("wall", Limits.wall)),
@@ -376,15 +683,14 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
         pars = []
         for i, p_raw in enumerate(par_raw):
             if not isinstance(p_raw, dict):
-                check.problem(f"parallelism[{i}]", f"expected a mapping, got {p_raw!r}")
+                check.problem(f"parallelism[{i}]", f"expected a mapping, got {_show(p_raw)}")
                 continue
             par = _parallelism(check, f"parallelism[{i}]", p_raw, env.device)
             if par:
                 pars.append(par)
         if check.problems:
-            raise MatrixError(path, check.problems)
-        for work, par, batch, repeat in itertools.product(workloads, pars, batches,
-                                                          range(raw.get("repeats", 1))):
+            _raise(path, check.problems)
+        for work, par, batch, repeat in itertools.product(workloads, pars, batches, range(repeats)):
             fields = _cell_fields(env, work, par, batch, repeat)
             if includes and not any(_matches(rule, fields) for rule in includes):
                 continue
@@ -394,11 +700,11 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
             cells.append(Cell(environment=env, workload=work, parallelism=par, batch_size=batch,
                               epochs=raw.get("epochs", 1), repeat=repeat, seed=raw.get("seed", 1234),
                               limits=limits, expect=expect))
-    ids = [c.id for c in cells]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    counts = collections.Counter(c.id for c in cells)
+    dupes = sorted(i for i, k in counts.items() if k > 1)
     if dupes:
-        raise MatrixError(path, [f"cell id '{d}' occurs twice; give the entries distinct names" for d in dupes])
+        _raise(path, [f"cell id '{d}' occurs twice; give the entries distinct names" for d in dupes])
     if not cells:
-        raise MatrixError(path, ["the matrix expands to no cells (check include/exclude)"])
-    return Matrix(path=path, name=str(raw.get("name") or path.stem), description=raw.get("description", ""),
+        _raise(path, ["the matrix expands to no cells (check include/exclude)"])
+    return Matrix(path=path, name=run_name, description=raw.get("description", ""),
                   sha256=sha256, cells=cells, slurm=slurm if isinstance(slurm, dict) else {})

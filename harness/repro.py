@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -29,6 +30,7 @@ from .cells import Cell
 from .engines.base import CELL_ENV, Engine, Prepared
 from .errors import EnvironmentUnavailable, UserError
 from .matrix import Matrix
+from .paths import inside
 from .report.tables import slug
 from .runner import WORKLOADS_SRC, Runner
 
@@ -86,7 +88,7 @@ class LiveLog:
 
 def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, console: Console,
               live: bool = True) -> tuple[Path, list[dict]]:
-    bundle = out / slug(cell.id)
+    bundle = inside(out, out / slug(cell.id))
     attempts_root = bundle / "attempts"
     results = []
     for k in range(1, repeat + 1):
@@ -154,6 +156,30 @@ def _env_flags(cell: Cell) -> dict[str, str]:
     return env
 
 
+# -- run.sh: everything taken from a cell or a result is quoted ---------------------------
+# A bundle is made to be attached to a bug report and run by someone else, so
+# the script never carries a value as shell text: values go through
+# shlex.quote, numbers through int(), and comments through _comment (one line,
+# escaped), whatever validation let through.
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _q(value) -> str:
+    return shlex.quote(str(value))
+
+
+def _comment(text: str) -> str:
+    """Text for a '#' comment: one line, control and non-ASCII characters escaped."""
+    return str(text).encode("unicode_escape").decode("ascii")
+
+
+def _assignment(key: str, value: str) -> str:
+    """'KEY=value' quoted as one word, for `export` or `docker run -e`."""
+    if not _VARIABLE.fullmatch(key):
+        raise UserError(f"{key!r} is not an environment variable name")
+    return _q(f"{key}={value}")
+
+
 _REPORT = """
 code=$?
 echo "exit code: $code"
@@ -169,62 +195,67 @@ exit "$code"
 
 
 def docker_script(cell: Cell, prov: dict) -> str:
+    from .engines.docker import hardening_flags
     env = {**_env_flags(cell), "PYTHONPATH": "/opt/harness", "HOME": "/tmp"}
-    run_flags = ["--rm", "--init", "--network", "none", "-u", '"$(id -u):$(id -g)"', "-w", "/tmp"]
+    run_flags = ["--rm", "--init", "--network", "none", "-u", '"$(id -u):$(id -g)"', "-w", "/tmp",
+                 *(_q(flag) for flag in hardening_flags())]
     if cell.limits.memory:
-        run_flags += ["--memory", cell.limits.memory, "--memory-swap", cell.limits.memory]
+        run_flags += ["--memory", _q(cell.limits.memory), "--memory-swap", _q(cell.limits.memory)]
     if cell.parallelism.device_kind == "gpu":
-        run_flags += ["--gpus", shlex.quote(f"device={','.join(str(i) for i in range(cell.parallelism.devices))}")]
-    run_flags += [f"-e {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+        run_flags += ["--gpus", _q(f"device={','.join(str(i) for i in range(int(cell.parallelism.devices)))}")]
+    run_flags += [f"-e {_assignment(k, v)}" for k, v in sorted(env.items())]
+    wall = int(cell.limits.wall)
     return f"""#!/usr/bin/env bash
-# Reproduce {cell.id}
+# Reproduce {_comment(cell.id)}
 # with plain Docker; nothing of the harness is needed. DOCKER=/path/to/docker to choose
 # the client (the build needs BuildKit); PIP_CERT=bundle.pem if pip sits behind a TLS proxy.
 set -u
 cd "$(dirname "$0")"
 DOCKER="${{DOCKER:-docker}}"
-IMAGE={shlex.quote(prov["image_tag"])}
+IMAGE={_q(prov["image_tag"])}
 if ! "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
   : > environment/no-ca
   DOCKER_BUILDKIT=1 "$DOCKER" build -t "$IMAGE" \\
-    --build-arg BASE_IMAGE={shlex.quote(prov["base_used"])} \\
-    --build-arg BOOTSTRAP_PIP={shlex.quote(stacks.pip_requirement(cell.environment.python))} \\
+    --build-arg {_q("BASE_IMAGE=" + str(prov["base_used"]))} \\
+    --build-arg {_q("BOOTSTRAP_PIP=" + stacks.pip_requirement(cell.environment.python))} \\
     --secret "id=ca,src=${{PIP_CERT:-environment/no-ca}}" environment || exit 125
 fi
 rm -rf out && mkdir -p out && cp spec.json out/
-timeout {int(cell.limits.wall)} "$DOCKER" run {" ".join(run_flags)} \\
+timeout {wall} "$DOCKER" run {" ".join(run_flags)} \\
   -v "$PWD/workloads:/opt/harness/workloads:ro" -v "$PWD/out:/out" \\
   "$IMAGE" python3 -m workloads /out/spec.json /out
-""" + _REPORT.format(wall=int(cell.limits.wall))
+""" + _REPORT.format(wall=wall)
 
 
 def venv_script(cell: Cell, has_lock: bool) -> str:
     env = cell.environment
-    short = ".".join(env.python.split(".")[:2])
+    python = "python" + ".".join(env.python.split(".")[:2])
     reqs = "environment/requirements.lock" if has_lock else "environment/requirements.txt"
-    exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in sorted(_env_flags(cell).items()))
+    exports = "\n".join(f"export {_assignment(k, v)}" for k, v in sorted(_env_flags(cell).items()))
     limit = ""
     if cell.limits.memory:
         from .engines.venv import parse_size
-        limit = f"ulimit -v {parse_size(cell.limits.memory) // 1024}\n"
+        limit = f"ulimit -v {int(parse_size(cell.limits.memory)) // 1024}\n"
     force = ('\n  [ -s environment/forced.txt ] && { .venv/bin/python -m pip install -q --no-deps '
              '-r environment/forced.txt || exit 125; }')
+    wall = int(cell.limits.wall)
     return f"""#!/usr/bin/env bash
-# Reproduce {cell.id}
-# in a virtualenv with the exact pins it ran with. PYTHON=/path/to/python{short} to choose the interpreter.
+# Reproduce {_comment(cell.id)}
+# in a virtualenv with the exact pins it ran with. PYTHON=/path/to/{_comment(python)} to choose the interpreter.
 set -u
 cd "$(dirname "$0")"
-PYTHON="${{PYTHON:-python{short}}}"
+PYTHON="${{PYTHON:-}}"
+[ -n "$PYTHON" ] || PYTHON={_q(python)}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv || exit 125
-  .venv/bin/python -m pip install -q --upgrade {shlex.quote(stacks.pip_requirement(env.python))} || exit 125
+  .venv/bin/python -m pip install -q --upgrade {_q(stacks.pip_requirement(env.python))} || exit 125
   .venv/bin/python -m pip install -q -r {reqs} || exit 125{force if env.force and not has_lock else ""}
 fi
 rm -rf out && mkdir -p out && cp spec.json out/
 {exports}
 export PYTHONPATH="$PWD"
-({limit}exec timeout {int(cell.limits.wall)} .venv/bin/python -m workloads out/spec.json out)
-""" + _REPORT.format(wall=int(cell.limits.wall))
+({limit}exec timeout {wall} .venv/bin/python -m workloads out/spec.json out)
+""" + _REPORT.format(wall=wall)
 
 
 def readme(cell: Cell, engine: str, results: list[dict]) -> str:
@@ -279,7 +310,7 @@ def run_command(args, console: Console, engine: Engine) -> int:
     out = Path(args.out)
     if args.shell:
         cell, _ = found[0]
-        bundle = out / slug(cell.id)
+        bundle = inside(out, out / slug(cell.id))
         try:
             prepared = engine.prepare(cell.environment, bundle / "environment-build.log")
         except EnvironmentUnavailable as exc:

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .cells import Cell
+from .paths import inside
 from .status import RETRIED_ALWAYS
 from .workloads.protocol import RESULT_FILE, SPEC_FILE
 
@@ -67,12 +68,12 @@ class Claim:
 class ResultStore:
     def __init__(self, root: Path, run: str):
         self.root = Path(root)
-        self.run_dir = self.root / run
+        self.run_dir = inside(self.root, self.root / run)
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
 
     def final_dir(self, cell: Cell) -> Path:
-        return self.run_dir / cell.id
+        return inside(self.run_dir, self.run_dir / cell.id)
 
     def existing(self, cell: Cell) -> dict | None:
         return read_json(self.final_dir(cell) / RESULT)

@@ -12,6 +12,8 @@ import sys
 import pytest
 
 from harness import interpreters
+from harness.cells import Cell, Environment, Limits, Parallelism, Workload
+from harness.repro import write_bundle
 
 from .conftest import ROOT, harness
 
@@ -90,3 +92,55 @@ def test_an_environment_that_cannot_be_had_still_leaves_a_bundle(tmp_path):
     assert "1/1 attempts failed -- unavailable" in proc.stdout and "no run.sh" in proc.stdout
     bundle = next((tmp_path / "b").iterdir())
     assert not (bundle / "run.sh").exists() and "unavailable" in (bundle / "README.md").read_text()
+
+
+# -- hostile values: run.sh is generated safely whatever validation lets through --------------
+HOSTILE = "x\ntouch PWNED-newline\n#$(touch PWNED-subst)`touch PWNED-tick`'\"; touch PWNED-semi"
+
+
+def _hostile_cell(env_name: str = f"env{HOSTILE}") -> Cell:
+    """A cell with hostile names (validation refuses them, so it is built by hand) and the
+    hostile values validation does allow: a pip marker string and a fault's message."""
+    env = Environment(name=env_name, python="3.11",
+                      packages=('six; os_name != "$(touch PWNED-pin)`touch PWNED-pin2`"',))
+    work = Workload(name=f"w{HOSTILE}", model="fault", params={"fault": "exception", "message": HOSTILE})
+    return Cell(environment=env, workload=work, parallelism=Parallelism(), batch_size=1, epochs=1, repeat=0,
+                limits=Limits(wall=300, progress=300))
+
+
+def _check_no_side_effect(bundle, run: subprocess.CompletedProcess, *folders) -> None:
+    assert run.returncode == 3, run.stdout + run.stderr[-3000:]  # the planted exception, nothing else
+    assert '"outcome": "error"' in run.stdout, run.stdout
+    for folder in folders:
+        assert not list(folder.rglob("PWNED*")), "a value from the matrix ran as a command"
+    script = (bundle / "run.sh").read_text()
+    reproduce = [line for line in script.splitlines() if line.startswith("# Reproduce")]
+    assert len(reproduce) == 1 and "\\ntouch PWNED-newline\\n" in reproduce[0], "the comment stays one line"
+    assert "touch PWNED" not in script.replace(reproduce[0], ""), "no value reaches the script but the comment"
+
+
+def test_a_bundle_of_hostile_values_runs_without_side_effects_venv(tmp_path):
+    cell = _hostile_cell()
+    bundle = tmp_path / "bundle"
+    write_bundle(bundle, cell, "venv", {"venv": ""}, [])
+    assert subprocess.run(["bash", "-n", "run.sh"], cwd=bundle).returncode == 0
+    python = interpreters.find("3.11")[0]
+    run = subprocess.run(["bash", "run.sh"], cwd=bundle, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PYTHON": python})
+    _check_no_side_effect(bundle, run, tmp_path, ROOT)
+    assert "six" in (bundle / "environment" / "requirements.txt").read_text()
+
+
+def test_a_bundle_of_hostile_values_runs_without_side_effects_docker(tmp_path, docker_client):
+    from rich.console import Console
+
+    from harness.engines.docker import DockerEngine, find_cli
+    bare = Environment(name="bare", python="3.11")  # the planted faults' image: the cell needs no framework
+    prepared = DockerEngine(docker_client, console=Console(quiet=True)).prepare(bare, tmp_path / "build.log")
+    cell = _hostile_cell()
+    bundle = tmp_path / "bundle"
+    write_bundle(bundle, cell, "docker", prepared.provenance, [])
+    assert subprocess.run(["bash", "-n", "run.sh"], cwd=bundle).returncode == 0
+    run = subprocess.run(["bash", "run.sh"], cwd=bundle, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "DOCKER": find_cli()})
+    _check_no_side_effect(bundle, run, tmp_path, ROOT)

@@ -32,6 +32,44 @@ LABEL = "tfkeras-harness"
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 WORKLOADS_MOUNT = "/opt/harness"
 OUT_MOUNT = "/out"
+# Every cell container is hardened: no capabilities (TensorFlow, JAX and the
+# planted faults need none; the cell runs as the caller's uid and writes only
+# to its own folder), no privilege gain through setuid binaries, a bounded
+# number of processes and threads, and a read-only root filesystem with a
+# tmpfs for /tmp (HOME; Keras' and the frameworks' caches). /tmp keeps `exec`:
+# compilers that load what they just built from /tmp would fail without it.
+PIDS_LIMIT = 4096
+TMPFS = {"/tmp": "rw,exec,nosuid,nodev,size=2g,mode=1777"}
+MEMORY_MARGIN = 0.10        # of the daemon host's memory, left to the host when the matrix sets no limit
+MEMORY_MARGIN_MIN = 1 << 30
+
+
+def hardening() -> dict:
+    """docker-py keyword arguments for every cell container."""
+    return {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "pids_limit": PIDS_LIMIT,
+            "read_only": True, "tmpfs": dict(TMPFS)}
+
+
+def hardening_flags() -> list[str]:
+    """The same settings as docker CLI flags, for a bundle's run.sh."""
+    flags = ["--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--pids-limit", str(PIDS_LIMIT),
+             "--read-only"]
+    for where, options in TMPFS.items():
+        flags += ["--tmpfs", f"{where}:{options}"]
+    return flags
+
+
+def default_memory_limit(client) -> int | None:
+    """Bytes a cell may use when its matrix names no memory_limit: the Docker
+    host's memory less a margin, so a runaway cell is OOM-killed (and recorded
+    as `oom`) instead of pushing the host itself out of memory."""
+    try:
+        total = int(client.info().get("MemTotal") or 0)
+    except Exception:  # noqa: BLE001 - no figure: Docker's own default (no limit)
+        return None
+    if total <= 0:
+        return None
+    return total - max(int(total * MEMORY_MARGIN), MEMORY_MARGIN_MIN)
 
 
 def docker_client():
@@ -196,7 +234,7 @@ class DockerEngine(Engine):
                            "force": list(env.force),
                            "base": base_used}, sort_keys=True)
         digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
-        return f"{LABEL}/env:{env.name}-{digest}"
+        return f"{LABEL}/env:{env.name.replace('+', '_')}-{digest}"  # a tag takes no '+'
 
     def prepare(self, env: Environment, log_path: Path) -> Prepared:
         import docker.errors
@@ -283,9 +321,10 @@ class DockerEngine(Engine):
             raise CellUnsupported(f"{cell.parallelism.devices} GPU(s) asked, none assigned")
         if ctx.slot.cpus:
             kwargs["cpuset_cpus"] = ",".join(str(c) for c in ctx.slot.cpus)
-        if cell.limits.memory:
-            kwargs["mem_limit"] = cell.limits.memory
-            kwargs["memswap_limit"] = cell.limits.memory  # no swap: over the limit is an OOM kill
+        memory = cell.limits.memory or default_memory_limit(self.client)
+        if memory:
+            kwargs["mem_limit"] = memory
+            kwargs["memswap_limit"] = memory  # no swap: over the limit is an OOM kill
         try:
             container = self.client.containers.run(
                 prepared.handle, cell_argv("python3", f"{OUT_MOUNT}/{SPEC_FILE}", OUT_MOUNT, cell.limits.wall),
@@ -295,7 +334,7 @@ class DockerEngine(Engine):
                          str(workdir.resolve()): {"bind": OUT_MOUNT, "mode": "rw"}},
                 labels={LABEL: "1", f"{LABEL}.cell": cell.id, f"{LABEL}.pid": str(os.getpid()),
                         f"{LABEL}.host": os.uname().nodename},
-                **kwargs)
+                **hardening(), **kwargs)
         except docker.errors.APIError as exc:
             message = _first_line(exc)
             if "could not select device driver" in message:
@@ -330,7 +369,8 @@ class DockerEngine(Engine):
         sig = signal_name(code - 128) if code is not None and code > 128 and not timed_out else None
         return RawOutcome(exit_code=code, signal=sig, oom_killed=bool(state.get("OOMKilled")) and code != 0,
                           timed_out=timed_out, seconds=seconds,
-                          detail={"container_oom_flag": bool(state.get("OOMKilled")), "image": prepared.handle})
+                          detail={"container_oom_flag": bool(state.get("OOMKilled")), "image": prepared.handle,
+                                  "memory_limit": memory})
 
     def close(self) -> None:
         self.client.close()

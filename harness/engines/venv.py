@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import interpreters, stacks
 from ..cells import Environment
 from ..errors import EnvironmentUnavailable
+from ..paths import inside
 from ..record import tail
 from .base import Prepared, ProcessEngine, cache_dir, parse_size, pip_failure  # noqa: F401 - parse_size re-exported
 
@@ -34,7 +35,7 @@ class VenvEngine(ProcessEngine):
         self.pythons = pythons or {}
 
     def location(self, env: Environment) -> Path:
-        return self.root / f"{env.name}-{env.content_hash()}"
+        return inside(self.root, self.root / f"{env.name}-{env.content_hash()}")
 
     def prepare(self, env: Environment, log_path: Path) -> Prepared:
         """Build the venv once; concurrent runs (and cluster jobs sharing the
