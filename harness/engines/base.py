@@ -51,6 +51,12 @@ class Engine(ABC):
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
         """Run ``python -m workloads spec.json OUTDIR`` for one cell; never raise for a cell's failure."""
 
+    def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
+             gpus: bool = False) -> tuple[int | None, str, str]:
+        """Run the environment's ``python ARGV`` with the workloads importable; (exit code or
+        None on timeout, stdout, stderr). Used for the GPU self-check."""
+        raise NotImplementedError(f"the {self.name} engine cannot run commands")
+
     def close(self) -> None:  # noqa: B027 - engines with nothing to release need not override it
         """Release what the engine holds (containers, clients)."""
 

@@ -105,6 +105,20 @@ class VenvEngine(Engine):
         return [str(prepared.handle / "bin" / "python"), "-m", "workloads",
                 str(workdir / "spec.json"), str(workdir)]
 
+    def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
+             gpus: bool = False) -> tuple[int | None, str, str]:
+        """Run the environment's ``python ARGV`` with the workloads importable (the self-check);
+        exit code None when it ran past ``timeout``. GPUs: whatever the host shows."""
+        python = self._argv(prepared, workloads_root)[0]
+        env = {**os.environ, **CELL_ENV, "PYTHONPATH": self.pythonpath(workloads_root.resolve())}
+        env.pop("PYTHONHOME", None)
+        try:
+            proc = subprocess.run([python, *argv], capture_output=True, text=True, env=env, timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            return None, _text(exc.stdout), _text(exc.stderr)
+        return proc.returncode, proc.stdout, proc.stderr
+
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
         workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
         env = {**os.environ, **CELL_ENV, "PYTHONPATH": self.pythonpath(workloads_root)}
@@ -141,3 +155,7 @@ class VenvEngine(Engine):
             sig = signal_name(-code)
         return RawOutcome(exit_code=code, signal=sig, timed_out=timed_out, seconds=seconds,
                           detail={"pid": proc.pid, "memory_limit_bytes": limit})
+
+
+def _text(data: bytes | str | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
