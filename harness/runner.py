@@ -20,7 +20,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from . import hostinfo, outcome, record
+from . import hostinfo, outcome, record, selfcheck
 from .cells import Cell
 from .engines.base import Engine, Prepared
 from .errors import CellUnsupported, EnvironmentUnavailable
@@ -123,6 +123,8 @@ class Runner:
                 log_path = self.store.run_dir / ".build" / f"{env_name}-{env.content_hash()}.log"
                 try:
                     prepared = self.engine.prepare(env, log_path)
+                    if selfcheck.needed(env):  # issue 16: the GPU self-check, before any cell spends time on it
+                        selfcheck.check(self.engine, prepared, workloads_root, log_path)
                 except EnvironmentUnavailable as exc:
                     self.console.print(f"[yellow]unavailable[/] {env_name}: {escape(exc.reason)}")
                     for cell in env_cells:
