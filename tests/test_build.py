@@ -45,6 +45,12 @@ def _assert_libraries_load(report: dict, families: set[str]) -> None:
         assert libs[family]["version"], libs[family]   # the version the library itself reports
 
 
+def test_only_matching_nothing_is_a_one_line_error():
+    proc = harness("build", MATRIX, "--only", "no-such-environment*", timeout=60)
+    assert proc.returncode == 2 and "no cell of matrices/gpu-build.yaml matches" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_tf2_gpu_image_builds_and_checks_and_tf1_gpu_is_unavailable(tmp_path, docker_client):
     proc = harness("build", MATRIX, "--engine", "docker", "--only", "tf*", "--results", str(tmp_path),
                    timeout=3600)
@@ -101,3 +107,25 @@ def test_tf1_gpu_virtualenv_is_unavailable_for_its_missing_cuda9_libraries(tmp_p
     assert proc.returncode == 1, proc.stdout + proc.stderr
     line = _line(proc.stdout, "tf1.12-keras2.2.4-gpu")
     assert line.split()[0] == "unavailable" and "libcublas.so.9.0" in line, line
+
+
+def test_export_writes_a_loadable_archive_and_the_cluster_commands(tmp_path, docker_client):
+    """--export: `docker save` archives plus the Apptainer / enroot commands for them."""
+    matrix = tmp_path / "one.yaml"
+    matrix.write_text('name: one\n'
+                      'environments: [{python: "3.11", keras: "3.15.1", backend: jax}]\n'
+                      'workloads: [{model: dense}]\n')
+    out = tmp_path / "export"
+    proc = harness("build", str(matrix), "--engine", "docker", "--export", str(out), "--results",
+                   str(tmp_path / "results"), timeout=1800)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "CPU environment: no self-check" in proc.stdout
+    archive = out / "keras3.15.1-jax.tar"
+    assert archive.stat().st_size > 10_000_000
+    commands = (out / "import-commands.sh").read_text()
+    assert "apptainer build keras3.15.1-jax.sif docker-archive:keras3.15.1-jax.tar" in commands
+    assert "enroot import -o keras3.15.1-jax.sqsh dockerd://tfkeras-harness/env:keras3.15.1-jax-" in commands
+    import tarfile
+    with tarfile.open(archive) as tar:  # a docker-archive: manifest naming the image's tag
+        manifest = json.load(tar.extractfile("manifest.json"))
+    assert manifest[0]["RepoTags"][0].startswith("tfkeras-harness/env:keras3.15.1-jax-")

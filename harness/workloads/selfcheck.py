@@ -43,6 +43,21 @@ PROPERTY_GETTERS = {"cublas": "cublasGetProperty", "cufft": "cufftGetProperty", 
                     "cusolver": "cusolverGetProperty", "cusparse": "cusparseGetProperty"}
 
 
+def _major(version):
+    try:
+        return int(str(version).split(".")[0])
+    except ValueError:
+        return 0
+
+
+def _older(found, built):
+    """'9.1.0' against '9.8.0' -> True; compared to the precision of the build info ('8' = any 8.x)."""
+    def parts(v):
+        return [int(p) if p.isdigit() else 0 for p in str(v).split(".")]
+    wanted = parts(built)
+    return parts(found)[:len(wanted)] < wanted
+
+
 def _first_line(exc):
     text = str(exc).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:300]
@@ -253,6 +268,10 @@ def _library_version(family, lib):
             value = ctypes.c_int()
             if lib.cudaRuntimeGetVersion(ctypes.byref(value)) == 0:
                 return _cuda_string(value.value)
+        elif family == "cublasLt":
+            lib.cublasLtGetVersion.restype = ctypes.c_size_t
+            value = int(lib.cublasLtGetVersion())
+            return "%d.%d.%d" % (value // 10000, value % 10000 // 100, value % 100)
         elif family == "cudnn":
             lib.cudnnGetVersion.restype = ctypes.c_size_t
             return _cudnn_string(int(lib.cudnnGetVersion()))
@@ -276,6 +295,12 @@ def check_libraries(families, built):
     (RTLD_GLOBAL), which is how the frameworks themselves order it."""
     dirs = _search_dirs()
     found = []
+    cuda_major = _major(built.get("cuda"))
+    if built.get("needed"):  # the framework's own binaries say exactly which libraries it links
+        named = set(n.split(".so")[0][len("lib"):] for n in built["needed"])
+        families = [f for f in families if f in named]
+    elif cuda_major and cuda_major < 11:
+        families = [f for f in families if f != "cublasLt"]  # cuBLASLt came with CUDA 10.1, used from 11
     for family in families:
         prefix = _wanted(family, built)
         path = _find(prefix, dirs)
@@ -463,6 +488,11 @@ def selfcheck(framework, gpu="auto"):
         report["libraries"] = libraries
         report["searched"] = dirs
         for item in libraries:
+            built_version = {"cudart": built.get("cuda"), "cudnn": built.get("cudnn")}.get(item["family"])
+            if item["loaded"] and built_version and item.get("version") and \
+                    _older(item["version"], built_version):
+                problems.append("%s is %s, older than the %s %s was built for" % (
+                    item["wanted"], item["version"], built_version, framework))
             if not item["loaded"]:
                 problems.append("%s: %s" % (item["wanted"], item["error"] if item["path"] else
                                             "not found (looked in %s and the loader's cache)" % ", ".join(dirs)))
