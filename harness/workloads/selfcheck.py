@@ -59,8 +59,13 @@ def _older(found, built):
 
 
 def _first_line(exc):
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+    """The line that says what went wrong; TF 1.x wraps its ImportError in a traceback."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    telling = [ln for ln in lines if "cannot open shared object" in ln or "undefined symbol" in ln]
+    line = telling[0] if telling else (lines[-1] if lines[0].startswith("Traceback") else lines[0])
+    return line[:300]
 
 
 def _driver():
@@ -301,8 +306,9 @@ def check_libraries(families, built):
         families = [f for f in families if f in named]
     elif cuda_major and cuda_major < 11:
         families = [f for f in families if f != "cublasLt"]  # cuBLASLt came with CUDA 10.1, used from 11
+    exact = dict((n.split(".so")[0][len("lib"):], n) for n in built.get("needed") or [])
     for family in families:
-        prefix = _wanted(family, built)
+        prefix = exact.get(family) or _wanted(family, built)
         path = _find(prefix, dirs)
         found.append({"family": family, "wanted": prefix.rstrip("."), "path": path, "loaded": False,
                       "error": None if path else "not found"})
@@ -469,7 +475,9 @@ def selfcheck(framework, gpu="auto"):
         report["imported"] = True
         report["version"] = getattr(module, "__version__", None)
     except Exception as exc:  # noqa: BLE001
-        message = "%s: %s" % (type(exc).__name__, _first_line(exc))
+        line = _first_line(exc)
+        name = type(exc).__name__
+        message = line if line.startswith(name + ":") else "%s: %s" % (name, line)
         report["imported"] = False
         if "libcuda.so" in message and report["driver"] is None:
             report["notes"].append("import needs the NVIDIA driver's libcuda.so.1, which GPU hosts provide: %s"
@@ -493,9 +501,12 @@ def selfcheck(framework, gpu="auto"):
                     _older(item["version"], built_version):
                 problems.append("%s is %s, older than the %s %s was built for" % (
                     item["wanted"], item["version"], built_version, framework))
-            if not item["loaded"]:
-                problems.append("%s: %s" % (item["wanted"], item["error"] if item["path"] else
-                                            "not found (looked in %s and the loader's cache)" % ", ".join(dirs)))
+            if item["path"] and not item["loaded"]:
+                problems.append("%s does not load: %s" % (item["wanted"], item["error"]))
+        missing = [item["wanted"] for item in libraries if not item["path"]]
+        if missing:
+            problems.insert(0, "not found: %s (looked in %s and the loader's cache)" % (
+                ", ".join(missing), ", ".join(dirs)))
     report["gpus"] = []
     if gpu != "no" and report["driver"] is not None and module is not None:
         try:
