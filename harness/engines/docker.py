@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from rich.console import Console
@@ -334,13 +335,23 @@ class DockerEngine(Engine):
         import requests
         from docker.types import DeviceRequest
         kwargs = {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])]} if gpus else {}
-        container = self.client.containers.run(
-            prepared.handle, ["python3", *argv], detach=True, init=True, network_mode="none",
-            environment={**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}, working_dir="/tmp",
-            user=f"{os.getuid()}:{os.getgid()}",
-            volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"}},
-            labels={LABEL: "1", f"{LABEL}.pid": str(os.getpid()), f"{LABEL}.host": os.uname().nodename},
-            **kwargs)
+        token = uuid.uuid4().hex
+        try:
+            container = self.client.containers.run(
+                prepared.handle, ["python3", *argv], detach=True, init=True, network_mode="none",
+                environment={**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}, working_dir="/tmp",
+                user=f"{os.getuid()}:{os.getgid()}",
+                volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"}},
+                labels={LABEL: "1", f"{LABEL}.pid": str(os.getpid()), f"{LABEL}.host": os.uname().nodename,
+                        f"{LABEL}.exec": token},
+                **kwargs)
+        except docker.errors.APIError as exc:
+            for left in self.client.containers.list(all=True, filters={"label": f"{LABEL}.exec={token}"}):
+                left.remove(force=True)  # created, then refused at start
+            if "could not select device driver" in _first_line(exc):
+                raise EnvironmentUnavailable("this host has GPUs but its Docker engine has no GPU runtime "
+                                             f"(install the NVIDIA Container Toolkit): {_first_line(exc)}") from None
+            raise
         try:
             try:
                 code = container.wait(timeout=timeout)["StatusCode"]
