@@ -112,20 +112,20 @@ def test_tf1_gpu_virtualenv_is_unavailable_for_its_missing_cuda9_libraries(tmp_p
 def test_export_writes_a_loadable_archive_and_the_cluster_commands(tmp_path, docker_client):
     """--export: `docker save` archives plus the Apptainer / enroot commands for them."""
     matrix = tmp_path / "one.yaml"
-    matrix.write_text('name: one\n'
-                      'environments: [{python: "3.11", keras: "3.15.1", backend: jax}]\n'
+    matrix.write_text('name: one\n'  # the image test_docker_engine builds too: shared, not built twice
+                      'environments: [{python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}]\n'
                       'workloads: [{model: dense}]\n')
     out = tmp_path / "export"
     proc = harness("build", str(matrix), "--engine", "docker", "--export", str(out), "--results",
                    str(tmp_path / "results"), timeout=1800)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "CPU environment: no self-check" in proc.stdout
-    archive = out / "keras3.15.1-jax.tar"
+    archive = out / "tf2.15.tar"
     assert archive.stat().st_size > 10_000_000
     commands = (out / "import-commands.sh").read_text()
-    assert "apptainer build keras3.15.1-jax.sif docker-archive:keras3.15.1-jax.tar" in commands
-    assert "enroot import -o keras3.15.1-jax.sqsh dockerd://tfkeras-harness/env:keras3.15.1-jax-" in commands
+    assert "apptainer build tf2.15.sif docker-archive:tf2.15.tar" in commands
+    assert "enroot import -o tf2.15.sqsh dockerd://tfkeras-harness/env:tf2.15-" in commands
     import tarfile
     with tarfile.open(archive) as tar:  # a docker-archive: manifest naming the image's tag
         manifest = json.load(tar.extractfile("manifest.json"))
-    assert manifest[0]["RepoTags"][0].startswith("tfkeras-harness/env:keras3.15.1-jax-")
+    assert manifest[0]["RepoTags"][0].startswith("tfkeras-harness/env:tf2.15-")
