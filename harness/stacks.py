@@ -76,18 +76,18 @@ def requirements(tensorflow: str | None, keras: str | None, backend: str | None,
 def jax_requirement(device: str, packages: list[str]) -> str:
     """JAX with its CUDA from pip wheels on a GPU: the extra depends on the pinned JAX.
 
-    From 0.4.25 on, ``jax[cuda12]`` pulls ``jax-cuda12-plugin`` and the nvidia-*
-    wheels from PyPI (newer releases add ``cuda13``, which needs a driver >= 580;
-    cuda12 runs on more of the GPU nodes people have). Earlier releases offered
-    ``cuda12_pip``, whose jaxlib CUDA wheels live on JAX's own index rather than
-    PyPI: pip then says it cannot find them, and the environment is `unavailable`
-    with that reason.
+    From 0.4.22 on, ``jax[cuda12]`` pulls ``jax-cuda12-plugin`` and the nvidia-*
+    wheels from PyPI (later releases add ``cuda13``, which needs a driver >= 580;
+    cuda12 runs on more of the GPU nodes people have). Before, JAX offered
+    ``cuda12_pip``, whose ``jaxlib==X+cuda12.cudnn89`` lives on JAX's own index,
+    not PyPI: pip then says it cannot find it, and the environment is
+    `unavailable` with that reason.
     """
     if device != "gpu":
         return "jax"
     pinned = next((r for r in (Requirement(p) for p in packages) if r.name == "jax"), None)
     exact = [s.version for s in pinned.specifier if s.operator == "=="] if pinned else []
-    if exact and Version(exact[0]) < Version("0.4.25"):
+    if exact and Version(exact[0]) < Version("0.4.22"):
         return "jax[cuda12_pip]"
     return "jax[cuda12]"
 

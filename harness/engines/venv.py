@@ -109,7 +109,7 @@ class VenvEngine(Engine):
              gpus: bool = False) -> tuple[int | None, str, str]:
         """Run the environment's ``python ARGV`` with the workloads importable (the self-check);
         exit code None when it ran past ``timeout``. GPUs: whatever the host shows."""
-        python = self._argv(prepared, workloads_root)[0]
+        python = self._argv(prepared, workloads_root)[0]  # the interpreter a cell would run on
         env = {**os.environ, **CELL_ENV, "PYTHONPATH": self.pythonpath(workloads_root.resolve())}
         env.pop("PYTHONHOME", None)
         try:
