@@ -62,7 +62,7 @@ class Engine(ABC):
 
 
 _BUILDKIT_PREFIX = re.compile(r"^#\d+ [\d.]+ ")
-_NOT_THE_CAUSE = ("executor failed", "process ", "failed to solve", "ResolutionImpossible")
+_NOT_THE_CAUSE = ("executor failed", "process ", "failed to solve", "ResolutionImpossible", "Ignored the following")
 
 
 def pip_failure(log: str) -> str:
