@@ -1,4 +1,5 @@
-"""Entry points: ``nox -s matrix``, ``nox -s repro``, ``nox -s report``, ``nox -s tests``, ``nox -s lint``.
+"""Entry points: ``nox -s matrix``, ``nox -s build``, ``nox -s repro``, ``nox -s report``, ``nox -s tests``,
+``nox -s lint``.
 
 Session virtualenvs are reused between runs, so a second ``nox -s matrix``
 only checks its install and gets straight to the (already finished) cells.
@@ -16,6 +17,15 @@ def matrix(session: nox.Session) -> None:
     session.install("-e", ".")
     args = session.posargs or ["matrices/smoke.yaml"]
     session.run("python", "-m", "harness", "run", *args)
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Prepare a matrix's environments, GPU ones too, without running cells:
+    nox -s build -- [MATRIX] [--engine E] [--only GLOB] [--export DIR]"""
+    session.install("-e", ".")
+    args = session.posargs or ["matrices/smoke.yaml"]
+    session.run("python", "-m", "harness", "build", *args)
 
 
 @nox.session

@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {list,run,status,repro,report} ...``.
+"""Command line: ``python -m harness {list,run,build,status,repro,report} ...``.
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -102,6 +102,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", type=float, metavar="SECONDS",
                    help="poll until nothing is queued or running, at most this long")
 
+    p = sub.add_parser("build", help="prepare every environment of a matrix (GPU ones too) without running cells",
+                       description="Build or reuse every environment of MATRIX -- GPU ones included, on any "
+                                   "host -- and self-check the GPU ones (CUDA / cuDNN libraries present and "
+                                   "loading; GPU operations where a GPU is). One line per environment; exit 1 "
+                                   "if any is unavailable.")
+    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+    p.add_argument("--only", action="append", metavar="GLOB",
+                   help="only environments of cells whose id matches (repeatable)")
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
+                   help="results folder; build logs go to DIR/<matrix>/.build (default: results)")
+    p.add_argument("--export", metavar="DIR",
+                   help="docker engine: also 'docker save' each image into DIR, with the Apptainer / enroot "
+                        "commands that turn the archives into what a cluster runs")
+    _add_engine_args(p)
+
     p = sub.add_parser("repro", help="reproduce one cell N times and write a self-contained bundle",
                        description="Reproduce the cells matching CELL (an id, a prefix or a glob) from the "
                                    "matrices: reuse or build only their environment, run them --repeat times "
@@ -186,6 +201,26 @@ def cmd_status(args, console: Console) -> int:
     return 1 if any(e.drifted for e in entries) else 0
 
 
+def cmd_build(args, console: Console) -> int:
+    from .build import build
+    from .engines import select_engine
+    from .runner import select
+
+    m = matrix_mod.load(args.matrix)
+    cells = select(m.cells, args.only)
+    if not cells:
+        raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
+    try:
+        outcomes = build(cells, engine, Path(args.results) / m.name, console,
+                         export=Path(args.export) if args.export else None)
+    finally:
+        engine.close()
+    missing = [o for o in outcomes if o.status == "unavailable"]
+    console.print(f"{len(outcomes) - len(missing)} of {len(outcomes)} environment(s) usable ({engine.name})")
+    return 1 if missing else 0
+
+
 def cmd_report(args, console: Console) -> int:
     from . import report
     if args.results and args.results[0] == "compare":
@@ -225,7 +260,8 @@ def cmd_repro(args, console: Console) -> int:
         engine.close()
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "status": cmd_status, "repro": cmd_repro, "report": cmd_report}
+COMMANDS = {"list": cmd_list, "run": cmd_run, "build": cmd_build, "status": cmd_status, "repro": cmd_repro,
+            "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from . import outcome, record, resources, status
+from . import outcome, record, resources, selfcheck, status
 from .cells import Cell
 from .engines.base import Engine, Prepared, RunContext
 from .errors import CellUnsupported, EnvironmentUnavailable
@@ -160,6 +160,8 @@ class Runner:
         log_path = self.store.run_dir / ".build" / f"{env.name}-{env.content_hash()}.log"
         try:
             prepared = self.engine.prepare(env, log_path)
+            if selfcheck.needed(env):  # CUDA / cuDNN present and working, before a cell spends time on it
+                selfcheck.check(self.engine, prepared, self._workloads_root, log_path)
         except EnvironmentUnavailable as exc:
             self.console.print(f"[yellow]unavailable[/] {env.name}: {escape(exc.reason)}")
             raise

@@ -7,6 +7,7 @@ twin of this module is ``harness/workloads/compat.py``.
 
 from __future__ import annotations
 
+from packaging.requirements import Requirement
 from packaging.version import Version
 
 # pip releases that still run on old interpreters (newer ones refuse to install).
@@ -65,11 +66,30 @@ def requirements(tensorflow: str | None, keras: str | None, backend: str | None,
     if keras:
         reqs.append(f"keras=={keras}")
     if api(tensorflow, keras) == "keras3" and backend == "jax":
-        reqs.append("jax[cuda12]" if device == "gpu" else "jax")
+        reqs.append(jax_requirement(device, packages))
     if api(tensorflow, keras) == "keras3" and backend == "torch" and device == "cpu":
         reqs.append("torch")
     reqs.extend(packages)
     return reqs
+
+
+def jax_requirement(device: str, packages: list[str]) -> str:
+    """JAX with its CUDA from pip wheels on a GPU: the extra depends on the pinned JAX.
+
+    From 0.4.22 on, ``jax[cuda12]`` pulls ``jax-cuda12-plugin`` and the nvidia-*
+    wheels from PyPI (later releases add ``cuda13``, which needs a driver >= 580;
+    cuda12 runs on more of the GPU nodes people have). Before, JAX offered
+    ``cuda12_pip``, whose ``jaxlib==X+cuda12.cudnn89`` lives on JAX's own index,
+    not PyPI: pip then says it cannot find it, and the environment is
+    `unavailable` with that reason.
+    """
+    if device != "gpu":
+        return "jax"
+    pinned = next((r for r in (Requirement(p) for p in packages) if r.name == "jax"), None)
+    exact = [s.version for s in pinned.specifier if s.operator == "=="] if pinned else []
+    if exact and Version(exact[0]) < Version("0.4.22"):
+        return "jax[cuda12_pip]"
+    return "jax[cuda12]"
 
 
 def short_version(version: str) -> str:

@@ -109,6 +109,12 @@ class Engine(ABC):
             ctx: RunContext | None = None) -> RawOutcome:
         """Run ``python -m workloads spec.json OUTDIR`` for one cell; never raise for a cell's failure."""
 
+    def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
+             gpus: bool = False) -> tuple[int | None, str, str]:
+        """Run the environment's ``python ARGV`` with the workloads importable; (exit code or
+        None on timeout, stdout, stderr). Used for the GPU self-check."""
+        raise NotImplementedError(f"the {self.name} engine cannot run commands")
+
     def close(self) -> None:  # noqa: B027 - engines with nothing to release need not override it
         """Release what the engine holds (containers, clients)."""
 
@@ -147,6 +153,21 @@ class ProcessEngine(Engine):
         env.update(cell_variables(cell, slot))
         env["PYTHONPATH"] = self.pythonpath(workloads_root)
         return env
+
+    def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
+             gpus: bool = False) -> tuple[int | None, str, str]:
+        """Run the environment's ``python ARGV`` with the workloads importable (the self-check);
+        exit code None when it ran past ``timeout``. GPUs: whatever the host shows."""
+        env = {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+        env.update(CELL_ENV, PYTHONPATH=self.pythonpath(workloads_root.resolve()))
+        if not gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        try:
+            proc = subprocess.run([self.interpreter(prepared), *argv], capture_output=True, text=True, env=env,
+                                  timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            return None, _text(exc.stdout), _text(exc.stderr)
+        return proc.returncode, proc.stdout, proc.stderr
 
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path,
             ctx: RunContext | None = None) -> RawOutcome:
@@ -197,6 +218,10 @@ class ProcessEngine(Engine):
                                   "variables": sorted(env)})
 
 
+def _text(data: bytes | str | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
+
+
 def parse_size(size: str) -> int:
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     size = size.strip().lower()
@@ -206,7 +231,7 @@ def parse_size(size: str) -> int:
 
 
 _BUILDKIT_PREFIX = re.compile(r"^#\d+ [\d.]+ ")
-_NOT_THE_CAUSE = ("executor failed", "process ", "failed to solve", "ResolutionImpossible")
+_NOT_THE_CAUSE = ("executor failed", "process ", "failed to solve", "ResolutionImpossible", "Ignored the following")
 
 
 def pip_failure(log: str) -> str:

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from rich.console import Console
@@ -26,7 +27,7 @@ from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..outcome import signal_name
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
-from .base import Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure
+from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure
 
 LABEL = "tfkeras-harness"
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
@@ -371,6 +372,62 @@ class DockerEngine(Engine):
                           timed_out=timed_out, seconds=seconds,
                           detail={"container_oom_flag": bool(state.get("OOMKilled")), "image": prepared.handle,
                                   "memory_limit": memory})
+
+    def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
+             gpus: bool = False) -> tuple[int | None, str, str]:
+        """Run ``python3 ARGV`` in a fresh container of the image (workloads mounted, no
+        network, every GPU when asked); exit code None when it ran past ``timeout``."""
+        import docker.errors
+        import requests
+        from docker.types import DeviceRequest
+        kwargs = {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])]} if gpus else {}
+        token = uuid.uuid4().hex
+        try:
+            container = self.client.containers.run(
+                prepared.handle, ["python3", *argv], detach=True, init=True, network_mode="none",
+                environment={**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}, working_dir="/tmp",
+                user=f"{os.getuid()}:{os.getgid()}",
+                volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"}},
+                labels={LABEL: "1", f"{LABEL}.pid": str(os.getpid()), f"{LABEL}.host": os.uname().nodename,
+                        f"{LABEL}.exec": token},
+                **kwargs)
+        except docker.errors.APIError as exc:
+            for left in self.client.containers.list(all=True, filters={"label": f"{LABEL}.exec={token}"}):
+                left.remove(force=True)  # created, then refused at start
+            if "could not select device driver" in _first_line(exc):
+                raise EnvironmentUnavailable("this host has GPUs but its Docker engine has no GPU runtime "
+                                             f"(install the NVIDIA Container Toolkit): {_first_line(exc)}") from None
+            raise
+        try:
+            try:
+                code = container.wait(timeout=timeout)["StatusCode"]
+            except requests.exceptions.RequestException:  # the client's read timeout: it ran too long
+                container.kill()
+                code = None
+            return (code, container.logs(stdout=True, stderr=False).decode(errors="replace"),
+                    container.logs(stdout=False, stderr=True).decode(errors="replace"))
+        finally:
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:
+                pass
+
+    def add_labels(self, prepared: Prepared, labels: dict[str, str]) -> None:
+        """Put labels learnt after the build (the CUDA / cuDNN versions the framework was
+        built for) on the environment's image: a one-line ``FROM`` build under the same tag."""
+        image = self.client.images.get(prepared.handle)
+        if all((image.labels or {}).get(k) == v for k, v in labels.items()):
+            return
+        args = [self.cli, "build", "-q", "-t", prepared.provenance["image_tag"]]
+        for key, value in labels.items():
+            args += ["--label", f"{key}={value}"]
+        proc = subprocess.run([*args, "-"], input=f"FROM {image.id}\n", capture_output=True, text=True,
+                              env={**os.environ, "DOCKER_BUILDKIT": "0"})
+        if proc.returncode != 0:
+            raise EnvironmentUnavailable(f"labelling {prepared.provenance['image_tag']} failed: "
+                                         f"{proc.stderr.strip()[-300:]}")
+        prepared.handle = self.client.images.get(prepared.provenance["image_tag"]).id
+        prepared.provenance["image"] = prepared.handle
 
     def close(self) -> None:
         self.client.close()
