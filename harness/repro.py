@@ -148,10 +148,7 @@ def write_bundle(bundle: Path, cell: Cell, engine: str, prov: dict | None, resul
 
 
 def _env_flags(cell: Cell) -> dict[str, str]:
-    env = dict(CELL_ENV)
-    if cell.environment.api == "keras3":
-        env["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"
-    return env
+    return cell.environment.variables(inherit=CELL_ENV)
 
 
 _REPORT = """
@@ -250,7 +247,7 @@ def readme(cell: Cell, engine: str, results: list[dict]) -> str:
 # -- a shell in the environment --------------------------------------------------------
 def shell_command(cell: Cell, engine: Engine, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
     """argv and environment for an interactive shell inside the cell's environment."""
-    env = {**os.environ, **_env_flags(cell)}
+    env = cell.environment.variables(inherit={**os.environ, **CELL_ENV})
     if engine.name == "docker":
         from .engines.docker import find_cli
         tty = ["-it"] if sys.stdin.isatty() else ["-i"]

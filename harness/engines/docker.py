@@ -270,9 +270,7 @@ class DockerEngine(Engine):
         import docker.errors
         from docker.types import DeviceRequest
 
-        environment = {**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}
-        if cell.environment.api == "keras3":
-            environment["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"
+        environment = cell.environment.variables(inherit={**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"})
         kwargs = {}
         if cell.parallelism.device_kind == "gpu":
             ids = [str(i) for i in range(cell.parallelism.devices)]

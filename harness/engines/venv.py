@@ -107,10 +107,9 @@ class VenvEngine(Engine):
 
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path) -> RawOutcome:
         workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
-        env = {**os.environ, **CELL_ENV, "PYTHONPATH": self.pythonpath(workloads_root)}
+        env = cell.environment.variables(inherit={**os.environ, **CELL_ENV,
+                                                  "PYTHONPATH": self.pythonpath(workloads_root)})
         env.pop("PYTHONHOME", None)
-        if cell.environment.api == "keras3":
-            env["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"
         limit = parse_size(cell.limits.memory) if cell.limits.memory else None
 
         def preexec() -> None:

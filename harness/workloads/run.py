@@ -71,6 +71,7 @@ def _train(spec, log, record):
     stack = compat.load(spec)
     record["timing"]["import_seconds"] = round(time.time() - T_PROCESS, 4)
     record["seen"] = stack.seen()
+    stack.check_keras(spec)  # the Keras asked is the one that runs, or the cell is an error
     log.emit("devices", devices=record["seen"]["devices"], gpus=record["seen"]["gpus"])
     stack.seed(int(spec["seed"]))
     par = spec["parallelism"]
