@@ -54,7 +54,8 @@ def keras_mismatch(asked_api, asked_version, module, version):
     *is* Keras 3, so asking tf.keras and running keras3 is no mismatch."""
     ran = running_api(module, version)
     same_api = ran == asked_api or (asked_api == "tf.keras" and ran == "keras3")
-    same_version = not asked_version or _version_tuple(asked_version) == _version_tuple(version or "")
+    same_version = not asked_version or \
+        (_version_tuple(asked_version) + (0, 0, 0))[:3] == (_version_tuple(version or "") + (0, 0, 0))[:3]
     if same_api and same_version:
         return None
     return "asked %s %s, ran %s %s (module %s)" % (
