@@ -108,7 +108,8 @@ def test_env_changes_the_cell_but_not_what_is_installed(tmp_path):
     ("standalone", None, "keras", "3.12.0", "asked standalone keras (any version), ran keras3 3.12.0 (module keras)"),
     ("standalone", "2.2.4", "keras.api._v2.keras", "2.15.0",
      "asked standalone keras 2.2.4, ran tf.keras 2.15.0 (module keras.api._v2.keras)"),
-    ("standalone", "2.2.4", "keras", "2.2.5", "asked standalone keras 2.2.4, ran standalone keras 2.2.5 (module keras)"),
+    ("standalone", "2.2.4", "keras", "2.2.5",
+     "asked standalone keras 2.2.4, ran standalone keras 2.2.5 (module keras)"),
     ("tf.keras", None, "keras.api._v2.keras", "2.15.0", None),
     ("tf.keras", None, "tensorflow.python.keras.api._v1.keras", "2.1.6-tf", None),
     ("tf.keras", None, "keras._tf_keras.keras", "3.12.0", None),  # tf.keras *is* Keras 3 on TF >= 2.16

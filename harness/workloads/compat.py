@@ -104,6 +104,7 @@ class Stack(object):
         self.device_count = device_count
         self.tf = None
         self.keras = None
+        self.variable_names = list(KERAS_SWITCHES)  # reported by seen(): the environment's `env:` and switches
         self._session = None
         self._import()
 
@@ -206,6 +207,7 @@ class Stack(object):
             "cudnn": None,
             "driver": _nvidia_driver(),
             "platform": platform.platform(),
+            "variables": dict((k, os.environ.get(k)) for k in self.variable_names),
             "executable": sys.executable,
         }
         seen.update(self._cuda_versions())
@@ -378,6 +380,12 @@ def metric(logs, name):
     return None
 
 
+# Variables that decide which Keras loads; seen() reports them whether set or not.
+KERAS_SWITCHES = ("KERAS_BACKEND", "TF_USE_LEGACY_KERAS")
+
+
 def load(spec):
     par = spec["parallelism"]
-    return Stack(spec["api"], spec.get("backend"), par["device_kind"], int(par["devices"]))
+    stack = Stack(spec["api"], spec.get("backend"), par["device_kind"], int(par["devices"]))
+    stack.variable_names = sorted(set(KERAS_SWITCHES) | set((spec["environment"].get("variables") or {})))
+    return stack
