@@ -283,11 +283,11 @@ class Stack(object):
         utils = self.keras.utils
         fn = getattr(utils, "multi_gpu_model", None)
         if fn is None and self.api == "standalone":
-            try:
+            import importlib.util
+            # absent in this version is "unsupported"; present but failing to import is the error
+            if importlib.util.find_spec("keras.utils.multi_gpu_utils") is not None:
                 from keras.utils import multi_gpu_utils
                 fn = getattr(multi_gpu_utils, "multi_gpu_model", None)
-            except ImportError:
-                fn = None
         if fn is None:
             raise Unsupported("%s %s has no multi_gpu_model (tf.keras dropped it in TF 2.4, "
                               "standalone Keras after 2.3.1)" % (self.api, self.keras_version()))
