@@ -78,9 +78,10 @@ def debian_image(client, cli: str, release: str, log) -> str:
         raise EnvironmentUnavailable(
             f"no registry reachable and no local {tag}: building it needs debootstrap and root "
             f"(apt-get install debootstrap; run as root), or load a base image with 'docker load'")
-    mirror = os.environ.get("HARNESS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+    mirror = os.environ.get("HARNESS_DEBIAN_MIRROR")  # unset: debootstrap's own default (and its proxy rules)
     with tempfile.TemporaryDirectory(prefix="harness-debootstrap-") as root:
-        _run([debootstrap, "--variant=minbase", f"--include={DEBOOTSTRAP_PACKAGES}", release, root, mirror], log)
+        _run([debootstrap, "--variant=minbase", f"--include={DEBOOTSTRAP_PACKAGES}", release, root,
+              *([mirror] if mirror else [])], log)
         shutil.rmtree(Path(root) / "var/cache/apt/archives", ignore_errors=True)
         log.write(f"$ tar -C {root} -c . | {cli} import - {tag}\n")
         log.flush()

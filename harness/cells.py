@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from . import stacks
@@ -21,15 +22,38 @@ class Environment:
     force: tuple[str, ...] = ()  # installed last with --no-deps: combinations pip's resolver refuses
     device: str = "cpu"
     base_image: str | None = None
+    keras_api: str | None = None           # None: as the pins imply (stacks.api)
+    tensorflow_package: str | None = None  # None: as the device implies (stacks.tensorflow_package)
+    env: tuple[tuple[str, str], ...] = ()  # the matrix's `env:`, sorted by name
 
     @property
     def api(self) -> str:
-        return stacks.api(self.tensorflow, self.keras)
+        return self.keras_api or stacks.api(self.tensorflow, self.keras)
+
+    @property
+    def asked_keras(self) -> str | None:
+        """The Keras version this environment asks for (a pin or a forced one); None: whatever comes."""
+        return stacks.asked_keras_version(self.api, self.keras, self.force)
 
     @property
     def requirements(self) -> list[str]:
         return stacks.requirements(self.tensorflow, self.keras, self.backend, self.device,
-                                   list(self.packages))
+                                   list(self.packages), keras_api=self.api,
+                                   tf_package=self.tensorflow_package, force=self.force)
+
+    def variables(self, inherit: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Every variable this environment's cell process needs, decided here only: the
+        Keras switches its keras_api implies (KERAS_BACKEND, TF_USE_LEGACY_KERAS) and the
+        matrix's `env:`. With `inherit` (the engine's base environment) the result is that
+        base without any Keras switch it carried, plus these: a switch set for the harness
+        never leaks into a cell unrecorded."""
+        out = {k: v for k, v in (inherit or {}).items() if k not in stacks.KERAS_SWITCHES}
+        out.update(self.env)
+        if self.api == "keras3":
+            out["KERAS_BACKEND"] = self.backend or "tensorflow"
+        if self.api == "tf_keras":
+            out["TF_USE_LEGACY_KERAS"] = "1"
+        return out
 
     def content_hash(self) -> str:
         """Stable hash of everything that decides what gets installed."""
@@ -39,6 +63,7 @@ class Environment:
 
     def describe(self) -> dict:
         return {**asdict(self), "packages": list(self.packages), "force": list(self.force), "api": self.api,
+                "env": dict(self.env), "variables": self.variables(), "asked_keras": self.asked_keras,
                 "requirements": self.requirements}
 
 
@@ -109,6 +134,7 @@ class Cell:
             "cell": self.id,
             "environment": self.environment.describe(),
             "api": self.environment.api,
+            "keras_version": self.environment.asked_keras,
             "backend": self.environment.backend,
             "workload": self.workload.spec(),
             "parallelism": self.parallelism.spec(),

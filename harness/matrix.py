@@ -109,7 +109,9 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 COMMON_WORKLOAD_KEYS = {"name": str, "model": str, "learning_rate": float, "trap": str}
 
 ENV_KEYS = {"name": str, "python": str, "tensorflow": str, "keras": str, "backend": str,
-            "packages": list, "force": list, "device": str, "base_image": str}
+            "packages": list, "force": list, "device": str, "base_image": str,
+            "keras_api": str, "tensorflow_package": str, "env": dict}
+VARIABLE_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
 PAR_KEYS = {"wrapper": str, "devices": int, "device_kind": str, "ratios": list, "feed": str}
 RULE_KEYS = {"environment": (str, list), "workload": (str, list), "wrapper": (str, list),
              "devices": (int, list), "device_kind": (str, list), "feed": (str, list),
@@ -262,9 +264,10 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
         raw, "tensorflow", str, where) else None
     keras = _version(check, f"{where}.keras", raw.get("keras")) if check.typed(
         raw, "keras", str, where) else None
+    keras_api = _keras_api(check, where, raw, tf, keras)
     backend = raw.get("backend")
     if backend is not None:
-        if not keras or Version(keras).major < 3:
+        if (keras_api or stacks.api(tf, keras)) != "keras3":
             check.problem(f"{where}.backend", "a backend is chosen only for Keras 3 (keras: '3.x')")
         elif backend not in stacks.KERAS3_BACKENDS:
             check.problem(f"{where}.backend", f"expected one of {', '.join(stacks.KERAS3_BACKENDS)}, "
@@ -282,19 +285,22 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
     if isinstance(base_image, str) and not IMAGE_RE.fullmatch(base_image):
         check.problem(f"{where}.base_image", f"{_show(base_image)} is not an image reference like "
                                              "'python:3.6-slim'")
+    variables = _variables(check, where, raw.get("env"))
     if len(check.problems) > before:
         return None
+    tf_package = raw.get("tensorflow_package")
     if "name" in raw:
         check.name(f"{where}.name", raw["name"])
         name = raw["name"]
     else:
-        name = stacks.environment_name(tf, keras, backend, device)
+        name = stacks.environment_name(tf, keras, backend, device, keras_api, tf_package)
         check.name(where, name, derived=True)
     if len(check.problems) > before:
         return None
     return Environment(name=name, python=python, tensorflow=tf, keras=keras,
-                       backend=backend if keras and Version(keras).major >= 3 else None,
-                       packages=tuple(packages), force=tuple(force), device=device, base_image=base_image)
+                       backend=backend if (keras_api or stacks.api(tf, keras)) == "keras3" else None,
+                       packages=tuple(packages), force=tuple(force), device=device, base_image=base_image,
+                       keras_api=keras_api, tensorflow_package=tf_package, env=variables)
 
 
 def _slurm(check: _Checker, raw: dict) -> None:
@@ -309,6 +315,54 @@ def _slurm(check: _Checker, raw: dict) -> None:
     for i, arg in enumerate(raw.get("sbatch_args") if check.typed(raw, "sbatch_args", list, "slurm") else []):
         if not isinstance(arg, str) or not arg.startswith("-"):
             check.problem(f"slurm.sbatch_args[{i}]", f"expected an sbatch option such as '--qos=long', got {arg!r}")
+
+
+def _keras_api(check: _Checker, where: str, raw: dict, tf: str | None, keras: str | None) -> str | None:
+    """`keras_api` and `tensorflow_package`: which Keras runs and which TensorFlow distribution
+    provides it, said outright instead of guessed from the pins."""
+    chosen = raw.get("keras_api")
+    if isinstance(chosen, str) and chosen not in stacks.KERAS_APIS:
+        close = difflib.get_close_matches(chosen, stacks.KERAS_APIS, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        check.problem(f"{where}.keras_api", f"expected one of {', '.join(stacks.KERAS_APIS)}, got {chosen!r}{hint}")
+        chosen = None
+    elif chosen == "tf_keras" and not (tf and Version(tf) >= Version("2.16")):
+        check.problem(f"{where}.keras_api", "tf_keras is the legacy Keras 2 of TensorFlow >= 2.16 (before, "
+                      "tf.keras is Keras 2 already): set tensorflow: '2.16' or later")
+    elif chosen in ("standalone", "tf_keras") and keras and Version(keras).major >= 3:
+        check.problem(f"{where}.keras", f"{chosen} is Keras 2; '{keras}' is Keras 3 (keras_api: keras3)")
+    elif chosen == "keras3" and keras and Version(keras).major < 3:
+        check.problem(f"{where}.keras", f"keras_api keras3 needs a Keras 3 pin, got '{keras}'")
+    elif chosen == "tf.keras" and not tf:
+        check.problem(f"{where}.keras_api", "tf.keras needs 'tensorflow'")
+    package = raw.get("tensorflow_package")
+    if isinstance(package, str) and package not in stacks.TENSORFLOW_PACKAGES:
+        check.problem(f"{where}.tensorflow_package",
+                      f"expected one of {', '.join(stacks.TENSORFLOW_PACKAGES)}, got {package!r}")
+    elif package is not None and not tf:
+        check.problem(f"{where}.tensorflow_package", "names TensorFlow's distribution: set 'tensorflow' too")
+    return chosen if isinstance(chosen, str) else None
+
+
+def _variables(check: _Checker, where: str, raw) -> tuple[tuple[str, str], ...]:
+    """`env:` -- variables for this environment's cell processes, recorded with every result."""
+    if not isinstance(raw, dict):
+        return ()
+    out = []
+    for name, value in raw.items():
+        key = f"{where}.env.{name}"
+        if not isinstance(name, str) or not VARIABLE_RE.fullmatch(name):
+            check.problem(key, "a variable name is upper case letters, digits and _ (not starting with a digit)")
+        elif name in stacks.RESERVED_VARIABLES:
+            why = ("keras_api / backend set it" if name in stacks.KERAS_SWITCHES
+                   else "the harness sets it for every cell")
+            check.problem(key, f"{name} cannot be set here: {why}")
+        elif not isinstance(value, str):
+            check.problem(key, f"expected a string, got {_type_name(type(value))} {value!r} (quote it: \"{value}\")")
+        else:
+            check.text(key, value)
+            out.append((name, value))
+    return tuple(sorted(out))
 
 
 def _workload_name(model: str, params: dict) -> str:

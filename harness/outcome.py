@@ -34,17 +34,71 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+SIGNATURE_CHARS = 400  # a whole first line; only pathological messages are cut (at a word)
+SHORT_CHARS = 90       # what a narrow table cell can hold; the full text stays in `signature`
+
+# A library name keeps its version: libcublas.so.9.0 and libcublas.so.10.0 are two causes.
+_LIBRARY = re.compile(r"(?:/[\w.\-+]+)*/?\b(lib[\w+\-]*\.so(?:\.\d+)*)")
+_NATIVE_LOAD = re.compile(r"(?:[\w./+\-]*/)?(lib[\w+\-]*\.so(?:\.\d+)*): cannot open shared object file[^\n]*")
+# A tensor shape, as TF 1 ("[126,4]", "[?,4]") and TF 2 ("(128, 4)", "(None, 4)") print it: one
+# placeholder whatever its rank, so "[<n>,<n>] vs. [<n>,<n>]" and "[<n>] vs. [<n>]" stay one family.
+_DIM = r"(?:-?\d+|\?|None)"
+_SHAPE = re.compile(rf"\[\s*{_DIM}(?:\s*,\s*{_DIM})*\s*,?\s*\]|\(\s*{_DIM}(?:\s*,\s*{_DIM})*\s*,?\s*\)")
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAIN_MARKS = {  # how Python prints a link between two exceptions; the inner one comes first
+    "The above exception was the direct cause of the following exception:": "cause",
+    "During handling of the above exception, another exception occurred:": "context",
+}
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?:: ?(.*))?$")
+_EXC_TYPE = re.compile(r"(Error|Exception|Exit|Interrupt|Warning|Failure|Mismatch)$")
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` whole when it fits, else cut at the last word boundary before `limit`, marked with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip(" ,;:") + "\u2026"
+
+
+def first_line(message: str) -> str:
+    """The line of a message that names the error: the first non-blank one, or, when the message
+    embeds a traceback (TF 1's "Failed to load the native TensorFlow runtime" does), the
+    exception line of that traceback -- never "Traceback (most recent call last):"."""
+    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    if lines[0] == _TRACEBACK:
+        chain = parse_traceback(message)
+        if chain:
+            return first_line(chain[root_index(chain)]["message"]) or chain[root_index(chain)]["type"]
+        return next((ln for ln in reversed(lines) if _EXC_LINE.match(ln)), lines[-1])
+    return lines[0]
+
+
 def normalise(message: str) -> str:
     """Strip what varies between runs and machines so failures group.
 
-    Paths, hex addresses, numbers and quoted temp names go; the words stay.
+    Paths, hex addresses, shapes and numbers go; the words and the names of
+    shared libraries stay (a missing libcublas.so.9.0 is not a missing
+    libcudnn.so.7).
     """
-    text = message.strip().splitlines()[0] if message.strip() else ""
+    text = first_line(message)
+    libraries: list[str] = []
+
+    def keep(m: re.Match) -> str:
+        libraries.append(m.group(1))  # its folder goes, like any path
+        return f"\0{chr(65 + len(libraries) - 1)}\0"
+
+    text = _LIBRARY.sub(keep, text) if len(_LIBRARY.findall(text)) <= 26 else text
     text = re.sub(r"0x[0-9a-fA-F]+", "<addr>", text)
     text = re.sub(r"(/[\w.\-+]+)+/?", "<path>", text)
-    text = re.sub(r"\d+(\.\d+)*", "<n>", text)
+    text = _SHAPE.sub("<shape>", text)
+    text = re.sub(r"(?<![A-Za-z\d])\d+(\.\d+)*", "<n>", text)  # "dense_3" varies, "float32" and "v2" do not
     text = re.sub(r"\s+", " ", text)
-    return text[:200]
+    text = re.sub(r"\0([A-Z])\0", lambda m: libraries[ord(m.group(1)) - 65], text)
+    return cut(text, SIGNATURE_CHARS)
 
 
 def _root_message(message: str) -> str:
@@ -63,27 +117,146 @@ def _root_message(message: str) -> str:
 def signature(kind: str, type_: str | None, message: str | None) -> str:
     short = (type_ or "").rsplit(".", 1)[-1]
     message = _root_message(message) if message else message
+    native = _NATIVE_LOAD.search(message or "")
+    if native:  # the missing library is the cause, whatever wraps it
+        message = native.group(0)[native.group(0).index(native.group(1)):]
     parts = [kind] + ([short] if short else []) + ([normalise(message)] if message else [])
     return ": ".join(p for p in parts if p)
 
 
-def _last_exception(stderr_tail: str) -> tuple[str, str] | None:
-    """(type, message) of the last 'Type: message' line after a traceback."""
-    missing = re.search(r"No module named ([\w.]+)\s*$", stderr_tail.strip())
-    if missing:  # `python -m pkg` says this without a traceback when pkg is not importable
-        return "ModuleNotFoundError", f"No module named {missing.group(1)}"
-    if "Traceback (most recent call last)" not in stderr_tail:
-        return None
-    for line in reversed(stderr_tail.strip().splitlines()):
-        m = re.match(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning))(: (.*))?$", line.strip())
-        if m:
-            return m.group(1), m.group(4) or ""
+# -- exception chains ----------------------------------------------------------------
+def _short(type_: str | None) -> str:
+    return (type_ or "").rsplit(".", 1)[-1]
+
+
+def _is_import(type_: str | None) -> bool:
+    return _short(type_) in IMPORT_TYPES
+
+
+def _wraps(outer: dict, inner: dict) -> bool:
+    """Is `outer` a wrapper's re-raise of `inner`, so that `inner` is closer to the cause?
+
+    `raise X from inner` always is. An exception raised while another was
+    being handled is one when it is an import failure (TF's "Keras cannot be
+    imported", TF 1's "Failed to load the native TensorFlow runtime": an
+    import fails *because* of what it was handling), when it has the same
+    type (a re-raise with more words), or when its message repeats the
+    inner one (a whole line of it: a short KeyError key says nothing).
+    Otherwise the inner one was handled on purpose (a KeyError behind a
+    cache miss) and the outer one is the cause.
+    """
+    link = outer.get("link")
+    if link in ("cause", "embedded"):
+        return True
+    if link != "context":
+        return False
+    inner_text = first_line(inner.get("message") or "")
+    return (_is_import(outer.get("type")) or _short(outer.get("type")) == _short(inner.get("type"))
+            or (len(inner_text) >= 24 and inner_text in (outer.get("message") or "")))
+
+
+def root_index(chain: list[dict]) -> int:
+    """Index (outermost = 0) of the first exception of `chain` that is not a wrapper's re-raise."""
+    i = 0
+    while i + 1 < len(chain) and _wraps(chain[i], chain[i + 1]):
+        i += 1
+    return i
+
+
+def expand(chain: list[dict]) -> list[dict]:
+    """Unfold messages that embed a formatted traceback into links of the chain."""
+    out: list[dict] = []
+    for item in chain:
+        message = item.get("message") or ""
+        if _TRACEBACK in message and len(out) < 16:
+            inner = parse_traceback(message[message.index(_TRACEBACK):])
+            if inner:
+                out.append({**item, "link": "embedded"})
+                out.extend(expand(inner))
+                continue
+        out.append(item)
+    return out
+
+
+def _section_exception(lines: list[str]) -> dict | None:
+    """The exception a printed traceback section ends with. After the header every frame line is
+    indented, so the first unindented line names the type and starts the message, and the lines
+    after it continue the message. A section cut before its header (a log tail) only trusts a
+    line whose type looks like an exception's."""
+    stripped = [ln.strip() for ln in lines]
+    headed = _TRACEBACK in stripped
+    body = lines[stripped.index(_TRACEBACK) + 1:] if headed else lines
+    for j, line in enumerate(body):
+        if not line.strip() or line.startswith((" ", "\t")):
+            continue
+        m = _EXC_LINE.match(line.rstrip())
+        if m and (_EXC_TYPE.search(m.group(1)) or (headed and m.group(2) is not None)):
+            rest = "\n".join(body[j + 1:]).strip("\n")
+            message = (m.group(2) or "") + ("\n" + rest if rest else "")
+            return {"type": m.group(1), "message": message.strip()}
+        if headed:
+            return None
     return None
 
 
+def parse_traceback(text: str) -> list[dict]:
+    """The exception chain a printed traceback shows, outermost first, each with `link`: how it
+    is tied to the next one ("cause": raise ... from; "context": raised while handling it).
+
+    Python prints the innermost first with a mark between sections; a tail
+    cut at its start just loses the innermost exceptions.
+    """
+    sections: list[list[str]] = [[]]
+    links: list[str] = []
+    for line in text.splitlines():
+        if line.strip() in _CHAIN_MARKS:
+            links.append(_CHAIN_MARKS[line.strip()])
+            sections.append([])
+        else:
+            sections[-1].append(line)
+    found: list[dict] = []
+    for k, section in enumerate(sections):
+        exc = _section_exception(section)
+        if exc is not None:
+            found.append({**exc, "link": links[k - 1] if found else None})
+    return list(reversed(found))
+
+
+def _last_exception(stderr_tail: str) -> list[dict] | None:
+    """The exception chain after the last traceback of stderr, outermost first."""
+    missing = re.search(r"No module named ([\w.]+)\s*$", stderr_tail.strip())
+    if missing:  # `python -m pkg` says this without a traceback when pkg is not importable
+        return [{"type": "ModuleNotFoundError", "message": f"No module named {missing.group(1)}", "link": None}]
+    if _TRACEBACK not in stderr_tail:
+        return None
+    return parse_traceback(stderr_tail) or None
+
+
+def _chained_error(chain: list[dict], raw: RawOutcome, **extra) -> tuple[str, dict]:
+    """Status and error record for an exception chain: the signature names the root cause,
+    `outer` keeps what the outermost exception said."""
+    chain = expand(chain)
+    root = chain[root_index(chain)]
+    outer = chain[0]
+    type_, message = root.get("type") or "", root.get("message") or ""
+    short = _short(type_)
+    if short in OOM_TYPES or _short(outer.get("type")) in OOM_TYPES:
+        return "oom", _error("oom", type_, message, raw, **extra)
+    if short == "KerasMismatch":
+        return "error", _error("keras mismatch", None, message, raw, **extra)
+    kind = ("import" if _is_import(type_) or _is_import(outer.get("type")) else "exception")
+    if root is not outer:
+        extra["outer"] = {"type": outer.get("type"), "message": outer.get("message"),
+                          "signature": signature(kind, outer.get("type"), outer.get("message"))}
+    if len(chain) > 1:
+        extra["chain"] = [{k: c.get(k) for k in ("type", "message", "link")} for c in chain]
+    return "error", _error(kind, type_, message, raw, **extra)
+
+
 def _error(kind: str, type_: str | None, message: str, raw: RawOutcome, **extra) -> dict:
-    return {"kind": kind, "type": type_, "message": message, "signature": signature(kind, type_, message),
-            "exit_code": raw.exit_code, "signal": raw.signal, **extra}
+    sig = signature(kind, type_, message)
+    return {"kind": kind, "type": type_, "message": message, "signature": sig,
+            "signature_short": cut(sig, SHORT_CHARS), "exit_code": raw.exit_code, "signal": raw.signal, **extra}
 
 
 def not_engaged(workload: dict, asked: int, utilisation: dict | None) -> str | None:
@@ -129,12 +302,10 @@ def classify(raw: RawOutcome, workload: dict | None, last_event: dict | None, st
             return Verdict("unsupported", reason=workload.get("reason"))
         if outcome == "error":
             err = workload.get("error") or {}
-            type_, message = err.get("type") or "", err.get("message") or ""
-            short = type_.rsplit(".", 1)[-1]
-            if short in OOM_TYPES:
-                return Verdict("oom", _error("oom", type_, message, raw, traceback=err.get("traceback")))
-            kind = "import" if short in IMPORT_TYPES else "exception"
-            return Verdict("error", _error(kind, type_, message, raw, traceback=err.get("traceback")))
+            chain = err.get("chain") or [{"type": err.get("type") or "", "message": err.get("message") or "",
+                                          "link": None}]
+            status, error = _chained_error(chain, raw, traceback=err.get("traceback"))
+            return Verdict(status, error)
     if raw.signal:
         return Verdict("crash", _error("signal", None, f"killed by {raw.signal}; last event: {last}", raw,
                                        last_event=last_event))
@@ -143,11 +314,8 @@ def classify(raw: RawOutcome, workload: dict | None, last_event: dict | None, st
                                        raw, last_event=last_event))
     parsed = _last_exception(stderr_tail)
     if parsed:  # Python died before the workload could record it (e.g. the package would not import)
-        type_, message = parsed
-        short = type_.rsplit(".", 1)[-1]
-        kind = "import" if short in IMPORT_TYPES else "exception"
-        status = "oom" if short in OOM_TYPES else "error"
-        return Verdict(status, _error(kind, type_, message, raw))
+        status, error = _chained_error(parsed, raw)
+        return Verdict(status, error)
     if raw.exit_code in (EXIT_ERROR, EXIT_UNSUPPORTED):
         message = f"exit code {raw.exit_code} but no workload.json; last event: {last}"
     else:

@@ -20,6 +20,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from rich.console import Console
 from rich.markup import escape
 
@@ -142,18 +144,31 @@ def write_bundle(bundle: Path, cell: Cell, engine: str, prov: dict | None, resul
     else:
         lock = Path(prov.get("venv", "")) / "requirements.lock" if prov.get("venv") else None
         if lock and lock.exists():
-            shutil.copy(lock, env_dir / "requirements.lock")
+            (env_dir / "requirements.lock").write_text(lock_without_forced(lock.read_text(), env.force))
         script = venv_script(cell, has_lock=bool(lock and lock.exists()))
     (bundle / "run.sh").write_text(script)
     os.chmod(bundle / "run.sh", 0o755)
     (bundle / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def lock_without_forced(freeze: str, force: tuple[str, ...] | list[str]) -> str:
+    """The environment's `pip freeze` minus the packages `force:` installed last.
+
+    The freeze holds the forced pins next to what they break (keras==2.2.4
+    beside tensorflow-cpu==2.15.1), a set pip refuses as one install; so
+    run.sh replays the making: this lock with --no-deps (every other package
+    at its frozen version, no resolver), then forced.txt with --no-deps.
+    """
+    forced = {canonicalize_name(Requirement(r).name) for r in force}
+    kept = [line for line in freeze.splitlines()
+            if not line.strip() or line.lstrip().startswith("#")
+            or canonicalize_name(re.split(r"[=<>!~ @\[;]", line.strip(), maxsplit=1)[0]) not in forced]
+    head = ["# pip freeze of the environment" + (", without the packages forced.txt installs last" if forced else "")]
+    return "\n".join(head + kept) + "\n"
+
+
 def _env_flags(cell: Cell) -> dict[str, str]:
-    env = dict(CELL_ENV)
-    if cell.environment.api == "keras3":
-        env["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"
-    return env
+    return cell.environment.variables(inherit=CELL_ENV)
 
 
 # -- run.sh: everything taken from a cell or a result is quoted ---------------------------
@@ -236,12 +251,15 @@ def venv_script(cell: Cell, has_lock: bool) -> str:
     if cell.limits.memory:
         from .engines.venv import parse_size
         limit = f"ulimit -v {int(parse_size(cell.limits.memory)) // 1024}\n"
-    force = ('\n  [ -s environment/forced.txt ] && { .venv/bin/python -m pip install -q --no-deps '
-             '-r environment/forced.txt || exit 125; }')
+    # the lock is complete (pip freeze --all): --no-deps installs exactly it, with no resolver
+    no_deps = "--no-deps " if has_lock else ""
+    force = ('\n  if [ -s environment/forced.txt ]; then .venv/bin/python -m pip install -q --no-deps '
+             '-r environment/forced.txt || exit 125; fi')
     wall = int(cell.limits.wall)
     return f"""#!/usr/bin/env bash
 # Reproduce {_comment(cell.id)}
-# in a virtualenv with the exact pins it ran with. PYTHON=/path/to/{_comment(python)} to choose the interpreter.
+# in a virtualenv made the way the harness made it: the exact pins, then the forced ones
+# (--no-deps), and the cell's variables. PYTHON=/path/to/{_comment(python)} to choose the interpreter.
 set -u
 cd "$(dirname "$0")"
 PYTHON="${{PYTHON:-}}"
@@ -249,9 +267,10 @@ PYTHON="${{PYTHON:-}}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv || exit 125
   .venv/bin/python -m pip install -q --upgrade {_q(stacks.pip_requirement(env.python))} || exit 125
-  .venv/bin/python -m pip install -q -r {reqs} || exit 125{force if env.force and not has_lock else ""}
+  .venv/bin/python -m pip install -q {no_deps}-r {reqs} || exit 125{force if env.force else ""}
 fi
 rm -rf out && mkdir -p out && cp spec.json out/
+unset {" ".join(stacks.KERAS_SWITCHES)}  # the Keras this cell uses is set below, never inherited
 {exports}
 export PYTHONPATH="$PWD"
 ({limit}exec timeout {wall} .venv/bin/python -m workloads out/spec.json out)
@@ -281,7 +300,7 @@ def readme(cell: Cell, engine: str, results: list[dict]) -> str:
 # -- a shell in the environment --------------------------------------------------------
 def shell_command(cell: Cell, engine: Engine, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
     """argv and environment for an interactive shell inside the cell's environment."""
-    env = {**os.environ, **_env_flags(cell)}
+    env = cell.environment.variables(inherit={**os.environ, **CELL_ENV})
     if engine.name == "docker":
         from .engines.docker import find_cli
         tty = ["-it"] if sys.stdin.isatty() else ["-i"]

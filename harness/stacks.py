@@ -29,8 +29,26 @@ def pip_requirement(python: str) -> str:
     return PIP_FOR_PYTHON.get(python_tuple(python), "pip")
 
 
+# Which Keras the workload uses (the matrix's `keras_api`):
+#   standalone -- `import keras`, the Keras 2.x package, on whatever TensorFlow is installed;
+#   tf.keras   -- the Keras TensorFlow bundles (on TF >= 2.16 that is Keras 3);
+#   tf_keras   -- the legacy Keras 2 on TF >= 2.16: the `tf_keras` package behind tf.keras,
+#                 switched on by TF_USE_LEGACY_KERAS=1;
+#   keras3     -- Keras 3 on its backend (KERAS_BACKEND).
+KERAS_APIS = ("standalone", "tf.keras", "tf_keras", "keras3")
+TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow[and-cuda]")
+# Variables that decide which Keras a process loads: set from the environment's keras_api only,
+# never inherited from whoever runs the harness (a stray TF_USE_LEGACY_KERAS=1 changes the answer).
+KERAS_SWITCHES = ("KERAS_BACKEND", "TF_USE_LEGACY_KERAS")
+# What a matrix's `env:` may not set: the harness owns these (interpreter and library lookup,
+# the cell-process flags), or keras_api / backend says them.
+RESERVED_VARIABLES = frozenset({
+    "PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONFAULTHANDLER", "PYTHONUNBUFFERED",
+    "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "LD_PRELOAD", "HOME", "VIRTUAL_ENV", *KERAS_SWITCHES})
+
+
 def api(tensorflow: str | None, keras: str | None) -> str:
-    """The Keras API a cell uses.
+    """The Keras API a cell uses when the matrix does not say (``keras_api``).
 
     No keras pin means the Keras that TensorFlow bundles (``tf.keras``);
     a Keras 3 pin means Keras 3 on its backend; any other keras pin means
@@ -38,36 +56,66 @@ def api(tensorflow: str | None, keras: str | None) -> str:
     """
     if keras is None:
         return "tf.keras"
-    return "keras3" if Version(keras).major >= 3 else "keras"
+    return "keras3" if Version(keras).major >= 3 else "standalone"
 
 
-def tensorflow_package(tensorflow: str, device: str) -> str:
-    """The pip distribution that provides TensorFlow for this device.
+def keras_package(keras_api: str) -> str | None:
+    """The distribution whose version is "the Keras version" of an environment."""
+    return {"standalone": "keras", "keras3": "keras", "tf_keras": "tf_keras"}.get(keras_api)
+
+
+def forced_version(force: list[str] | tuple[str, ...], package: str | None) -> str | None:
+    """The version a `force:` entry pins `package` to ("keras==2.2.4" -> "2.2.4"), if any."""
+    for req in force:
+        name, sep, version = req.partition("==")
+        if package and sep and name.strip().lower().replace("-", "_") == package.replace("-", "_"):
+            return version.strip()
+    return None
+
+
+def asked_keras_version(keras_api: str, keras: str | None, force: list[str] | tuple[str, ...]) -> str | None:
+    """The Keras version an environment asks for: its `keras:` pin, or what `force:` installs."""
+    package = keras_package(keras_api)
+    return forced_version(force, package) or (keras if package else None)
+
+
+def tensorflow_package(tensorflow: str, device: str, keras_api: str | None = None) -> str:
+    """The pip distribution that provides TensorFlow for this device (the matrix's
+    ``tensorflow_package`` overrides it).
 
     TF 1.x: ``tensorflow`` is the CPU build, ``tensorflow-gpu`` the CUDA one.
     TF 2.x: ``tensorflow-cpu`` keeps CPU images small; GPU builds use
     ``tensorflow[and-cuda]`` from 2.14 on (CUDA from pip wheels), plain
-    ``tensorflow`` before (CUDA from the base image).
+    ``tensorflow`` before (CUDA from the base image). tf_keras depends on
+    ``tensorflow`` by name, so pip would install it over ``tensorflow-cpu``
+    into the same folder: a tf_keras environment takes ``tensorflow``.
     """
     v = Version(tensorflow)
     if v.major == 1:
         return "tensorflow-gpu" if device == "gpu" else "tensorflow"
     if device == "gpu":
         return "tensorflow[and-cuda]" if v >= Version("2.14") else "tensorflow"
-    return "tensorflow-cpu"
+    return "tensorflow" if keras_api == "tf_keras" else "tensorflow-cpu"
 
 
 def requirements(tensorflow: str | None, keras: str | None, backend: str | None,
-                 device: str, packages: list[str]) -> list[str]:
-    """Pip requirement strings for an environment, in install order."""
+                 device: str, packages: list[str], keras_api: str | None = None,
+                 tf_package: str | None = None, force: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Pip requirement strings for an environment, in install order (`force:` is installed
+    after them with --no-deps, so a package it names is not asked of the resolver)."""
+    chosen = keras_api or api(tensorflow, keras)
     reqs = []
     if tensorflow:
-        reqs.append(f"{tensorflow_package(tensorflow, device)}=={tensorflow}")
-    if keras:
-        reqs.append(f"keras=={keras}")
-    if api(tensorflow, keras) == "keras3" and backend == "jax":
+        reqs.append(f"{tf_package or tensorflow_package(tensorflow, device, chosen)}=={tensorflow}")
+    package = keras_package(chosen)
+    if package and not forced_version(force, package):
+        if keras:
+            reqs.append(f"{package}=={keras}")
+        elif chosen == "tf_keras" and tensorflow:  # the release made for this TensorFlow
+            reqs.append(f"tf_keras~={Version(tensorflow).major}.{Version(tensorflow).minor}.0")
+    if chosen == "keras3" and backend == "jax":
         reqs.append(jax_requirement(device, packages))
-    if api(tensorflow, keras) == "keras3" and backend == "torch" and device == "cpu":
+    if chosen == "keras3" and backend == "torch" and device == "cpu":
         reqs.append("torch")
     reqs.extend(packages)
     return reqs
@@ -97,12 +145,21 @@ def short_version(version: str) -> str:
     return version[:-2] if version.endswith(".0") and version.count(".") == 2 else version
 
 
-def environment_name(tensorflow: str | None, keras: str | None, backend: str | None, device: str) -> str:
+def environment_name(tensorflow: str | None, keras: str | None, backend: str | None, device: str,
+                     keras_api: str | None = None, tf_package: str | None = None) -> str:
+    """A readable default name: the pins, plus whatever differs from what the pins imply
+    (a keras_api said explicitly, a TensorFlow distribution other than the default)."""
+    default_api = api(tensorflow, keras)
+    chosen = keras_api or default_api
     parts = []
     if tensorflow:
         parts.append(f"tf{short_version(tensorflow)}")
     if keras:
-        parts.append(f"keras{keras}")
+        parts.append(f"{'tf_keras' if chosen == 'tf_keras' else 'keras'}{keras}")
+    if chosen != default_api and not (chosen == "tf_keras" and keras):
+        parts.append(chosen)
+    if tensorflow and tf_package and tf_package != tensorflow_package(tensorflow, device, chosen):
+        parts.append(tf_package.replace("[and-cuda]", "-and-cuda"))
     if backend and backend != "tensorflow":
         parts.append(backend)
     if device == "gpu":

@@ -58,7 +58,7 @@ exclude:
 def test_requirements_follow_the_stack(tmp_path):
     envs = matrix.load(write(tmp_path, GOOD)).environments
     assert envs[0].requirements == ["tensorflow==1.12.0", "keras==2.2.4", "numpy<1.17"]
-    assert envs[0].api == "keras"
+    assert envs[0].api == "standalone"
     assert envs[1].requirements == ["tensorflow-cpu==2.15.0"]
     assert envs[1].api == "tf.keras"
 

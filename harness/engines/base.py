@@ -55,10 +55,10 @@ def cell_argv(python: str, spec: str, outdir: str, wall: float) -> list[str]:
 
 
 def cell_variables(cell: Cell, slot: Slot) -> dict[str, str]:
-    """Variables the harness sets for a cell: the fixed ones, the stack's, the devices'."""
-    env = dict(CELL_ENV)
-    if cell.environment.api == "keras3":
-        env["KERAS_BACKEND"] = cell.environment.backend or "tensorflow"
+    """Variables the harness sets for a cell: the fixed ones, the environment's
+    own (its Keras switches and the matrix's `env:`, decided by
+    `Environment.variables`), and the devices it was given."""
+    env = cell.environment.variables(inherit=CELL_ENV)
     if slot.gpus or cell.parallelism.device_kind == "gpu" or cell.environment.device == "gpu":
         env["CUDA_VISIBLE_DEVICES"] = slot.visible_devices  # "" = no GPU: a CPU cell never takes one
     return env
@@ -150,7 +150,7 @@ class ProcessEngine(Engine):
 
     def environ(self, cell: Cell, slot: Slot, workloads_root: Path) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
-        env.update(cell_variables(cell, slot))
+        env.update(cell_variables(cell, slot))  # Keras switches are never in INHERITED: only the cell's own
         env["PYTHONPATH"] = self.pythonpath(workloads_root)
         return env
 

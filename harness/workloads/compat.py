@@ -1,11 +1,17 @@
 """Every TensorFlow / Keras version difference, in one place.
 
 The rest of the workloads package talks to a :class:`Stack` and never asks
-which version it runs on. Three API families exist:
+which version it runs on. Four API families exist (the host's stacks.KERAS_APIS):
 
-* ``keras``    -- standalone Keras 2.x (``import keras``) on TF 1.x or TF 2.x;
-* ``tf.keras`` -- the Keras bundled with TensorFlow (``tensorflow.keras``);
-* ``keras3``   -- Keras 3 on a chosen backend (tensorflow, jax or torch).
+* ``standalone`` -- standalone Keras 2.x (``import keras``) on TF 1.x or TF 2.x;
+* ``tf.keras``   -- the Keras bundled with TensorFlow (``tensorflow.keras``);
+* ``tf_keras``   -- the legacy Keras 2 behind ``tf.keras`` on TF >= 2.16, which the
+  host switches on with TF_USE_LEGACY_KERAS=1;
+* ``keras3``     -- Keras 3 on a chosen backend (tensorflow, jax or torch).
+
+Which Keras really ran is checked against the one asked (:meth:`Stack.check_keras`):
+a forced pin or a stray variable can make TensorFlow load another one, and a
+result that says ``ok`` for the wrong Keras is worse than an error.
 
 Device set-up has to happen *before* the first model is built (TF 1 fixes the
 device list when the session is created; TF 2 refuses logical-device changes
@@ -19,6 +25,42 @@ import sys
 
 class Unsupported(Exception):
     """The environment lacks what the cell needs; the cell is `unsupported`."""
+
+
+class KerasMismatch(Exception):
+    """The Keras that runs is not the one the environment asked for; the cell is an `error`."""
+
+
+API_LABELS = {"standalone": "standalone keras", "tf.keras": "tf.keras", "tf_keras": "tf_keras",
+              "keras3": "keras3"}
+
+
+def running_api(module, version):
+    """Which Keras family a loaded module is, from its name and version: tf.keras is a proxy
+    whose name says what stands behind it (``keras.api._v2.keras`` on TF 2.6-2.15,
+    ``tf_keras...`` with TF_USE_LEGACY_KERAS, ``tensorflow.python.keras`` before 2.6)."""
+    top = module.split(".")[0]
+    if top == "tf_keras":
+        return "tf_keras"
+    if top == "tensorflow":
+        return "tf.keras"
+    if _major(version) >= 3:
+        return "keras3"
+    return "standalone" if module == "keras" else "tf.keras"
+
+
+def keras_mismatch(asked_api, asked_version, module, version):
+    """Why the running Keras is not the asked one, or None when it is. tf.keras on TF >= 2.16
+    *is* Keras 3, so asking tf.keras and running keras3 is no mismatch."""
+    ran = running_api(module, version)
+    same_api = ran == asked_api or (asked_api == "tf.keras" and ran == "keras3")
+    same_version = not asked_version or \
+        (_version_tuple(asked_version) + (0, 0, 0))[:3] == (_version_tuple(version or "") + (0, 0, 0))[:3]
+    if same_api and same_version:
+        return None
+    return "asked %s %s, ran %s %s (module %s)" % (
+        API_LABELS.get(asked_api, asked_api), asked_version or "(any version)",
+        API_LABELS.get(ran, ran), version, module)
 
 
 def _major(version):
@@ -62,6 +104,7 @@ class Stack(object):
         self.device_count = device_count
         self.tf = None
         self.keras = None
+        self.variable_names = list(KERAS_SWITCHES)  # reported by seen(): the environment's `env:` and switches
         self._session = None
         self._import()
 
@@ -79,11 +122,15 @@ class Stack(object):
             self.keras = keras
             return
         self._import_tf()
-        if self.api == "keras":
+        if self.api == "standalone":
             import keras
             self.keras = keras
-        elif self.api == "tf.keras":
+        elif self.api in ("tf.keras", "tf_keras"):  # tf_keras: TF_USE_LEGACY_KERAS=1 points tf.keras at it
             self.keras = self.tf.keras
+            # tf.keras may be a lazy proxy that imports on first use: use it now, so that an
+            # import failure is raised here whole instead of being hidden by a later
+            # getattr(..., default) and surfacing as a RecursionError.
+            self.keras.layers  # noqa: B018 - the access is the point
         else:
             raise ValueError("unknown api %r" % self.api)
         if self.tf1:
@@ -149,6 +196,8 @@ class Stack(object):
             "python": platform.python_version(),
             "tensorflow": self.tf.__version__ if self.tf is not None else None,
             "keras": self.keras_version(),
+            "keras_module": self.keras_module(),
+            "keras_api": running_api(self.keras_module(), self.keras_version()),
             "numpy": numpy.__version__,
             "api": self.api,
             "backend": self.backend if self.api == "keras3" else "tensorflow",
@@ -158,6 +207,7 @@ class Stack(object):
             "cudnn": None,
             "driver": _nvidia_driver(),
             "platform": platform.platform(),
+            "variables": dict((k, os.environ.get(k)) for k in self.variable_names),
             "executable": sys.executable,
         }
         seen.update(self._cuda_versions())
@@ -167,6 +217,10 @@ class Stack(object):
             except Exception as exc:  # noqa: BLE001 - provenance, not the experiment: say what failed
                 seen["gpu_devices"] = {"error": "%s: %s" % (type(exc).__name__, str(exc)[:200])}
         return seen
+
+    def keras_module(self):
+        """The name of the module that really provides Keras (tf.keras proxies name what they load)."""
+        return self.keras.__name__
 
     def _gpu_details(self):
         """Model, memory and compute capability of each GPU, as the framework sees it."""
@@ -200,14 +254,20 @@ class Stack(object):
         return out
 
     def keras_version(self):
-        version = getattr(self.keras, "__version__", None)
-        if version is None:  # TF 2.13-2.15 tf.keras proxies have no __version__; the keras package does
-            try:
-                import keras
-                version = getattr(keras, "__version__", None)
-            except ImportError:
-                pass
-        return version
+        """The version of the package that provides Keras. tf.keras proxies (TF 2.13+) carry
+        no __version__; the package they loaded (keras, tf_keras) does. Nothing is caught: a
+        probe that fails is the cell's error, not a silent None."""
+        top = self.keras_module().split(".")[0]
+        if top == "tensorflow":  # TF <= 2.5: the Keras inside TensorFlow, e.g. "2.4.0"
+            from tensorflow.python import keras as bundled
+            return bundled.__version__
+        return sys.modules[top].__version__
+
+    def check_keras(self, spec):
+        """Raise KerasMismatch when the Keras that runs is not the one the spec asks for."""
+        why = keras_mismatch(self.api, spec.get("keras_version"), self.keras_module(), self.keras_version())
+        if why:
+            raise KerasMismatch(why)
 
     def _cuda_versions(self):
         if self.api == "keras3" and self.backend == "torch":
@@ -258,7 +318,7 @@ class Stack(object):
     def graph_mode(self):
         """True where Keras builds a static TF graph (TF 1, or standalone Keras 2 on any TF):
         device scopes at model-construction time place the ops, as the seed wrappers assume."""
-        return self.tf1 or (self.api == "keras" and self.tf is not None)
+        return self.tf1 or (self.api == "standalone" and self.tf is not None)
 
     def multi_gpu_model(self):
         """Keras' own multi_gpu_model, exactly as this version ships it."""
@@ -267,19 +327,19 @@ class Stack(object):
                               "its successor is keras.distribution.DataParallel")
         utils = self.keras.utils
         fn = getattr(utils, "multi_gpu_model", None)
-        if fn is None and self.api == "keras":
-            try:
+        if fn is None and self.api == "standalone":
+            import importlib.util
+            # absent in this version is "unsupported"; present but failing to import is the error
+            if importlib.util.find_spec("keras.utils.multi_gpu_utils") is not None:
                 from keras.utils import multi_gpu_utils
                 fn = getattr(multi_gpu_utils, "multi_gpu_model", None)
-            except ImportError:
-                fn = None
         if fn is None:
             raise Unsupported("%s %s has no multi_gpu_model (tf.keras dropped it in TF 2.4, "
                               "standalone Keras after 2.3.1)" % (self.api, self.keras_version()))
         return fn
 
     def mirrored_strategy(self, devices):
-        if self.tf is None or self.tf1 or self.api == "keras":
+        if self.tf is None or self.tf1 or self.api == "standalone":
             raise Unsupported("MirroredStrategy needs TF 2 with tf.keras or Keras 3 on the tensorflow "
                               "backend; this is %s %s on TF %s" % (
                                   self.api, self.keras_version(), self.tf.__version__ if self.tf else None))
@@ -295,7 +355,7 @@ class Stack(object):
 
     def dataset(self, x, y, batch_size, seed, shuffle):
         """Arrays as a batched tf.data pipeline (seed 003's feeding question)."""
-        if self.tf is None or self.tf1 or self.api == "keras":
+        if self.tf is None or self.tf1 or self.api == "standalone":
             raise Unsupported("fitting from tf.data needs TF 2 with tf.keras or Keras 3 "
                               "(standalone Keras 2 and TF 1 Keras take arrays); this is %s on TF %s"
                               % (self.api, self.tf.__version__ if self.tf else None))
@@ -365,6 +425,12 @@ def metric(logs, name):
     return None
 
 
+# Variables that decide which Keras loads; seen() reports them whether set or not.
+KERAS_SWITCHES = ("KERAS_BACKEND", "TF_USE_LEGACY_KERAS")
+
+
 def load(spec):
     par = spec["parallelism"]
-    return Stack(spec["api"], spec.get("backend"), par["device_kind"], int(par["devices"]))
+    stack = Stack(spec["api"], spec.get("backend"), par["device_kind"], int(par["devices"]))
+    stack.variable_names = sorted(set(KERAS_SWITCHES) | set((spec["environment"].get("variables") or {})))
+    return stack

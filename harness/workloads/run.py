@@ -89,6 +89,7 @@ def _train(spec, log, record):
     _phase(record, "imports")
     record["seen"] = stack.seen()
     _phase(record, "devices")
+    stack.check_keras(spec)  # the Keras asked is the one that runs, or the cell is an error
     log.emit("devices", devices=record["seen"]["devices"], gpus=record["seen"]["gpus"])
     stack.seed(int(spec["seed"]))
     par = spec["parallelism"]
@@ -119,6 +120,35 @@ def _train(spec, log, record):
     record["metrics"] = dict((k, last.get(k)) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
 
 
+def _type_name(exc):
+    return type(exc).__module__ + "." + type(exc).__name__
+
+
+def _text(exc):
+    try:
+        return str(exc)
+    except Exception as failed:  # noqa: BLE001 - a __str__ that raises must not hide the error
+        return "<str() failed: %s>" % type(failed).__name__
+
+
+def _chain(exc, limit=10):
+    """The exception and what it was raised from, outermost first: `link` says how each is tied
+    to the next ("cause": raise ... from; "context": raised while handling it). The host picks
+    the root cause from this, past wrappers' re-raises."""
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen and len(chain) < limit:
+        seen.add(id(exc))
+        if exc.__cause__ is not None:
+            link, inner = "cause", exc.__cause__
+        elif exc.__context__ is not None and not exc.__suppress_context__:
+            link, inner = "context", exc.__context__
+        else:
+            link, inner = None, None
+        chain.append({"type": _type_name(exc), "message": _text(exc)[:6000], "link": link})
+        exc = inner
+    return chain
+
+
 def main(argv):
     faulthandler.enable()
     if len(argv) != 2:
@@ -147,8 +177,8 @@ def main(argv):
             tb = traceback.format_exc()
             sys.stderr.write(tb)
             record["outcome"] = "error"
-            record["error"] = {"type": type(exc).__module__ + "." + type(exc).__name__,
-                               "message": str(exc), "traceback": tb[-6000:]}
+            record["error"] = {"type": _type_name(exc), "message": _text(exc), "traceback": tb[-6000:],
+                               "chain": _chain(exc)}
             code = EXIT_ERROR
     record["timing"]["total_seconds"] = round(time.time() - T_PROCESS, 4)
     record["timing"].pop("first_epoch_begin", None)
