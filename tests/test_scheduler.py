@@ -165,3 +165,39 @@ def test_ctrl_c_during_a_packed_run_keeps_finished_results_and_resumes(tmp_path)
     assert again.returncode == 0, again.stdout[-3000:]
     assert f"{len(kept)} of 7 cells already have results" in again.stdout
     assert len(_results(tmp_path / "faults")) == 7
+
+
+HANG_IN_A_CONTAINER = """
+name: orphan
+environments:
+  - {python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}
+workloads:
+  - {model: fault, fault: hang}
+batch_sizes: [1]
+timeouts: {wall: 20, progress: 600}
+"""
+
+
+@pytest.mark.docker
+def test_kill_9_of_the_harness_leaves_no_container_past_the_wall_limit(tmp_path, docker_client):
+    matrix = tmp_path / "orphan.yaml"
+    matrix.write_text(HANG_IN_A_CONTAINER)
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(matrix), "--engine", "docker",
+                             "--results", str(tmp_path / "r")], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def ours():
+        return [c for c in docker_client.containers.list(filters={"label": "tfkeras-harness"})
+                if (c.labels or {}).get("tfkeras-harness.pid") == str(proc.pid)]
+
+    deadline = time.monotonic() + 1200      # the image may have to be built first
+    while time.monotonic() < deadline and not ours():
+        assert proc.poll() is None, "the harness ended before its cell started"
+        time.sleep(0.5)
+    assert ours(), "the cell's container never started"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    gone = time.monotonic() + 20 + 10 + 30  # wall + the backstop's grace + slack
+    while ours() and time.monotonic() < gone:
+        time.sleep(1)
+    assert ours() == [], "a container outlived its wall limit after the harness was killed"
