@@ -5,11 +5,12 @@ tests/test_held_out.py."""
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 
 import pytest
 
-from harness import matrix, repro, stacks
+from harness import matrix, recipes, stacks
 from harness.cells import Cell, Environment, Parallelism, Workload
 from harness.errors import MatrixError
 from harness.workloads import compat
@@ -140,11 +141,11 @@ FREEZE = "absl-py==2.1.0\nKeras==2.2.4\nnumpy==1.26.4\ntensorflow-cpu==2.15.1\nt
 
 
 def test_the_bundle_lock_leaves_the_forced_pins_to_forced_txt():
-    lock = repro.lock_without_forced(FREEZE, ("keras==2.2.4", "tf-keras==2.15.1"))
+    lock = recipes.lock_without_forced(FREEZE, ("keras==2.2.4", "tf-keras==2.15.1"))
     lines = lock.splitlines()
     assert lines[0].startswith("# pip freeze") and "forced.txt" in lines[0]
     assert lines[1:] == ["absl-py==2.1.0", "numpy==1.26.4", "tensorflow-cpu==2.15.1"]
-    assert repro.lock_without_forced(FREEZE, ()).splitlines()[1:] == FREEZE.splitlines()
+    assert recipes.lock_without_forced(FREEZE, ()).splitlines()[1:] == FREEZE.splitlines()
 
 
 def test_run_sh_replays_the_making_forced_pins_and_variables():
@@ -152,8 +153,11 @@ def test_run_sh_replays_the_making_forced_pins_and_variables():
                       force=("keras==2.2.4",), env=(("TF_CPP_MIN_LOG_LEVEL", "2"), ("WEIRD", "a b'c")))
     cell = Cell(environment=env, workload=Workload(name="w", model="dense"), parallelism=Parallelism(),
                 batch_size=8, epochs=1, repeat=0)
-    script = repro.venv_script(cell, has_lock=True)
+    script = recipes.venv_script(cell, has_lock=True)
     lock_at = script.index("pip install -q --no-deps -r environment/requirements.lock")
     assert script.index("--no-deps -r environment/forced.txt") > lock_at
     assert "unset KERAS_BACKEND TF_USE_LEGACY_KERAS" in script
-    assert "export TF_CPP_MIN_LOG_LEVEL=2" in script and "export WEIRD='a b'\"'\"'c'" in script
+    exports = "\n".join(line for line in script.splitlines() if line.startswith("export "))
+    shown = subprocess.run(["bash", "-c", exports + '\nprintf "%s|%s" "$TF_CPP_MIN_LOG_LEVEL" "$WEIRD"'],
+                           capture_output=True, text=True, check=True).stdout
+    assert shown == "2|a b'c"   # the values arrive exactly, whatever the quoting

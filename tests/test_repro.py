@@ -13,6 +13,7 @@ import pytest
 
 from harness import interpreters
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
+from harness.engines.venv import VenvEngine
 from harness.repro import write_bundle
 
 from .conftest import ROOT, harness
@@ -122,7 +123,7 @@ def _check_no_side_effect(bundle, run: subprocess.CompletedProcess, *folders) ->
 def test_a_bundle_of_hostile_values_runs_without_side_effects_venv(tmp_path):
     cell = _hostile_cell()
     bundle = tmp_path / "bundle"
-    write_bundle(bundle, cell, "venv", {"venv": ""}, [])
+    write_bundle(bundle, cell, VenvEngine(), {"venv": ""}, [])
     assert subprocess.run(["bash", "-n", "run.sh"], cwd=bundle).returncode == 0
     python = interpreters.find("3.11")[0]
     run = subprocess.run(["bash", "run.sh"], cwd=bundle, capture_output=True, text=True, timeout=900,
@@ -136,10 +137,11 @@ def test_a_bundle_of_hostile_values_runs_without_side_effects_docker(tmp_path, d
 
     from harness.engines.docker import DockerEngine, find_cli
     bare = Environment(name="bare", python="3.11")  # the planted faults' image: the cell needs no framework
-    prepared = DockerEngine(docker_client, console=Console(quiet=True)).prepare(bare, tmp_path / "build.log")
+    engine = DockerEngine(docker_client, console=Console(quiet=True))
+    prepared = engine.prepare(bare, tmp_path / "build.log")
     cell = _hostile_cell()
     bundle = tmp_path / "bundle"
-    write_bundle(bundle, cell, "docker", prepared.provenance, [])
+    write_bundle(bundle, cell, engine, prepared.provenance, [])
     assert subprocess.run(["bash", "-n", "run.sh"], cwd=bundle).returncode == 0
     run = subprocess.run(["bash", "run.sh"], cwd=bundle, capture_output=True, text=True, timeout=900,
                          env={**os.environ, "DOCKER": find_cli()})

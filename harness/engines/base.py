@@ -99,6 +99,8 @@ class RunContext:
 
 class Engine(ABC):
     name: str
+    replay_words = "a virtualenv from the exact pins"   # how a bundle's run.sh remakes the environment
+    recipe_words = "the exact pip lock"                 # what a bundle's environment/ holds
 
     @abstractmethod
     def prepare(self, env: Environment, log_path: Path) -> Prepared:
@@ -114,6 +116,14 @@ class Engine(ABC):
         """Run the environment's ``python ARGV`` with the workloads importable; (exit code or
         None on timeout, stdout, stderr). Used for the GPU self-check."""
         raise NotImplementedError(f"the {self.name} engine cannot run commands")
+
+    @abstractmethod
+    def write_replay(self, cell: Cell, prov: dict, env_dir: Path) -> str:
+        """Write how this environment is remade into `env_dir`; return run.sh's text (recipes.py)."""
+
+    @abstractmethod
+    def shell(self, cell: Cell, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
+        """argv and environment for an interactive shell in the cell's environment."""
 
     def close(self) -> None:  # noqa: B027 - engines with nothing to release need not override it
         """Release what the engine holds (containers, clients)."""
@@ -153,6 +163,19 @@ class ProcessEngine(Engine):
         env.update(cell_variables(cell, slot))  # Keras switches are never in INHERITED: only the cell's own
         env["PYTHONPATH"] = self.pythonpath(workloads_root)
         return env
+
+    def write_replay(self, cell: Cell, prov: dict, env_dir: Path) -> str:
+        from ..recipes import lock_without_forced, venv_script
+        lock = Path(prov["venv"]) / "requirements.lock" if prov.get("venv") else None
+        if lock and lock.exists():
+            (env_dir / "requirements.lock").write_text(lock_without_forced(lock.read_text(), cell.environment.force))
+        return venv_script(cell, has_lock=bool(lock and lock.exists()))
+
+    def shell(self, cell: Cell, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
+        env = cell.environment.variables(inherit={**os.environ, **CELL_ENV})
+        bindir = str(Path(self.interpreter(prepared)).parent)
+        env.update(PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(bundle.resolve()))
+        return ["bash"], env
 
     def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
              gpus: bool = False) -> tuple[int | None, str, str]:

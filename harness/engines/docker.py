@@ -429,6 +429,27 @@ class DockerEngine(Engine):
         prepared.handle = self.client.images.get(prepared.provenance["image_tag"]).id
         prepared.provenance["image"] = prepared.handle
 
+    # -- bundles ---------------------------------------------------------------
+    replay_words = "plain Docker"
+    recipe_words = "the Dockerfile and pins"
+
+    def write_replay(self, cell: Cell, prov: dict, env_dir: Path) -> str:
+        from ..recipes import docker_script
+        fam = prov["dockerfile"].split("/")[1]
+        shutil.copy(bases.images_dir() / fam / "Dockerfile", env_dir / "Dockerfile")
+        (env_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in _requirements(cell.environment)))
+        return docker_script(cell, prov)
+
+    def shell(self, cell: Cell, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
+        import sys
+        tty = ["-it"] if sys.stdin.isatty() else ["-i"]
+        variables = cell.environment.variables(inherit={**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT})
+        argv = [self.cli, "run", "--rm", *tty, "--network", "none",
+                *(arg for k, v in sorted(variables.items()) for arg in ("-e", f"{k}={v}")),
+                "-v", f"{bundle.resolve() / 'workloads'}:{WORKLOADS_MOUNT}/workloads:ro",
+                "-v", f"{bundle.resolve()}:/bundle", "-w", "/bundle", prepared.handle, "bash"]
+        return argv, dict(os.environ)
+
     def close(self) -> None:
         self.client.close()
 

@@ -98,3 +98,8 @@ class VenvEngine(ProcessEngine):
 
     def interpreter(self, prepared: Prepared) -> str:
         return str(Path(prepared.handle) / "bin" / "python")
+
+    def shell(self, cell, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
+        argv, env = super().shell(cell, prepared, bundle)
+        env["VIRTUAL_ENV"] = str(prepared.handle)
+        return argv, env
