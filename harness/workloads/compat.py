@@ -82,7 +82,8 @@ def _version_tuple(version):
     return tuple(out)
 
 
-def _nvidia_driver():
+def nvidia_driver():
+    """The NVIDIA kernel driver's version, or None on a host without one."""
     try:
         with open("/proc/driver/nvidia/version") as fh:
             line = fh.readline()
@@ -205,7 +206,7 @@ class Stack(object):
             "gpus": gpus,
             "cuda": None,
             "cudnn": None,
-            "driver": _nvidia_driver(),
+            "driver": nvidia_driver(),
             "platform": platform.platform(),
             "variables": dict((k, os.environ.get(k)) for k in self.variable_names),
             "executable": sys.executable,

@@ -27,6 +27,8 @@ import sys
 import time
 import traceback
 
+from .compat import nvidia_driver
+
 # The CUDA libraries each framework links against; the version each must have
 # comes from the framework's build info (see _wanted).
 FAMILIES = {
@@ -66,19 +68,6 @@ def _first_line(exc):
     telling = [ln for ln in lines if "cannot open shared object" in ln or "undefined symbol" in ln]
     line = telling[0] if telling else (lines[-1] if lines[0].startswith("Traceback") else lines[0])
     return line[:300]
-
-
-def _driver():
-    """The NVIDIA kernel driver's version, or None on a host without one."""
-    try:
-        with open("/proc/driver/nvidia/version") as fh:
-            line = fh.readline()
-    except (IOError, OSError):
-        return None
-    for token in line.split():
-        if token[:1].isdigit() and "." in token:
-            return token
-    return "unknown"
 
 
 def _distribution_versions(prefixes):
@@ -465,7 +454,7 @@ GPU_OPS = {"tensorflow": _tf_gpu_ops, "jax": _jax_gpu_ops, "torch": _torch_gpu_o
 
 
 def selfcheck(framework, gpu="auto"):
-    report = {"framework": framework, "python": platform.python_version(), "driver": _driver(),
+    report = {"framework": framework, "python": platform.python_version(), "driver": nvidia_driver(),
               "problems": [], "notes": []}
     problems = report["problems"]
     report["packages"] = _distribution_versions((framework, "nvidia-", "jax", "jaxlib", "keras"))
