@@ -40,7 +40,7 @@ INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDI
 INHERITED_PREFIXES = ("LC_", "NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_")
 # Seconds the in-environment `timeout` waits past the wall limit: the harness
 # enforces the limit itself; this backstop ends the cell if the harness died.
-BACKSTOP_GRACE = 60
+BACKSTOP_GRACE = 10
 
 
 def cell_argv(python: str, spec: str, outdir: str, wall: float) -> list[str]:
