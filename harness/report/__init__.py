@@ -30,8 +30,7 @@ def load(roots: list[Path]) -> list[tuple[Path, dict]]:
 
 
 def report_tables(results: list[dict]) -> list[tables.Table]:
-    return [tables.drifted_controls(results), tables.compatibility(results), tables.seed_comparison(results),
-            tables.scaling(results), tables.failure_families(results)]
+    return tables.report(results)
 
 
 def provenance_lines(results: list[dict]) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .tables import Table
+from .tables import KEY, Table
 
 
 def md_escape(text: object) -> str:
@@ -31,6 +31,11 @@ def md_table(table: Table, link=None) -> str:
             if c.mark in ("error", "crash", "oom", "timeout", "flag") and text:
                 text = f"**{text}**"
             url = link(c.link) if (link and c.link) else None
-            out.append(f"[{text}]({url})" if url and text else text)
+            text = f"[{text}]({url})" if url and text else text
+            if c.anchor and KEY.match(c.anchor):  # GitHub keeps `name` (not `id`) on an anchor
+                text = f"<a name=\"{c.anchor.lower()}\"></a>{text}"
+            if c.ref and KEY.match(c.ref):
+                text += f" [{c.ref}](#{c.ref.lower()})"
+            out.append(text)
         lines.append("| " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n"
