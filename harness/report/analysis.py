@@ -144,7 +144,7 @@ class Stack:
     def label(self) -> str:
         s = self.seen
         if not s.get("tensorflow") and not s.get("keras"):
-            return f"{self.name} (versions not seen: no cell got that far)"
+            return f"{self.name} (versions not seen)"
         parts = [f"TF {s['tensorflow']}"] if s.get("tensorflow") else []
         if s.get("keras"):
             api = s.get("api") or "keras"

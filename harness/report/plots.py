@@ -63,24 +63,25 @@ def _worth_drawing(series: Series) -> Series:
 
 
 def scaling_series(results: list[dict]) -> Series:
-    """samples/s against devices, one line per (wrapper, batch policy), the
-    1-device cell at the matching batch as each line's first point."""
+    """samples/s against devices, one line per wrapper and batch (the fixed
+    global batch, or the per-device batch when it grows with the devices),
+    the 1-device cell at the matching batch as each line's first point."""
     series: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
     rows_all = analysis.scaling(results)
     for row in rows_all:
         if row["status"] == "ok" and row["samples_per_sec"] and row["devices"] > 1:
-            series[(row["run"], row["environment"], row["workload"])][(row["wrapper"], row["policy"])].append(row)
+            fixed = row["policy"] == "fixed"
+            per = row["batch"] if fixed else row["batch"] // row["devices"]
+            series[(row["run"], row["environment"], row["workload"])][(row["wrapper"], fixed, per)].append(row)
     base = {(r["run"], r["environment"], r["workload"], r["batch"]): r for r in rows_all
             if r["devices"] == 1 and r["status"] == "ok" and r["samples_per_sec"]}
     out: Series = defaultdict(dict)
     for (run, env, workload), lines in series.items():
-        for (wrapper, policy), rows in lines.items():
-            rows = sorted(rows, key=lambda r: r["devices"])
-            first = base.get((run, env, workload, rows[0]["batch"] // rows[0]["devices"] if policy != "fixed"
-                              else rows[0]["batch"]))
-            points = ([first] if first else []) + rows
-            out[(run, env, workload)][f"{wrapper}, batch {policy}"] = [(p["devices"], p["samples_per_sec"])
-                                                                       for p in points]
+        for (wrapper, fixed, per), rows in lines.items():
+            first = base.get((run, env, workload, per))
+            points = ([first] if first else []) + sorted(rows, key=lambda r: r["devices"])
+            name = f"{wrapper}, batch {per}" if fixed else f"{wrapper}, {per} per device"
+            out[(run, env, workload)][name] = [(p["devices"], p["samples_per_sec"]) for p in points]
     return _worth_drawing(out)
 
 

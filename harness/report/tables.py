@@ -210,10 +210,18 @@ def compatibility(results: list[Result], ctx: Context | None = None, limit: int 
 def stacks_table(results: list[Result], ctx: Context | None = None) -> Table:
     ctx = ctx or context(results)
     table = Table("Stacks", ["environment", "Python", "TensorFlow", "Keras", "API", "NumPy", "cells"],
-                  note="The versions each environment's cells saw from inside, in version order; "
-                       "environments where no cell got that far show the name the matrix gave them.")
+                  note="The versions each environment's cells saw from inside, in version order. Where no cell "
+                       "got that far, the footnotes say why.")
+    cells_of: dict[str, list[str]] = defaultdict(list)
+    for r in results:
+        cells_of[analysis.env_of(r)].append(r["cell"])
     for name, st in ctx.stacks.items():
         s = st.seen
+        if not s:
+            keys = sorted({ctx.key_of[c] for c in cells_of[name] if c in ctx.key_of}, key=lambda k: (k[0], int(k[1:])))
+            table.rows.append([Entry(name), Entry("not seen", ref=keys[0] if keys else None)]
+                              + [Entry("") for _ in range(4)] + [Entry(str(st.cells))])
+            continue
         table.rows.append([Entry(name)]
                           + [Entry(s.get(k) or "-") for k in ("python", "tensorflow", "keras")]
                           + [Entry((s.get("api") or "-") + (f" ({s['backend']})" if s.get("api") == "keras3"
