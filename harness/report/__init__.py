@@ -10,7 +10,7 @@ import csv
 import json
 import os
 import shutil
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from ..store import iter_results
@@ -46,7 +46,30 @@ def provenance_lines(results: list[dict]) -> list[str]:
         f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; {len(hosts)} host(s); "
         f"harness commits: {', '.join(commits)}",
         "devices seen: " + (", ".join(gpus) if gpus else "no GPU (CPU and virtual CPU devices only)"),
-    ]
+    ] + coverage_lines(results)
+
+
+def coverage_lines(results: list[dict]) -> list[str]:
+    """How much of each matrix has results, when its file is still where the
+    run found it: a report built while a run is unfinished says so itself."""
+    from ..errors import UserError
+    from ..matrix import load as load_matrix
+    have: dict[str, set] = defaultdict(set)
+    for r in results:
+        have[(r.get("provenance") or {}).get("matrix") or ""].add(r["cell"])
+    lines = []
+    for path, cells in sorted(have.items()):
+        if not path or not Path(path).is_file():
+            continue
+        try:
+            ids = {c.id for c in load_matrix(path).cells}
+        except UserError:
+            continue  # changed into something invalid since: nothing to count against
+        missing = len(ids - cells)
+        if missing:
+            lines.append(f"{path}: {len(ids) - missing} of {len(ids)} cells have results; {missing} have none yet "
+                         "(the run did not reach them)")
+    return lines
 
 
 def _csv_row(r: dict) -> dict:

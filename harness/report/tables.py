@@ -83,9 +83,14 @@ class Context:
     families: list[dict]
     reasons: list[dict]
     key_of: dict[str, str]
+    rank: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rank = {env: n for n, env in enumerate(self.stacks)}
 
     def order(self, env: str) -> int:
-        return list(self.stacks).index(env) if env in self.stacks else len(self.stacks)
+        """An environment's place in version order (for sorting rows)."""
+        return self.rank.get(env, len(self.rank))
 
 
 def context(results: list[Result]) -> Context:
