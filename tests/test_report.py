@@ -118,6 +118,16 @@ def test_cells_not_run_are_one_line_per_reason(run):
                 "column multi\\_gpu\\_model-c2 (U2)") in md
 
 
+def test_a_report_of_an_unfinished_run_says_so(run, tmp_path):
+    root, _ = run
+    assert "none yet" not in (root / "site" / "report.md").read_text()  # every cell ran
+    part = tmp_path / "results"
+    shutil.copytree(root / "results", part)
+    shutil.rmtree(next(part.rglob("result.json")).parent)
+    harness("report", str(part), "--out", str(tmp_path / "site"), check=True)
+    assert "19 of 20 cells have results; 1 has none yet" in (tmp_path / "site" / "report.md").read_text()
+
+
 def test_no_table_is_wider_than_a_screen(run):
     root, _ = run
     for md in ((root / "site" / "report.md").read_text(), (root / "docs" / "compat.md").read_text()):

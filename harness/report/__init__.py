@@ -67,8 +67,8 @@ def coverage_lines(results: list[dict]) -> list[str]:
             continue  # changed into something invalid since: nothing to count against
         missing = len(ids - cells)
         if missing:
-            lines.append(f"{path}: {len(ids) - missing} of {len(ids)} cells have results; {missing} have none yet "
-                         "(the run did not reach them)")
+            lines.append(f"{path}: {len(ids) - missing} of {len(ids)} cells have results; {missing} "
+                         f"{'has' if missing == 1 else 'have'} none yet (the run stopped before them)")
     return lines
 
 
