@@ -68,7 +68,7 @@ def coverage_lines(results: list[dict]) -> list[str]:
         missing = len(ids - cells)
         if missing:
             lines.append(f"{path}: {len(ids) - missing} of {len(ids)} cells have results; {missing} "
-                         f"{'has' if missing == 1 else 'have'} none yet (the run stopped before them)")
+                         f"{'has' if missing == 1 else 'have'} none yet")
     return lines
 
 
