@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..store import iter_results
 from . import plots, site, tables
-from .markdown import md_table
+from .markdown import md_escape, md_table
 
 CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devices", "batch_size", "repeat",
               "engine", "python", "tensorflow", "keras", "backend", "val_accuracy", "accuracy",
@@ -87,7 +87,7 @@ def _csv_row(r: dict) -> dict:
 
 
 def markdown(results: list[dict], title: str, plot_links: list[tuple[str, str]], link=None) -> str:
-    parts = [f"# {title}", ""] + [f"- {line}" for line in provenance_lines(results)] + [""]
+    parts = [f"# {md_escape(title)}", ""] + [f"- {md_escape(line)}" for line in provenance_lines(results)] + [""]
     parts += [md_table(t, link) for t in report_tables(results)]
     if plot_links:
         parts.append("### Plots\n")

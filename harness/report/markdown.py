@@ -19,9 +19,9 @@ def md_table(table: Table, link=None) -> str:
     """`link(cell_id)` gives a URL for cells that point at a result, or None."""
     if not table.rows:
         return ""
-    lines = [f"### {table.title}", ""]
-    if table.note:
-        lines += [table.note, ""]
+    lines = [f"### {md_escape(table.title)}", ""]
+    if table.note:  # a paragraph: "<N>" in it must not turn into an HTML tag
+        lines += [md_escape(table.note), ""]
     lines.append("| " + " | ".join(md_escape(h) for h in table.headers) + " |")
     lines.append("|" + "---|" * len(table.headers))
     for row in table.rows:
