@@ -142,7 +142,7 @@ def _chunks(cols: list, limit: int) -> list[list]:
 
 LEGEND = ("Each entry: ok with validation accuracy (val) and steady-state samples/s (median of epochs 2..N over "
           "repeats), or the status and its footnote: F = failure family, U = why it did not run. Columns: "
-          "wrapper-c<N> = N virtual CPU devices, -g<N> = N GPUs.")
+          "wrapper-cN = N virtual CPU devices, wrapper-gN = N GPUs.")
 
 
 def _left_out(at: dict, ran: set, envs: list[str], ctx: Context) -> str:
@@ -336,7 +336,8 @@ def drifted_controls(results: list[Result]) -> Table:
         got = (r.get("error") or {}).get("signature") or r.get("reason") or ""
         table.rows.append([Entry(r["cell"], link=r["cell"], mark="flag"),
                            Entry(want["status"] + (f" '{want['signature']}'" if want.get("signature") else "")),
-                           Entry(cut(f"{r['status']} {got}".strip())), Entry(want.get("why") or "")])
+                           Entry(cut(got if got.startswith(r["status"]) else f"{r['status']} {got}".strip())),
+                           Entry(want.get("why") or "")])
     return table
 
 
