@@ -142,7 +142,7 @@ def _chunks(cols: list, limit: int) -> list[list]:
 
 LEGEND = ("Each entry: ok with validation accuracy (val) and steady-state samples/s (median of epochs 2..N over "
           "repeats), or the status and its footnote: F = failure family, U = why it did not run. Columns: "
-          "wrapper-cN = N virtual CPU devices, wrapper-gN = N GPUs.")
+          "wrapper-cN = N virtual CPU devices, wrapper-gN = N GPUs. Empty: the matrix has no such cell.")
 
 
 def _left_out(at: dict, ran: set, envs: list[str], ctx: Context) -> str:
