@@ -216,7 +216,7 @@ def seed_comparison(results: list[Result]) -> list[dict]:
     for g in groups(results).values():
         by_key[(run_of(g.first), env_of(g.first), workload_of(g.first), g.first.get("batch_size"))].append(g)
     rows = []
-    for (_, env, workload, batch), gs in by_key.items():
+    for (run, env, workload, batch), gs in by_key.items():
         base = _baseline(gs)
         for g in gs:
             if devices_of(g.first) < 2 or base is None:
@@ -224,7 +224,8 @@ def seed_comparison(results: list[Result]) -> list[dict]:
             t1, tn = base.epoch_seconds(), g.epoch_seconds()
             v1, vn = base.metric("val_accuracy"), g.metric("val_accuracy")
             row = {
-                "environment": env, "workload": workload, "batch": batch, "epochs": g.first.get("epochs_asked"),
+                "run": run, "environment": env, "workload": workload, "batch": batch,
+                "epochs": g.first.get("epochs_asked"),
                 "parallelism": label_of(g.first), "devices": devices_of(g.first), "status": g.status,
                 "cell": g.first["cell"], "baseline_cell": base.first["cell"],
                 "acc_1": base.metric("accuracy"), "val_acc_1": v1, "seconds_1": t1,

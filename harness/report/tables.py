@@ -267,65 +267,88 @@ def not_run(results: list[Result], ctx: Context | None = None) -> Table:
     return table
 
 
-def seed_comparison(results: list[Result], ctx: Context | None = None) -> Table:
-    ctx = ctx or context(results)
-    table = Table("1 device against N (seed 000)",
-                  ["stack", "workload", "epochs", "batch", "parallelism", "acc 1", "val acc 1", "s/epoch 1",
-                   "acc N", "val acc N", "s/epoch N", "time N/1", "flags"],
-                  note="s/epoch: median of the steady epochs [min-max]. Flags: degraded = validation accuracy "
-                       f"more than {analysis.ACCURACY_TOLERANCE} below 1 device; slower = N devices take longer "
-                       "per epoch than the slowest 1-device epoch. Virtual CPU devices share the same cores: "
-                       "their timings show overhead, not GPU speedups. N-device cells that did not run are "
-                       "left out (see Not run).")
-    rows = [row for row in analysis.seed_comparison(results) if row["status"].split()[0] not in analysis.NOT_RUN]
+def _per_workload(rows: list[dict], ctx: Context) -> dict[tuple[str, str], list[dict]]:
+    """Rows split by (run, workload), stacks in version order within each:
+    one table per workload keeps each narrow enough to read."""
+    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in sorted(rows, key=lambda row: ctx.order(row["environment"])):  # stable: keeps the rest of the order
-        flags = [f for f in ("degraded", "slower") if row[f]]
-        failed = row["status"] != "ok"
-        table.rows.append([
-            Entry(ctx.labels.get(row["environment"], row["environment"])), Entry(row["workload"]),
-            Entry(str(row["epochs"] or "")), Entry(str(row["batch"])),
-            Entry(row["parallelism"]), Entry(_fmt(row["acc_1"])), Entry(_fmt(row["val_acc_1"])),
-            Entry(_fmt(row["seconds_1"]), link=row["baseline_cell"]),
-            Entry(row["status"] if failed else _fmt(row["acc_n"]), link=row["cell"] if failed else None,
-                  mark=row["status"].split()[0] if failed else None,
-                  ref=ctx.key_of.get(row["cell"]) if failed else None),
-            Entry("" if failed else _fmt(row["val_acc_n"])),
-            Entry("" if failed else _fmt(row["seconds_n"]), link=row["cell"]),
-            Entry(f"{row['time_ratio']:.2f}" if row["time_ratio"] else "-"),
-            Entry(" ".join(flags), mark="flag" if flags else None),
-        ])
-    return table
+        out[(row.get("run") or "", row["workload"])].append(row)
+    return dict(sorted(out.items()))
 
 
-def scaling(results: list[Result], ctx: Context | None = None) -> Table:
+def _name(run: str, workload: str) -> str:
+    return f"{workload} ({Path(run).stem})" if run else workload
+
+
+def _acc(acc: Spread | None, val: Spread | None) -> str:
+    return f"{_fmt(acc)} / {_fmt(val)}"
+
+
+def seed_comparison(results: list[Result], ctx: Context | None = None) -> list[Table]:
+    """Seed 000's table, one per workload: 1 device next to N at each batch."""
     ctx = ctx or context(results)
-    table = Table("Scaling with the device count (seeds 003/004)",
-                  ["stack", "workload", "wrapper", "batch", "devices", "status", "samples/s", "s/epoch",
-                   "speedup", "efficiency", "val acc"],
-                  note="Speedup: samples/s against 1 device at the same per-device batch; efficiency = "
-                       "speedup / devices. Only series that ran on at least two device counts.")
+    note = ("acc / val: training and validation accuracy after the last epoch. s/epoch: median of the steady epochs "
+            f"[min-max]. Flags: degraded = validation accuracy more than {analysis.ACCURACY_TOLERANCE} below 1 "
+            "device; slower = N devices take longer per epoch than the slowest 1-device epoch. Virtual CPU devices "
+            "share the same cores: their timings show overhead, not GPU speedups. N-device cells that did not run "
+            "are left out (see Not run).")
+    rows = [row for row in analysis.seed_comparison(results) if row["status"].split()[0] not in analysis.NOT_RUN]
+    tables = []
+    for (run, workload), mine in _per_workload(rows, ctx).items():
+        epochs = sorted({row["epochs"] for row in mine if row["epochs"]})
+        title = f"1 device against N (seed 000): {_name(run, workload)}" + (
+            f", {epochs[0]} epochs" if len(epochs) == 1 else "")
+        table = Table(title, ["stack", "batch", "parallelism", "acc / val 1", "s/epoch 1", "acc / val N",
+                              "s/epoch N", "time N/1", "flags"], note=note if not tables else "")
+        for row in mine:
+            flags = [f for f in ("degraded", "slower") if row[f]]
+            failed = row["status"] != "ok"
+            table.rows.append([
+                Entry(ctx.labels.get(row["environment"], row["environment"])), Entry(str(row["batch"])),
+                Entry(row["parallelism"]), Entry(_acc(row["acc_1"], row["val_acc_1"])),
+                Entry(_fmt(row["seconds_1"]), link=row["baseline_cell"]),
+                Entry(row["status"], link=row["cell"], mark=row["status"].split()[0],
+                      ref=ctx.key_of.get(row["cell"])) if failed else Entry(_acc(row["acc_n"], row["val_acc_n"])),
+                Entry("" if failed else _fmt(row["seconds_n"]), link=None if failed else row["cell"]),
+                Entry(f"{row['time_ratio']:.2f}" if row["time_ratio"] else "-"),
+                Entry(" ".join(flags), mark="flag" if flags else None),
+            ])
+        tables.append(table)
+    return tables
+
+
+def scaling(results: list[Result], ctx: Context | None = None) -> list[Table]:
+    """Seeds 003/004, one table per workload: samples/s per device count."""
+    ctx = ctx or context(results)
+    note = ("Speedup: samples/s against 1 device at the same per-device batch; efficiency = speedup / devices. "
+            "Only series that ran on at least two device counts.")
     rows = [row for row in analysis.scaling(results) if row["status"].split()[0] not in analysis.NOT_RUN]
     counts: dict[tuple, set] = defaultdict(set)
     for row in rows:
         if row["status"] == "ok":
             counts[(row["run"], row["environment"], row["workload"])].add(row["devices"])
-    for row in sorted(rows, key=lambda row: ctx.order(row["environment"])):
-        if len(counts.get((row["run"], row["environment"], row["workload"]), ())) < 2:
-            continue  # no series: nothing ran on more than one device count here
-        ok = row["status"] == "ok"
-        sps = row["samples_per_sec"]
-        table.rows.append([
-            Entry(ctx.labels.get(row["environment"], row["environment"])), Entry(row["workload"]),
-            Entry(row["wrapper"]), Entry(f"{row['batch']} ({row['policy']})"), Entry(str(row["devices"])),
-            Entry(row["status"], link=row["cell"], mark=row["status"].split()[0],
-                  ref=None if ok else ctx.key_of.get(row["cell"])),
-            Entry(f"{fmt_si(sps.median)} [{fmt_si(sps.lo)}-{fmt_si(sps.hi)}]" if ok and sps else "-"),
-            Entry(_fmt(row["epoch_seconds"]) if ok else "-"),
-            Entry(f"{row['speedup']:.2f}" if row["speedup"] else "-"),
-            Entry(f"{row['efficiency']:.0%}" if row["efficiency"] else "-"),
-            Entry(_fmt(row["val_accuracy"]) if ok else "-"),
-        ])
-    return table
+    rows = [row for row in rows if len(counts.get((row["run"], row["environment"], row["workload"]), ())) >= 2]
+    tables = []
+    for (run, workload), mine in _per_workload(rows, ctx).items():
+        table = Table(f"Scaling with the device count (seeds 003/004): {_name(run, workload)}",
+                      ["stack", "wrapper", "batch", "devices", "status", "samples/s", "s/epoch", "speedup",
+                       "efficiency", "val acc"], note=note if not tables else "")
+        for row in mine:
+            ok = row["status"] == "ok"
+            sps = row["samples_per_sec"]
+            table.rows.append([
+                Entry(ctx.labels.get(row["environment"], row["environment"])),
+                Entry(row["wrapper"]), Entry(f"{row['batch']} ({row['policy']})"), Entry(str(row["devices"])),
+                Entry(row["status"], link=row["cell"], mark=row["status"].split()[0],
+                      ref=None if ok else ctx.key_of.get(row["cell"])),
+                Entry(f"{fmt_si(sps.median)} [{fmt_si(sps.lo)}-{fmt_si(sps.hi)}]" if ok and sps else "-"),
+                Entry(_fmt(row["epoch_seconds"]) if ok else "-"),
+                Entry(f"{row['speedup']:.2f}" if row["speedup"] else "-"),
+                Entry(f"{row['efficiency']:.0%}" if row["efficiency"] else "-"),
+                Entry(_fmt(row["val_accuracy"]) if ok else "-"),
+            ])
+        tables.append(table)
+    return tables
 
 
 def drifted_controls(results: list[Result]) -> Table:
@@ -348,8 +371,8 @@ def report(results: list[Result]) -> list[Table]:
     seed questions (1 device against N, scaling)."""
     ctx = context(results)
     return ([drifted_controls(results), stacks_table(results, ctx)] + compatibility(results, ctx)
-            + [failure_families(results, ctx), not_run(results, ctx), seed_comparison(results, ctx),
-               scaling(results, ctx)])
+            + [failure_families(results, ctx), not_run(results, ctx)] + seed_comparison(results, ctx)
+            + scaling(results, ctx))
 
 
 def summary(results: list[Result]) -> list[Table]:
