@@ -108,6 +108,9 @@ def _draw(series: Series, kind: str, caption: str, xlabel: str, ylabel: str, out
             _errorbar(ax, [x for x, _ in points], [s for _, s in points], label)
         if log_x:
             ax.set_xscale("log", base=2)
+        else:  # device counts: whole numbers only
+            from matplotlib.ticker import MaxNLocator
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         title = _title(run, env, workload)
         made.append((f"{caption}: {title}", _save(plt, fig, ax, xlabel, ylabel, title,
                                                  out / _file(kind, run, env, workload))))
