@@ -170,7 +170,7 @@ def cmd_run(args, console: Console) -> int:
     finally:
         engine.close()
     console.print()
-    print(md_table(tables.compatibility(results)))
+    print("\n".join(md_table(t) for t in tables.summary(results)))
     missed = [r for r in results if (r.get("expectation") or {}).get("met") is False]
     for r in missed:
         want = r["expectation"]

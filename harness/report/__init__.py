@@ -10,12 +10,12 @@ import csv
 import json
 import os
 import shutil
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from ..store import iter_results
 from . import plots, site, tables
-from .markdown import md_table
+from .markdown import md_escape, md_table
 
 CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devices", "batch_size", "repeat",
               "engine", "python", "tensorflow", "keras", "backend", "val_accuracy", "accuracy",
@@ -30,8 +30,7 @@ def load(roots: list[Path]) -> list[tuple[Path, dict]]:
 
 
 def report_tables(results: list[dict]) -> list[tables.Table]:
-    return [tables.drifted_controls(results), tables.compatibility(results), tables.seed_comparison(results),
-            tables.scaling(results), tables.failure_families(results)]
+    return tables.report(results)
 
 
 def provenance_lines(results: list[dict]) -> list[str]:
@@ -47,7 +46,30 @@ def provenance_lines(results: list[dict]) -> list[str]:
         f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; {len(hosts)} host(s); "
         f"harness commits: {', '.join(commits)}",
         "devices seen: " + (", ".join(gpus) if gpus else "no GPU (CPU and virtual CPU devices only)"),
-    ]
+    ] + coverage_lines(results)
+
+
+def coverage_lines(results: list[dict]) -> list[str]:
+    """How much of each matrix has results, when its file is still where the
+    run found it: a report built while a run is unfinished says so itself."""
+    from ..errors import UserError
+    from ..matrix import load as load_matrix
+    have: dict[str, set] = defaultdict(set)
+    for r in results:
+        have[(r.get("provenance") or {}).get("matrix") or ""].add(r["cell"])
+    lines = []
+    for path, cells in sorted(have.items()):
+        if not path or not Path(path).is_file():
+            continue
+        try:
+            ids = {c.id for c in load_matrix(path).cells}
+        except UserError:
+            continue  # changed into something invalid since: nothing to count against
+        missing = len(ids - cells)
+        if missing:
+            lines.append(f"{path}: {len(ids) - missing} of {len(ids)} cells have results; {missing} "
+                         f"{'has' if missing == 1 else 'have'} none yet")
+    return lines
 
 
 def _csv_row(r: dict) -> dict:
@@ -65,7 +87,7 @@ def _csv_row(r: dict) -> dict:
 
 
 def markdown(results: list[dict], title: str, plot_links: list[tuple[str, str]], link=None) -> str:
-    parts = [f"# {title}", ""] + [f"- {line}" for line in provenance_lines(results)] + [""]
+    parts = [f"# {md_escape(title)}", ""] + [f"- {md_escape(line)}" for line in provenance_lines(results)] + [""]
     parts += [md_table(t, link) for t in report_tables(results)]
     if plot_links:
         parts.append("### Plots\n")

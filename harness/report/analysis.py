@@ -8,12 +8,18 @@ compare cells of the same run folder, never numbers from different hosts.
 
 from __future__ import annotations
 
+import re
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from ..outcome import normalise
 
 Result = dict
 FAILED = ("error", "crash", "oom", "timeout")
+NOT_RUN = ("unsupported", "unavailable")  # nothing ran: the host or the environment said no first
 SPREAD_WIDE = 0.25       # (max - min) / median above this: the figure is marked as noisy
 ACCURACY_TOLERANCE = 0.05  # N devices more than this below 1 device: "degraded"
 
@@ -62,6 +68,10 @@ def devices_of(r: Result) -> int:
 
 def wrapper_of(r: Result) -> str:
     return (r.get("parallelism") or {}).get("wrapper") or label_of(r).split("-")[0]
+
+
+def not_run(r: Result) -> bool:
+    return r["status"] in NOT_RUN
 
 
 def run_of(r: Result) -> str:
@@ -117,6 +127,80 @@ def groups(results: list[Result]) -> dict[tuple[str, str], Group]:
     return {k: Group(sorted(v, key=lambda r: r.get("repeat", 0))) for k, v in out.items()}
 
 
+# -- the stacks: what ran inside each environment ------------------------------------
+SEEN_KEYS = ("python", "tensorflow", "keras", "api", "backend", "numpy")
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One environment as its cells saw it from inside. Rows are labelled and
+    sorted by these versions, not by the matrix's name for them: names sort as
+    text (tf1.10 before tf1.9) and say what was asked, not what ran."""
+    name: str
+    seen: dict
+    cells: int
+
+    @property
+    def label(self) -> str:
+        s = self.seen
+        if not s.get("tensorflow") and not s.get("keras"):
+            return f"{self.name} (versions not seen)"
+        parts = [f"TF {s['tensorflow']}"] if s.get("tensorflow") else []
+        if s.get("keras"):
+            api = s.get("api") or "keras"
+            if api == "keras3":
+                parts.append(f"Keras {s['keras']} on {s.get('backend') or '?'}")
+            else:
+                parts.append(f"{'Keras' if api == 'keras' else api} {s['keras']}")
+        if s.get("python"):
+            parts.append(f"Python {s['python']}")
+        return " · ".join(parts)
+
+    @property
+    def key(self) -> tuple:
+        """PEP 440 order: TensorFlow, then Keras, then Python (1.9 < 1.10)."""
+        s = self.seen
+        tf = s.get("tensorflow") or _from_name(r"tf(\d+(?:\.\d+)*)", self.name)
+        keras = s.get("keras") or _from_name(r"keras(\d+(?:\.\d+)*)", self.name)
+        return (_version(tf), _version(keras), _version(s.get("python")), s.get("backend") or "", self.name)
+
+
+def _from_name(pattern: str, name: str) -> str | None:
+    m = re.search(pattern, name)
+    return m.group(1) if m else None
+
+
+def _version(text: str | None) -> Version:
+    try:
+        return Version(text) if text else Version("0")
+    except InvalidVersion:
+        return Version("0")
+
+
+def stacks(results: list[Result]) -> dict[str, Stack]:
+    """Per environment name, the versions its cells saw (the most common
+    answer, should cells disagree), sorted by version. Two environments that
+    saw the same versions (a CPU and a GPU build, a forced NumPy) keep apart
+    through their names in `labels`."""
+    seen: dict[str, Counter] = defaultdict(Counter)
+    count: Counter = Counter()
+    for r in results:
+        env = env_of(r)
+        count[env] += 1
+        s = r.get("seen") or {}
+        if s.get("tensorflow") or s.get("keras"):
+            seen[env][tuple((k, s.get(k)) for k in SEEN_KEYS)] += 1
+    out = [Stack(env, dict(seen[env].most_common(1)[0][0]) if seen[env] else {}, n) for env, n in count.items()]
+    return {st.name: st for st in sorted(out, key=lambda st: st.key)}
+
+
+def labels(stacks_: dict[str, Stack]) -> dict[str, str]:
+    """A row label per environment: its versions, with its name added where
+    another environment saw the very same versions."""
+    by_label = Counter(st.label for st in stacks_.values())
+    return {name: st.label + (f" [{name}]" if by_label[st.label] > 1 else "") for name, st in stacks_.items()}
+
+
 # -- seed 000: 1 device against N, per batch ---------------------------------------
 def _baseline(candidates: list[Group]) -> Group | None:
     ones = [g for g in candidates if devices_of(g.first) == 1 and g.all_ok]
@@ -132,7 +216,7 @@ def seed_comparison(results: list[Result]) -> list[dict]:
     for g in groups(results).values():
         by_key[(run_of(g.first), env_of(g.first), workload_of(g.first), g.first.get("batch_size"))].append(g)
     rows = []
-    for (_, env, workload, batch), gs in by_key.items():
+    for (run, env, workload, batch), gs in by_key.items():
         base = _baseline(gs)
         for g in gs:
             if devices_of(g.first) < 2 or base is None:
@@ -140,7 +224,8 @@ def seed_comparison(results: list[Result]) -> list[dict]:
             t1, tn = base.epoch_seconds(), g.epoch_seconds()
             v1, vn = base.metric("val_accuracy"), g.metric("val_accuracy")
             row = {
-                "environment": env, "workload": workload, "batch": batch, "epochs": g.first.get("epochs_asked"),
+                "run": run, "environment": env, "workload": workload, "batch": batch,
+                "epochs": g.first.get("epochs_asked"),
                 "parallelism": label_of(g.first), "devices": devices_of(g.first), "status": g.status,
                 "cell": g.first["cell"], "baseline_cell": base.first["cell"],
                 "acc_1": base.metric("accuracy"), "val_acc_1": v1, "seconds_1": t1,
@@ -193,16 +278,40 @@ def scaling(results: list[Result]) -> list[dict]:
 
 # -- failures grouped across versions ------------------------------------------------
 def failure_families(results: list[Result]) -> list[dict]:
+    """One family per signature string, whatever the status or stack: the
+    signature is already the normalised root cause (outcome.signature), so two
+    families never show the same text."""
     fams: dict[str, dict] = {}
     for r in results:
         if r["status"] not in FAILED:
             continue
         sig = (r.get("error") or {}).get("signature") or r["status"]
-        fam = fams.setdefault(sig, {"signature": sig, "status": r["status"], "cells": [], "environments": []})
+        fam = fams.setdefault(sig, {"signature": sig, "statuses": [], "cells": [], "environments": []})
         fam["cells"].append(r["cell"])
-        if env_of(r) not in fam["environments"]:
-            fam["environments"].append(env_of(r))
+        for key, value in (("statuses", r["status"]), ("environments", env_of(r))):
+            if value not in fam[key]:
+                fam[key].append(value)
     return sorted(fams.values(), key=lambda f: (-len(f["cells"]), f["signature"]))
+
+
+def not_run_reasons(results: list[Result]) -> list[dict]:
+    """Cells that never ran (`unsupported`, `unavailable`), one entry per
+    reason: reasons are normalised like signatures (numbers, paths stripped),
+    so "2 devices" and "3 devices" of one refusal count together (bracketed
+    lists too: a list of 3 device names is not another reason). The text
+    shown is a real reason, the first cell's."""
+    out: dict[tuple, dict] = {}
+    for r in results:
+        if not not_run(r):
+            continue
+        reason = re.sub(r"\[[^\]]*\]", "[...]", r.get("reason") or "")  # device lists differ by count
+        key = (r["status"], normalise(reason) or r["status"])
+        entry = out.setdefault(key, {"status": r["status"], "reason": r.get("reason") or "", "cells": [],
+                                     "environments": []})
+        entry["cells"].append(r["cell"])
+        if env_of(r) not in entry["environments"]:
+            entry["environments"].append(env_of(r))
+    return sorted(out.values(), key=lambda e: (-len(e["cells"]), e["status"], e["reason"]))
 
 
 def drifted_controls(results: list[Result]) -> list[Result]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .tables import Table
+from .tables import KEY, Table
 
 
 def md_escape(text: object) -> str:
@@ -19,9 +19,9 @@ def md_table(table: Table, link=None) -> str:
     """`link(cell_id)` gives a URL for cells that point at a result, or None."""
     if not table.rows:
         return ""
-    lines = [f"### {table.title}", ""]
-    if table.note:
-        lines += [table.note, ""]
+    lines = [f"### {md_escape(table.title)}", ""]
+    if table.note:  # a paragraph: "<N>" in it must not turn into an HTML tag
+        lines += [md_escape(table.note), ""]
     lines.append("| " + " | ".join(md_escape(h) for h in table.headers) + " |")
     lines.append("|" + "---|" * len(table.headers))
     for row in table.rows:
@@ -31,6 +31,11 @@ def md_table(table: Table, link=None) -> str:
             if c.mark in ("error", "crash", "oom", "timeout", "flag") and text:
                 text = f"**{text}**"
             url = link(c.link) if (link and c.link) else None
-            out.append(f"[{text}]({url})" if url and text else text)
+            text = f"[{text}]({url})" if url and text else text
+            if c.anchor and KEY.match(c.anchor):  # GitHub keeps `name` (not `id`) on an anchor
+                text = f"<a name=\"{c.anchor.lower()}\"></a>{text}"
+            if c.ref and KEY.match(c.ref):
+                text += f" [{c.ref}](#{c.ref.lower()})"
+            out.append(text)
         lines.append("| " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n"

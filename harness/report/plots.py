@@ -47,58 +47,80 @@ def _save(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> Pat
     return path
 
 
-def scaling_plots(results: list[dict], out: Path) -> list[tuple[str, Path]]:
-    """samples/s against devices, one line per (wrapper, batch policy)."""
+Series = dict[tuple, dict[str, list[tuple[float, object]]]]  # (run, env, workload) -> line -> [(x, spread)]
+
+
+def _worth_drawing(series: Series) -> Series:
+    """Only lines with at least two distinct x values, and only plots with
+    such a line: a single point on an axis says nothing."""
+    out: Series = {}
+    for key, lines in series.items():
+        kept = {name: sorted(points, key=lambda p: p[0]) for name, points in lines.items()
+                if len({x for x, _ in points}) >= 2}
+        if kept:
+            out[key] = kept
+    return out
+
+
+def scaling_series(results: list[dict]) -> Series:
+    """samples/s against devices, one line per wrapper and batch (the fixed
+    global batch, or the per-device batch when it grows with the devices),
+    the 1-device cell at the matching batch as each line's first point."""
     series: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
     rows_all = analysis.scaling(results)
     for row in rows_all:
         if row["status"] == "ok" and row["samples_per_sec"] and row["devices"] > 1:
-            series[(row["run"], row["environment"], row["workload"])][(row["wrapper"], row["policy"])].append(row)
+            fixed = row["policy"] == "fixed"
+            per = row["batch"] if fixed else row["batch"] // row["devices"]
+            series[(row["run"], row["environment"], row["workload"])][(row["wrapper"], fixed, per)].append(row)
     base = {(r["run"], r["environment"], r["workload"], r["batch"]): r for r in rows_all
             if r["devices"] == 1 and r["status"] == "ok" and r["samples_per_sec"]}
-    plt = _pyplot()
-    made = []
-    for (run, env, workload), lines in sorted(series.items()):
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for (wrapper, policy), rows in sorted(lines.items()):
-            rows = sorted(rows, key=lambda r: r["devices"])
-            first = base.get((run, env, workload, rows[0]["batch"] // rows[0]["devices"] if policy != "fixed"
-                              else rows[0]["batch"]))
-            points = ([first] if first else []) + rows
-            _errorbar(ax, [p["devices"] for p in points], [p["samples_per_sec"] for p in points],
-                      f"{wrapper}, batch {policy}")
-        title = _title(run, env, workload)
-        path = _save(plt, fig, ax, "devices", "samples / s (training, steady epochs)", title,
-                     out / _file("scaling", run, env, workload))
-        made.append((f"Throughput against devices: {title}", path))
-    return made
+    out: Series = defaultdict(dict)
+    for (run, env, workload), lines in series.items():
+        for (wrapper, fixed, per), rows in lines.items():
+            first = base.get((run, env, workload, per))
+            points = ([first] if first else []) + sorted(rows, key=lambda r: r["devices"])
+            name = f"{wrapper}, batch {per}" if fixed else f"{wrapper}, {per} per device"
+            out[(run, env, workload)][name] = [(p["devices"], p["samples_per_sec"]) for p in points]
+    return _worth_drawing(out)
 
 
-def time_vs_batch_plots(results: list[dict], out: Path) -> list[tuple[str, Path]]:
+def time_vs_batch_series(results: list[dict]) -> Series:
     """Seed 000's plot: seconds per epoch against batch size, one line per parallelism."""
-    series: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    out: Series = defaultdict(lambda: defaultdict(list))
     for g in analysis.groups(results).values():
         seconds = g.epoch_seconds() if g.all_ok else None
         if seconds:
             key = (analysis.run_of(g.first), analysis.env_of(g.first), analysis.workload_of(g.first))
-            series[key][analysis.label_of(g.first)].append((g.first.get("batch_size"), seconds))
+            out[key][analysis.label_of(g.first)].append((g.first.get("batch_size"), seconds))
+    return _worth_drawing(out)
+
+
+def _draw(series: Series, kind: str, caption: str, xlabel: str, ylabel: str, out: Path, stacks: list[str],
+          log_x: bool = False) -> list[tuple[str, Path]]:
     plt = _pyplot()
     made = []
-    for (run, env, workload), lines in sorted(series.items()):
-        if not any(len(points) > 1 for points in lines.values()):
-            continue
+    order = {env: n for n, env in enumerate(stacks)}  # version order, as in the tables
+    for (run, env, workload), lines in sorted(series.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 0),
+                                                                              kv[0][2])):
         fig, ax = plt.subplots(figsize=(6, 4))
         for label, points in sorted(lines.items()):
-            points.sort()
-            _errorbar(ax, [b for b, _ in points], [s for _, s in points], label)
-        ax.set_xscale("log", base=2)
+            _errorbar(ax, [x for x, _ in points], [s for _, s in points], label)
+        if log_x:
+            ax.set_xscale("log", base=2)
+        else:  # device counts: whole numbers only
+            from matplotlib.ticker import MaxNLocator
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         title = _title(run, env, workload)
-        path = _save(plt, fig, ax, "batch size", "seconds per epoch (training)", title,
-                     out / _file("time-vs-batch", run, env, workload))
-        made.append((f"Epoch time against batch size: {title}", path))
+        made.append((f"{caption}: {title}", _save(plt, fig, ax, xlabel, ylabel, title,
+                                                 out / _file(kind, run, env, workload))))
     return made
 
 
 def draw_all(results: list[dict], out: Path) -> list[tuple[str, Path]]:
     out.mkdir(parents=True, exist_ok=True)
-    return scaling_plots(results, out) + time_vs_batch_plots(results, out)
+    stacks = list(analysis.stacks(results))
+    return (_draw(scaling_series(results), "scaling", "Throughput against devices", "devices",
+                  "samples / s (training, steady epochs)", out, stacks)
+            + _draw(time_vs_batch_series(results), "time-vs-batch", "Epoch time against batch size", "batch size",
+                    "seconds per epoch (training)", out, stacks, log_x=True))

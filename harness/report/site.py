@@ -11,7 +11,7 @@ import html
 import json
 from pathlib import Path
 
-from .tables import Table, slug
+from .tables import KEY, Table, slug
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2rem;max-width:110rem;color:#222}
@@ -21,7 +21,8 @@ th{background:#f3f3f3}
 td.ok{background:#eaf7ea}td.error,td.crash,td.oom,td.timeout{background:#fbe3e3}
 td.unsupported{background:#e8eefb}td.unavailable{background:#fdf5dc}td.flag{background:#ffe9c7;font-weight:bold}
 pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;font-size:.8rem;white-space:pre-wrap}
-.note{color:#555;font-size:.85rem}img{max-width:100%;border:1px solid #ddd;margin:.3rem}
+.note{color:#555;font-size:.85rem;max-width:60rem}a.ref{font-size:.75rem;color:#555}
+td:target{outline:2px solid #d08000}img{max-width:100%;border:1px solid #ddd;margin:.3rem}
 """
 
 
@@ -47,8 +48,11 @@ def html_table(table: Table, prefix: str = "") -> str:
             text = e(c.text)
             if c.link:
                 text = f"<a href=\"{e(prefix + 'cells/' + slug(c.link) + '.html')}\">{text}</a>"
+            if c.ref and KEY.match(c.ref):
+                text += f" <a class=\"ref\" href=\"#{e(c.ref.lower())}\">{e(c.ref)}</a>"
             cls = f" class=\"{e(c.mark)}\"" if c.mark else ""
-            cells.append(f"<td{cls}>{text}</td>")
+            anchor = f" id=\"{e(c.anchor.lower())}\"" if c.anchor and KEY.match(c.anchor) else ""
+            cells.append(f"<td{cls}{anchor}>{text}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
