@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -264,7 +265,14 @@ COMMANDS = {"list": cmd_list, "run": cmd_run, "build": cmd_build, "status": cmd_
             "report": cmd_report}
 
 
+def _terminate(signum, frame) -> None:
+    """SIGTERM (a scheduler's, or `kill`) ends a run the way Ctrl-C does: finished cells
+    kept, running ones stopped and left without a result, exit 130."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     args = build_parser().parse_args(argv)
     console = Console(soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)

@@ -46,7 +46,36 @@ def provenance_lines(results: list[dict]) -> list[str]:
         f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; {len(hosts)} host(s); "
         f"harness commits: {', '.join(commits)}",
         "devices seen: " + (", ".join(gpus) if gpus else "no GPU (CPU and virtual CPU devices only)"),
-    ] + coverage_lines(results)
+    ] + gpu_lines(results) + coverage_lines(results)
+
+
+def gpu_lines(results: list[dict]) -> list[str]:
+    """The GPU hosts behind the results: model, memory, compute capability,
+    driver, topology (from the host, once per run), and the CUDA / cuDNN the
+    frameworks reported from inside the cells."""
+    hosts: dict[tuple, dict] = {}
+    for r in results:
+        res = (r.get("provenance") or {}).get("host_resources") or {}
+        gpus = res.get("gpus") or []
+        if not gpus or not any(g.get("name") for g in gpus):
+            continue
+        g = gpus[0]
+        links = sorted(set((res.get("topology") or {}).values()))
+        key = ((r.get("provenance") or {}).get("host") or {}).get("name", "?"), len(gpus)
+        hosts[key] = {"text": f"{len(gpus)} x {g.get('name')} ({(g.get('memory_mib') or 0) // 1024} GiB, "
+                              f"compute capability {g.get('compute_capability')}, driver {g.get('driver')})"
+                              + (f", GPU links: {', '.join(links)}" if links else "")}
+    stacks = sorted({_cuda_seen(r["seen"]) for r in results
+                     if (r.get("seen") or {}).get("gpus") and r["seen"].get("cuda")})
+    lines = [f"GPU host {name}: {h['text']}" for (name, _), h in sorted(hosts.items())]
+    if stacks:
+        lines.append("CUDA as the frameworks report it: " + "; ".join(stacks))
+    return lines
+
+
+def _cuda_seen(seen: dict) -> str:
+    framework = f"JAX {seen['jax']}" if seen.get("jax") else f"TF {seen.get('tensorflow')}"
+    return f"{framework}: CUDA {seen.get('cuda')}, cuDNN {seen.get('cudnn')}"
 
 
 def coverage_lines(results: list[dict]) -> list[str]:
