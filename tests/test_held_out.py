@@ -20,7 +20,7 @@ from harness import interpreters, outcome
 from harness.matrix import load
 from harness.store import iter_results
 from harness.supervise import RawOutcome
-from harness.workloads import EXIT_ERROR
+from harness.workloads.protocol import EXIT_ERROR
 
 from .conftest import ROOT, harness
 
