@@ -104,7 +104,13 @@ def normalise(message: str) -> str:
 def _root_message(message: str) -> str:
     """TF 2 wraps errors raised inside a traced function as "in user code:" +
     a stack + the real "SomeError: message" at the end; that last line is what
-    groups, not the wrapper."""
+    groups, not the wrapper. A runtime op failure reads "Graph execution error:"
+    + "Detected at node ..." + a stack + the op's own message, the last
+    unindented line (the "[[{{node ...}}]]" line after it is indented)."""
+    if message.lstrip().startswith("Graph execution error:"):
+        lines = [ln for ln in message.strip().splitlines()[1:] if ln.strip() and not ln[:1].isspace()]
+        told = [ln for ln in lines if not ln.startswith(("Detected at node", "File ", "[["))]
+        return told[-1] if told else message
     if not message.lstrip().startswith("in user code:"):
         return message
     for line in reversed(message.strip().splitlines()):

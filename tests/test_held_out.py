@@ -39,7 +39,7 @@ KNOWN = {
     "tf1.12-keras2.2.4-tensorflow-gpu/gru-small/none-c1/b128/r0":
         ("error", "import: ImportError: libcublas.so.9.0: cannot open shared object file"),
     "tf1.12-keras2.2.4/gru-small/make_parallel-c2/b127/r0": ("error", "Incompatible shapes: <shape> vs. <shape>"),
-    "tf2.15/gru-small/make_parallel-c2/b127/r0": ("error", "<shape> and <shape> are incompatible"),
+    "tf2.15/gru-small/make_parallel-c2/b127/r0": ("error", "Incompatible shapes: <shape> vs. <shape>"),
 }
 LEAKS = {"TF_USE_LEGACY_KERAS": "1", "KERAS_BACKEND": "torch"}
 

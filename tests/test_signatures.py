@@ -180,3 +180,22 @@ def test_keras_mismatch_has_its_own_kind():
 
 def test_numbers_inside_names_stay():
     assert outcome.normalise("no attribute 'float32' in v2 for dense_3") == "no attribute 'float32' in v2 for dense_<n>"
+
+
+GRAPH_EXECUTION = """Graph execution error:
+
+Detected at node gradient_tape/categorical_crossentropy/mul/BroadcastGradientArgs defined at (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+
+  File "/v/keras/src/optimizers/optimizer.py", line 276, in compute_gradients
+
+Incompatible shapes: [127,4] vs. [126,4]
+\t [[{{node gradient_tape/categorical_crossentropy/mul/BroadcastGradientArgs}}]] [Op:__inference_train_function_11046]
+"""
+
+
+def test_a_tf2_runtime_op_failure_signs_with_the_ops_message():
+    workload = {"outcome": "error", "error": {"type": "tensorflow.python.framework.errors_impl.InvalidArgumentError",
+                                             "message": GRAPH_EXECUTION}}
+    err = outcome.classify(raw(), workload, None, "").error
+    assert err["signature"] == "exception: InvalidArgumentError: Incompatible shapes: <shape> vs. <shape>"
