@@ -16,6 +16,7 @@ import time
 from collections import deque
 
 from .resources import Gpu
+from .stats import spread_of
 
 
 class GpuMonitor(threading.Thread):
@@ -74,8 +75,7 @@ class GpuMonitor(threading.Thread):
         for index in indices:
             values = [s[index] for t, s in list(self.samples) if start <= t <= end and index in s]
             if values:
-                out[index] = {"median": statistics.median(values), "min": min(values), "max": max(values),
-                              "n": len(values)}
+                out[index] = spread_of(values).as_dict()
         return out
 
     def occupancy(self, start: float, end: float) -> dict | None:

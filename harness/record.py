@@ -6,7 +6,6 @@ import datetime as dt
 import hashlib
 import json
 import platform
-import statistics
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 from . import SCHEMA, __version__
 from .cells import Cell
 from .outcome import Verdict
+from .stats import spread_of, steady
 from .store import read_json
 from .supervise import RawOutcome
 from .workloads.protocol import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, WORKLOAD_FILE
@@ -23,14 +23,6 @@ TAIL_CHARS = 4000
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def spread(values: list[float]) -> dict | None:
-    """Median with min and max: the only way a timing is reported."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
 @cache
@@ -78,7 +70,7 @@ def tail(path: Path, chars: int = TAIL_CHARS) -> str:
 def timing(epochs: list[dict], workload_timing: dict, raw_seconds: float | None) -> dict:
     """Startup, first epoch and steady state kept apart: epoch 1 carries graph
     building and compilation, so steady-state figures use epochs 2..N only."""
-    steady = epochs[1:]
+    steady_epochs = steady(epochs)
     out = {
         "total_seconds": round(raw_seconds, 3) if raw_seconds is not None else None,
         "startup_seconds": workload_timing.get("startup_seconds"),
@@ -88,10 +80,12 @@ def timing(epochs: list[dict], workload_timing: dict, raw_seconds: float | None)
         "steady_samples_per_sec": None,
         "steady_epoch_seconds": None,
     }
-    if steady:
-        out["steady_samples_per_sec"] = round(statistics.median(e["samples_per_sec"] for e in steady), 2)
-        out["steady_epoch_seconds"] = round(statistics.median(e["seconds"] for e in steady), 4)
-        out["steady_samples_per_sec_spread"] = spread([e["samples_per_sec"] for e in steady])
+    rate, seconds = spread_of(e["samples_per_sec"] for e in steady_epochs), spread_of(
+        e["seconds"] for e in steady_epochs)
+    if rate and seconds:
+        out["steady_samples_per_sec"] = round(rate.median, 2)
+        out["steady_epoch_seconds"] = round(seconds.median, 4)
+        out["steady_samples_per_sec_spread"] = rate.as_dict()
     return out
 
 

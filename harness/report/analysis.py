@@ -9,44 +9,18 @@ compare cells of the same run folder, never numbers from different hosts.
 from __future__ import annotations
 
 import re
-import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
 from ..outcome import normalise
+from ..stats import SPREAD_WIDE, Spread, spread_of, steady  # noqa: F401 - re-exported for the writers
 
 Result = dict
-FAILED = ("error", "crash", "oom", "timeout")
-NOT_RUN = ("unsupported", "unavailable")  # nothing ran: the host or the environment said no first
-SPREAD_WIDE = 0.25       # (max - min) / median above this: the figure is marked as noisy
+from ..status import FAILED, NOT_RUN  # noqa: E402,F401 - the vocabulary is the status module's
+
 ACCURACY_TOLERANCE = 0.05  # N devices more than this below 1 device: "degraded"
-
-
-@dataclass(frozen=True)
-class Spread:
-    median: float
-    lo: float
-    hi: float
-    n: int
-
-    @property
-    def wide(self) -> bool:
-        return self.n > 1 and self.median > 0 and (self.hi - self.lo) / self.median > SPREAD_WIDE
-
-    def fmt(self, digits: int = 2) -> str:
-        text = f"{self.median:.{digits}f}"
-        if self.n > 1:
-            text += f" [{self.lo:.{digits}f}-{self.hi:.{digits}f}]"
-        return text + (" (noisy)" if self.wide else "")
-
-
-def spread_of(values) -> Spread | None:
-    values = [float(v) for v in values if v is not None]
-    if not values:
-        return None
-    return Spread(statistics.median(values), min(values), max(values), len(values))
 
 
 # -- identity of a result -----------------------------------------------------------
@@ -111,10 +85,10 @@ class Group:
         return text if len(bad) == len(self.results) else f"{text} {len(bad)}/{len(self.results)}"
 
     def epoch_seconds(self) -> Spread | None:
-        return spread_of(e.get("seconds") for r in self.ok for e in (r.get("epochs") or [])[1:])
+        return spread_of(e.get("seconds") for r in self.ok for e in steady(r.get("epochs")))
 
     def samples_per_sec(self) -> Spread | None:
-        return spread_of(e.get("samples_per_sec") for r in self.ok for e in (r.get("epochs") or [])[1:])
+        return spread_of(e.get("samples_per_sec") for r in self.ok for e in steady(r.get("epochs")))
 
     def metric(self, name: str) -> Spread | None:
         return spread_of((r.get("metrics") or {}).get(name) for r in self.ok)
