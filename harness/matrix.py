@@ -272,7 +272,7 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
         elif backend not in stacks.KERAS3_BACKENDS:
             check.problem(f"{where}.backend", f"expected one of {', '.join(stacks.KERAS3_BACKENDS)}, "
                           f"got {_show(backend)}")
-    if not tf and not (keras and Version(keras).major >= 3 and backend in ("jax", "torch")):
+    if not tf and not (stacks.is_keras3(keras) and backend in ("jax", "torch")):
         check.problem(where, "needs 'tensorflow' (or Keras 3 with backend jax or torch)")
     device = raw.get("device", "cpu")
     if device not in ("cpu", "gpu"):
@@ -329,9 +329,9 @@ def _keras_api(check: _Checker, where: str, raw: dict, tf: str | None, keras: st
     elif chosen == "tf_keras" and not (tf and Version(tf) >= Version("2.16")):
         check.problem(f"{where}.keras_api", "tf_keras is the legacy Keras 2 of TensorFlow >= 2.16 (before, "
                       "tf.keras is Keras 2 already): set tensorflow: '2.16' or later")
-    elif chosen in ("standalone", "tf_keras") and keras and Version(keras).major >= 3:
+    elif chosen in ("standalone", "tf_keras") and stacks.is_keras3(keras):
         check.problem(f"{where}.keras", f"{chosen} is Keras 2; '{keras}' is Keras 3 (keras_api: keras3)")
-    elif chosen == "keras3" and keras and Version(keras).major < 3:
+    elif chosen == "keras3" and keras and not stacks.is_keras3(keras):
         check.problem(f"{where}.keras", f"keras_api keras3 needs a Keras 3 pin, got '{keras}'")
     elif chosen == "tf.keras" and not tf:
         check.problem(f"{where}.keras_api", "tf.keras needs 'tensorflow'")

@@ -47,6 +47,15 @@ RESERVED_VARIABLES = frozenset({
     "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "LD_PRELOAD", "HOME", "VIRTUAL_ENV", *KERAS_SWITCHES})
 
 
+def is_keras3(keras: str | None) -> bool:
+    """A Keras pin of the Keras 3 line (the version tests live here, nowhere else)."""
+    return keras is not None and Version(keras).major >= 3
+
+
+def is_tf1(tensorflow: str | None) -> bool:
+    return tensorflow is not None and Version(tensorflow).major == 1
+
+
 def api(tensorflow: str | None, keras: str | None) -> str:
     """The Keras API a cell uses when the matrix does not say (``keras_api``).
 
@@ -56,7 +65,7 @@ def api(tensorflow: str | None, keras: str | None) -> str:
     """
     if keras is None:
         return "tf.keras"
-    return "keras3" if Version(keras).major >= 3 else "standalone"
+    return "keras3" if is_keras3(keras) else "standalone"
 
 
 def keras_package(keras_api: str) -> str | None:

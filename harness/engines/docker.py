@@ -154,7 +154,7 @@ def find_ca_bundle(explicit: str | None) -> Path | None:
 
 def family(env: Environment) -> str:
     """Which Dockerfile under images/ builds this environment."""
-    if env.device == "gpu" and env.tensorflow and env.tensorflow.startswith("1."):
+    if env.device == "gpu" and stacks.is_tf1(env.tensorflow):
         return "tf1-gpu"
     return "venv"
 
