@@ -25,13 +25,23 @@ from pathlib import Path
 from _common import harness, results, spread
 
 
-def bare(python: str, workloads: Path, spec: Path, out: Path) -> tuple[float, dict]:
+def bare(python: str, workloads: Path, spec: Path, out: Path, devices: str | None) -> tuple[float, dict]:
+    """The workload started by hand: its interpreter, its spec, the variables its environment
+    needs (the Keras switches), the same GPUs -- and nothing of the harness."""
     out.mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
-    env.update({"PYTHONPATH": str(workloads), "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0"})
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LD_LIBRARY_PATH")
+           or k.startswith("NCCL_")}
+    env.update(json.loads(spec.read_text())["environment"].get("variables") or {})
+    # the workloads first, then whatever the stack was installed with (as the local engine does)
+    path = os.pathsep.join(p for p in (str(workloads), os.environ.get("PYTHONPATH")) if p)
+    env.update({"PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0"})
+    if devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = devices
     start = time.monotonic()
-    subprocess.run([python, "-m", "workloads", str(spec), str(out)], env=env, cwd=out, check=True,
-                   capture_output=True)
+    proc = subprocess.run([python, "-m", "workloads", str(spec), str(out)], env=env, cwd=out,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"the bare workload failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return time.monotonic() - start, json.loads((out / "workload.json").read_text())
 
 
@@ -60,7 +70,8 @@ def main() -> None:
             (r,) = results(tmp)
             h_steady.append(steady(r["epochs"]))
             h_over.append(r["timing"]["harness_overhead_seconds"])
-            took, w = bare(python, workloads, folder / "spec.json", tmp / f"bare-{k}")
+            took, w = bare(python, workloads, folder / "spec.json", tmp / f"bare-{k}",
+                           (r.get("resources") or {}).get("cuda_visible_devices"))
             b_wall.append(took)
             b_steady.append(steady(w["epochs"]))
         print(f"cell {a.cell} ({a.engine}), {a.rounds} rounds, alternating")

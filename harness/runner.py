@@ -161,7 +161,7 @@ class Runner:
         try:
             prepared = self.engine.prepare(env, log_path)
             if selfcheck.needed(env):  # CUDA / cuDNN present and working, before a cell spends time on it
-                selfcheck.check(self.engine, prepared, self._workloads_root, log_path)
+                selfcheck.check(self.engine, prepared, self._workloads_root, log_path, reuse=True)
         except EnvironmentUnavailable as exc:
             self.console.print(f"[yellow]unavailable[/] {env.name}: {escape(exc.reason)}")
             raise

@@ -11,12 +11,15 @@ matmul, a convolution and a cuDNN RNN step under ``TIMEOUT``.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import socket
 from pathlib import Path
 
 from . import hostinfo
 from .cells import Environment
-from .engines.base import Engine, Prepared
+from .engines.base import Engine, Prepared, cache_dir
 from .errors import EnvironmentUnavailable
 
 TIMEOUT = 600.0  # seconds; an import of TF + three small GPU ops take well under a minute when healthy
@@ -35,15 +38,41 @@ def framework(env: Environment) -> str:
     return "tensorflow"
 
 
+# a changed self-check script is a new check
+_SCRIPT_SHA = hashlib.sha256((Path(__file__).parent / "workloads" / "selfcheck.py").read_bytes()).hexdigest()
+
+
+def _passed_file(engine: Engine, prepared: Prepared, gpus: list[str]) -> Path:
+    """Where a passed check is remembered: per environment, engine, host and GPU set."""
+    env = prepared.environment
+    key = json.dumps([env.name, env.content_hash(), engine.name, str(prepared.handle), socket.gethostname(),
+                      gpus, _SCRIPT_SHA], sort_keys=True)
+    return cache_dir() / "selfcheck" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
+
+
 def check(engine: Engine, prepared: Prepared, workloads_root: Path, log_path: Path,
-          timeout: float = TIMEOUT) -> dict:
+          timeout: float = TIMEOUT, reuse: bool = False) -> dict:
     """Run the self-check; return its report, or raise EnvironmentUnavailable with the reason.
 
     The GPU operations run only where this host lists an NVIDIA GPU. The report's
     summary also goes into the environment's provenance (``selfcheck``), so
     every result records the CUDA / cuDNN versions its framework was built for.
+    With `reuse` (a `run`), a check this environment passed on this host with
+    the same GPUs is taken as it stands: it costs an import of the framework
+    and three GPU operations (about 10 s), every run, for no new information.
+    `build` always checks afresh.
     """
-    gpus = bool(hostinfo.nvidia_gpus())
+    listed = hostinfo.nvidia_gpus()
+    gpus = bool(listed)
+    passed = _passed_file(engine, prepared, listed)
+    if reuse and passed.is_file():
+        try:
+            report = json.loads(passed.read_text())
+        except (OSError, ValueError):
+            report = None
+        if report and report.get("ok"):
+            prepared.provenance["selfcheck"] = {**summary_fields(report), "reused": True}
+            return report
     argv = ["-m", "workloads.selfcheck", "--framework", framework(prepared.environment),
             "--gpu", "auto" if gpus else "no"]
     code, out, err = engine.exec(prepared, argv, workloads_root, timeout, gpus=gpus)
@@ -61,6 +90,10 @@ def check(engine: Engine, prepared: Prepared, workloads_root: Path, log_path: Pa
     if not report.get("ok"):
         raise EnvironmentUnavailable("self-check: " + "; ".join(report.get("problems") or ["failed"])[:600], tail)
     prepared.provenance["selfcheck"] = summary_fields(report)
+    passed.parent.mkdir(parents=True, exist_ok=True)
+    tmp = passed.with_name(passed.name + f".{os.getpid()}")
+    tmp.write_text(json.dumps(report))
+    os.replace(tmp, passed)
     return report
 
 
