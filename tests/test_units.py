@@ -136,3 +136,12 @@ def test_a_cell_claimed_by_a_live_process_cannot_be_claimed_until_it_dies(tmp_pa
         time.sleep(0.05)
     assert claim is not None
     claim.release()
+
+
+def test_every_model_loads_with_its_defaults(tmp_path):
+    """A workload that names only its model takes the model's defaults, and they pass the limits."""
+    from harness.matrix import MODEL_DEFAULTS, load
+    models = "".join(f"  - {{model: {m}{', fault: abort' if m == 'fault' else ''}}}\n" for m in MODEL_DEFAULTS)
+    path = tmp_path / "defaults.yaml"
+    path.write_text('environments: [{python: "3.11", tensorflow: "2.15.0"}]\nworkloads:\n' + models)
+    assert {c.workload.model for c in load(path).cells} == set(MODEL_DEFAULTS)
