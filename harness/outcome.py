@@ -101,6 +101,10 @@ def normalise(message: str) -> str:
     return cut(text, SIGNATURE_CHARS)
 
 
+_ROOT_ERROR = re.compile(r"^\s*\(\d+\) [A-Z_]+:\s+(.+)$")                  # one of TF's "root errors"
+_TF_TALLY = re.compile(r"^\d+ (successful operations|derived errors ignored)")  # TF's closing counts
+
+
 def _root_message(message: str) -> str:
     """TF 2 wraps errors raised inside a traced function as "in user code:" +
     a stack + the real "SomeError: message" at the end; that last line is what
@@ -108,8 +112,14 @@ def _root_message(message: str) -> str:
     + "Detected at node ..." + a stack + the op's own message, the last
     unindented line (the "[[{{node ...}}]]" line after it is indented)."""
     if message.lstrip().startswith("Graph execution error:"):
-        lines = [ln for ln in message.strip().splitlines()[1:] if ln.strip() and not ln[:1].isspace()]
-        told = [ln for ln in lines if not ln.startswith(("Detected at node", "File ", "[["))]
+        body = message.strip().splitlines()[1:]
+        for line in body:  # "N root error(s) found. (0) INVALID_ARGUMENT:  <the op's message>"
+            m = _ROOT_ERROR.match(line)
+            if m:
+                return m.group(1)
+        lines = [ln for ln in body if ln.strip() and not ln[:1].isspace()]
+        told = [ln for ln in lines if not ln.startswith(("Detected at node", "File ", "[[", "[..."))
+                and not _TF_TALLY.match(ln)]
         return told[-1] if told else message
     if not message.lstrip().startswith("in user code:"):
         return message

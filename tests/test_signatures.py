@@ -199,3 +199,15 @@ def test_a_tf2_runtime_op_failure_signs_with_the_ops_message():
                                              "message": GRAPH_EXECUTION}}
     err = outcome.classify(raw(), workload, None, "").error
     assert err["signature"] == "exception: InvalidArgumentError: Incompatible shapes: <shape> vs. <shape>"
+
+
+def test_a_graph_execution_error_with_several_root_errors_signs_with_the_op_message():
+    """TF 2 on two devices: "2 root error(s) found" and a closing tally; the op's message is the cause."""
+    from harness.outcome import signature
+    message = ("Graph execution error:\n\nDetected at node x defined at (most recent call last):\n"
+               "  File \"a.py\", line 1, in f\n\n2 root error(s) found.\n"
+               "  (0) INVALID_ARGUMENT:  Incompatible shapes: [127,4] vs. [126,4]\n\t [[{{node x}}]]\n"
+               "  (1) INVALID_ARGUMENT:  Incompatible shapes: [127,4] vs. [126,4]\n\t [[{{node x}}]]\n"
+               "0 successful operations.\n0 derived errors ignored. [Op:__inference_train_function_11046]")
+    assert signature("exception", "InvalidArgumentError", message) == \
+        "exception: InvalidArgumentError: Incompatible shapes: <shape> vs. <shape>"

@@ -131,6 +131,13 @@ def _text(exc):
         return "<str() failed: %s>" % type(failed).__name__
 
 
+def _clip(text, limit=6000):
+    """Keep a long message's head and tail: TF puts the op's own error last, after a stack."""
+    if len(text) <= limit:
+        return text
+    return text[:limit // 3] + "\n[... %d characters ...]\n" % (len(text) - limit) + text[-(limit * 2 // 3):]
+
+
 def _chain(exc, limit=10):
     """The exception and what it was raised from, outermost first: `link` says how each is tied
     to the next ("cause": raise ... from; "context": raised while handling it). The host picks
@@ -144,7 +151,7 @@ def _chain(exc, limit=10):
             link, inner = "context", exc.__context__
         else:
             link, inner = None, None
-        chain.append({"type": _type_name(exc), "message": _text(exc)[:6000], "link": link})
+        chain.append({"type": _type_name(exc), "message": _clip(_text(exc)), "link": link})
         exc = inner
     return chain
 
