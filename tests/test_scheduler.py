@@ -201,3 +201,16 @@ def test_kill_9_of_the_harness_leaves_no_container_past_the_wall_limit(tmp_path,
     while ours() and time.monotonic() < gone:
         time.sleep(1)
     assert ours() == [], "a container outlived its wall limit after the harness was killed"
+
+
+def test_a_run_whose_every_cell_cannot_run_ends(tmp_path):
+    """Unsupported and unavailable cells alone: recorded, and the run exits (it once waited forever)."""
+    matrix = tmp_path / "nothing-runs.yaml"
+    matrix.write_text('name: nothing-runs\nenvironments: [{python: "3.11", tensorflow: "9.9.9"}]\n'
+                      'workloads: [{model: idle, seconds: 1}]\n'
+                      'parallelism: [{wrapper: none, devices: 1}, {wrapper: data_parallel, devices: 64, '
+                      'device_kind: gpu}]\n')
+    proc = harness("run", str(matrix), "--engine", "venv", "--results", str(tmp_path / "r"), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert sorted(r["status"] for r in _results(tmp_path / "r" / "nothing-runs").values()) == \
+        ["unavailable", "unavailable"]

@@ -129,8 +129,8 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks) -> 
                 if elsewhere and not pending:
                     _drain(wake, timeout=1.0)
                 continue
-            if started_any:
-                continue
+            if started_any or not (pending or running or elsewhere):
+                continue  # (the loop's own test ends it when nothing is left)
             kind, payload = wake.get()
             if kind == "done":
                 running -= 1
