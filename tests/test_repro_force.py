@@ -35,7 +35,10 @@ def test_a_forced_environment_bundle_replays_from_an_empty_folder(tmp_path):
     lock = (env_dir / "requirements.lock").read_text()
     assert "requests==2.31.0" in lock and "urllib3" not in lock
     assert (env_dir / "forced.txt").read_text() == "urllib3==1.20\n"
-    assert "export REPRO_MARK='it'\"'\"'s set'" in (bundle / "run.sh").read_text()
+    exports = "\n".join(ln for ln in (bundle / "run.sh").read_text().splitlines() if ln.startswith("export "))
+    shown = subprocess.run(["bash", "-c", exports + '\nprintf %s "$REPRO_MARK"'], capture_output=True, text=True,
+                           check=True).stdout
+    assert shown == "it's set"   # the variable arrives exactly, whatever the quoting
 
     clean = tmp_path / "elsewhere"
     shutil.copytree(bundle, clean, ignore=shutil.ignore_patterns("attempts"))
