@@ -13,7 +13,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..cells import Cell, Environment
 from ..outcome import signal_name
@@ -77,14 +76,18 @@ def cache_dir() -> Path:
 class Prepared:
     """An environment ready to run cells, and how it was obtained.
 
-    ``handle`` is what the engine runs cells with: the interpreter path for the
-    venv and local engines, the image id for Docker.
+    ``handle`` names it for its engine, always as text: the virtualenv's folder
+    (venv), the interpreter's path (local), the image id (docker). Only the
+    engine that made it reads it.
     """
 
     environment: Environment
     provenance: dict
-    handle: Any = None
+    handle: str = ""
     reused: bool = False
+
+    def __post_init__(self) -> None:
+        self.handle = str(self.handle)
 
 
 @dataclass
