@@ -15,6 +15,7 @@ devices, and a result says by index and UUID which ones it ran on.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -74,12 +75,18 @@ def _smi_gpus() -> list[Gpu]:
 
 
 def nvml_gpus() -> list[Gpu]:
-    """Every GPU of the host, through NVML where it loads, else nvidia-smi; [] without a driver."""
+    """Every GPU of the host, through NVML where it loads, else nvidia-smi; [] without a driver.
+    Asked once per process: the runner, the self-check and discovery all read this."""
+    return list(_host_gpus())
+
+
+@functools.lru_cache(maxsize=1)
+def _host_gpus() -> tuple[Gpu, ...]:
     try:
         import pynvml
         pynvml.nvmlInit()
     except Exception:  # noqa: BLE001 - no library, no driver: ask nvidia-smi
-        return _smi_gpus()
+        return tuple(_smi_gpus())
     try:
         driver = pynvml.nvmlSystemGetDriverVersion()
         gpus = []
@@ -89,7 +96,7 @@ def nvml_gpus() -> list[Gpu]:
             gpus.append(Gpu(str(i), _text(pynvml.nvmlDeviceGetUUID(h)), _text(pynvml.nvmlDeviceGetName(h)),
                             pynvml.nvmlDeviceGetMemoryInfo(h).total // (1 << 20), f"{major}.{minor}",
                             _text(driver)))
-        return gpus
+        return tuple(gpus)
     finally:
         pynvml.nvmlShutdown()
 

@@ -17,7 +17,7 @@ import os
 import socket
 from pathlib import Path
 
-from . import hostinfo
+from . import resources
 from .cells import Environment
 from .engines.base import Engine, Prepared, cache_dir
 from .errors import EnvironmentUnavailable
@@ -62,7 +62,7 @@ def check(engine: Engine, prepared: Prepared, workloads_root: Path, log_path: Pa
     and three GPU operations (about 10 s), every run, for no new information.
     `build` always checks afresh.
     """
-    listed = hostinfo.nvidia_gpus()
+    listed = [g.uuid or g.index for g in resources.nvml_gpus()]
     gpus = bool(listed)
     passed = _passed_file(engine, prepared, listed)
     if reuse and passed.is_file():

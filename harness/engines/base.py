@@ -37,6 +37,11 @@ INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDI
 # Site settings of the communication libraries (a cluster's NCCL network, NVLink
 # multicast switched off by the host's owner) must reach the cells as well.
 INHERITED_PREFIXES = ("LC_", "NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_")
+
+
+def inherited() -> dict[str, str]:
+    """The part of the harness's own environment a cell process (or a self-check) gets."""
+    return {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
 # Seconds the in-environment `timeout` waits past the wall limit: the harness
 # enforces the limit itself; this backstop ends the cell if the harness died.
 BACKSTOP_GRACE = 10
@@ -162,7 +167,7 @@ class ProcessEngine(Engine):
         return str(workloads_root)
 
     def environ(self, cell: Cell, slot: Slot, workloads_root: Path) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+        env = inherited()
         env.update(cell_variables(cell, slot))  # Keras switches are never in INHERITED: only the cell's own
         env["PYTHONPATH"] = self.pythonpath(workloads_root)
         return env
@@ -184,7 +189,7 @@ class ProcessEngine(Engine):
              gpus: bool = False) -> tuple[int | None, str, str]:
         """Run the environment's ``python ARGV`` with the workloads importable (the self-check);
         exit code None when it ran past ``timeout``. GPUs: whatever the host shows."""
-        env = {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+        env = inherited()
         env.update(CELL_ENV, PYTHONPATH=self.pythonpath(workloads_root.resolve()))
         if not gpus:
             env["CUDA_VISIBLE_DEVICES"] = ""

@@ -44,18 +44,15 @@ class _Preparer(threading.Thread):
         super().__init__(daemon=True, name="prepare")
         self.envs, self.prepare, self.wake = envs, prepare, wake
         self.state: dict[str, tuple[str, object]] = {}  # env name -> ("ready"|"failed", value)
-        self.current: str | None = None
         self.start()
 
     def run(self) -> None:
         for env in self.envs:
-            self.current = env.name
             try:
                 self.state[env.name] = ("ready", self.prepare(env))
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread as the environment's fate
                 self.state[env.name] = ("failed", exc)
             self.wake.put(("prepared", env.name))
-        self.current = None
 
 
 def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks) -> None:
