@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
@@ -97,6 +98,19 @@ class Parallelism:
     def spec(self) -> dict:
         return {"wrapper": self.wrapper, "devices": self.devices, "device_kind": self.device_kind,
                 "ratios": list(self.ratios) if self.ratios else None, "feed": self.feed}
+
+
+_SIZE = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,6})?)([kmg]?)", re.I)
+
+
+def size_bytes(size) -> int | None:
+    """Bytes in a size like '4g', '512m', '1.5g' or '1073741824'; None if it is not one.
+    The matrix validates with it; engines, recipes and the Slurm executor convert with it."""
+    match = _SIZE.fullmatch(size) if isinstance(size, str) else None
+    if not match:
+        return None
+    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    return int(float(match.group(1)) * units[match.group(2).lower()])
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from . import names, stacks, status
-from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload
+from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
 from .errors import MatrixError
 from .workloads.protocol import FAULTS, RNN_CELLS, TRAPS
 
 # Patterns are matched with fullmatch: '$' would let a trailing newline through.
 PYTHON_RE = re.compile(r"3\.[0-9]{1,2}(\.[0-9]{1,2})?")
 VERSION_CHARS_RE = re.compile(r"[0-9A-Za-z.+!_-]{1,64}")
-MEMORY_RE = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,6})?)([kmg]?)", re.I)
 IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
 
 # -- limits: what a matrix file may ask for (the README's schema table lists them) --
@@ -225,15 +224,6 @@ def _version(check: _Checker, where: str, value) -> str | None:
     return text
 
 
-def memory_bytes(size: str) -> int | None:
-    """Bytes in a size like '4g', '512m', '1.5g' or '1073741824'; None if it is not one."""
-    match = MEMORY_RE.fullmatch(size) if isinstance(size, str) else None
-    if not match:
-        return None
-    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    return int(float(match.group(1)) * units[match.group(2).lower()])
-
-
 def _requirements(check: _Checker, where: str, key: str, reqs) -> None:
     for i, req in enumerate(reqs if isinstance(reqs, list) else []):
         at = f"{where}.{key}[{i}]"
@@ -310,7 +300,7 @@ def _slurm(check: _Checker, raw: dict) -> None:
             check.problem(f"slurm.{key}", f"expected at least 1, got {raw[key]}")
     if check.typed(raw, "time_margin", (int, float), "slurm") and raw["time_margin"] < 0:
         check.problem("slurm.time_margin", f"expected seconds >= 0, got {raw['time_margin']}")
-    if check.typed(raw, "mem", str, "slurm") and not MEMORY_RE.match(raw["mem"]):
+    if check.typed(raw, "mem", str, "slurm") and size_bytes(raw["mem"]) is None:
         check.problem("slurm.mem", f"expected a size like '16g' or '512m', got {raw['mem']!r}")
     for i, arg in enumerate(raw.get("sbatch_args") if check.typed(raw, "sbatch_args", list, "slurm") else []):
         if not isinstance(arg, str) or not arg.startswith("-"):
@@ -704,7 +694,7 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
                 check.bounded(f"timeouts.{key}", timeouts[key], *TIMEOUT_LIMITS, open_low=True)
     memory = raw.get("memory_limit")
     if isinstance(memory, str):
-        size = memory_bytes(memory)
+        size = size_bytes(memory)
         if size is None:
             check.problem("memory_limit", f"expected a size like '4g' or '512m', got {_show(memory)}")
         elif size < MIN_MEMORY:

@@ -17,8 +17,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from . import stacks
-from .cells import Cell
-from .engines.base import CELL_ENV, parse_size
+from .cells import Cell, size_bytes
+from .engines.base import CELL_ENV
 from .errors import UserError
 
 
@@ -121,7 +121,7 @@ def venv_script(cell: Cell, has_lock: bool) -> str:
     exports = "\n".join(f"export {_assignment(k, v)}" for k, v in sorted(_variables(cell).items()))
     limit = ""
     if cell.limits.memory:
-        limit = f"ulimit -v {int(parse_size(cell.limits.memory)) // 1024}\n"
+        limit = f"ulimit -v {int(size_bytes(cell.limits.memory)) // 1024}\n"
     # the lock is complete (pip freeze --all): --no-deps installs exactly it, with no resolver
     no_deps = "--no-deps " if has_lock else ""
     force = ('\n  if [ -s environment/forced.txt ]; then .venv/bin/python -m pip install -q --no-deps '

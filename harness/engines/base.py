@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cells import Cell, Environment
+from ..cells import Cell, Environment, size_bytes
 from ..outcome import signal_name
 from ..resources import Slot
 from ..supervise import RawOutcome, watch
@@ -205,7 +205,7 @@ class ProcessEngine(Engine):
         ctx = ctx or RunContext()
         workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
         env = self.environ(cell, ctx.slot, workloads_root)
-        limit = parse_size(cell.limits.memory) if cell.limits.memory else None
+        limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
         cpus = ctx.slot.cpus
 
         def preexec() -> None:
@@ -251,14 +251,6 @@ class ProcessEngine(Engine):
 
 def _text(data: bytes | str | None) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
-
-
-def parse_size(size: str) -> int:
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    size = size.strip().lower()
-    if size[-1] in units:
-        return int(float(size[:-1]) * units[size[-1]])
-    return int(size)
 
 
 _BUILDKIT_PREFIX = re.compile(r"^#\d+ [\d.]+ ")

@@ -21,7 +21,7 @@ from ..cells import Environment
 from ..errors import EnvironmentUnavailable
 from ..paths import inside
 from ..record import tail
-from .base import Prepared, ProcessEngine, cache_dir, parse_size, pip_failure  # noqa: F401 - parse_size re-exported
+from .base import Prepared, ProcessEngine, cache_dir, pip_failure
 
 MARKER = "harness-env.json"
 RECIPE_VERSION = 1  # bump when the way venvs are built changes

@@ -49,7 +49,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import outcome, record
-from ..cells import Cell
+from ..cells import Cell, size_bytes
 from ..engines.base import Engine
 from ..errors import EnvironmentUnavailable, UserError
 from ..matrix import Matrix
@@ -106,8 +106,7 @@ class SlurmOptions:
 
 
 def _megabytes(size: str) -> int:
-    from ..engines.venv import parse_size
-    return math.ceil(parse_size(size) / (1 << 20))
+    return math.ceil(size_bytes(size) / (1 << 20))
 
 
 @dataclass(frozen=True)
