@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import matrix as matrix_mod
-from . import status
+from . import status, values
 from .errors import UserError
 from .paths import check_writable
 from .store import iter_results
@@ -176,9 +176,12 @@ def cmd_run(args, console: Console) -> int:
     for r in missed:
         want = r["expectation"]
         got = status.failure_text(r)
-        expected = want["status"] + (f" with '{want['signature']}'" if want.get("signature") else "")
-        console.print(f"[red]expectation not met[/]: {escape(r['cell'])} is {r['status']} ({escape(got[:160])}), "
-                      f"the matrix expects {escape(expected)}", highlight=False)
+        for line in values.failed_lines(r):  # a value that differs (harness/values.py)
+            console.print(f"[red]expectation not met[/]: {escape(r['cell'])}: {escape(line)}", highlight=False)
+        if want.get("status") and (r["status"] != want["status"] or values.failed_lines(r) == []):
+            expected = want["status"] + (f" with '{want['signature']}'" if want.get("signature") else "")
+            console.print(f"[red]expectation not met[/]: {escape(r['cell'])} is {r['status']} "
+                          f"({escape(got[:160])}), the matrix expects {escape(expected)}", highlight=False)
     console.print(f"results: {runner.store.run_dir}")
     return 1 if missed else 0
 

@@ -28,7 +28,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from . import outcome, record, resources, selfcheck, status
+from . import chains, outcome, record, resources, selfcheck, status, usercode
 from .cells import Cell
 from .engines.base import Engine, Prepared, RunContext
 from .errors import CellUnsupported, EnvironmentUnavailable
@@ -44,7 +44,7 @@ from .workloads.protocol import EVENTS_FILE, STDERR_FILE, WORKLOAD_FILE
 WORKLOADS_SRC = Path(__file__).resolve().parent / "workloads"
 
 
-def stage_workloads(run_dir: Path) -> tuple[Path, str]:
+def stage_workloads(run_dir: Path, codes: Iterable = ()) -> tuple[Path, str]:
     """Copy the workloads package next to the results, keyed by its content.
 
     Cells import it from there (mounted read-only in containers), so the code
@@ -59,12 +59,14 @@ def stage_workloads(run_dir: Path) -> tuple[Path, str]:
         shutil.copytree(WORKLOADS_SRC, tmp / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         shutil.rmtree(root, ignore_errors=True)
         tmp.rename(root)
+    usercode.stage(root, codes)  # the user's code travels in the same tree (harness/usercode.py)
     return root, digest
 
 
-def check_expectation(cell: Cell, result: dict) -> dict | None:
-    """Compare a control cell with the answer its matrix says it must give."""
-    return status.judge(cell.expect, result)
+def check_expectation(cell: Cell, result: dict, peer=None) -> dict | None:
+    """Compare a control cell with the answer its matrix says it must give (`peer(cell_id)`:
+    another stored result, for value expectations across environments)."""
+    return status.judge(cell.expect, result, peer)
 
 
 def select(cells: Iterable[Cell], patterns: list[str] | None) -> list[Cell]:
@@ -95,7 +97,7 @@ class Runner:
         if removed:
             self.console.print(f"removed {removed} half-written cell folder(s) left by an interrupted run"
                                + (f"; ended {ended} cell process group(s) it left running" if ended else ""))
-        todo = [c for c in cells if self.store.needs_run(c, self.rerun)]
+        todo = chains.with_consumers([c for c in cells if self.store.needs_run(c, self.rerun)], cells)
         stale = [c for c in todo if self.store.existing(c) and self.store.is_stale(c)]
         if stale:
             self.console.print(f"{len(stale)} cell(s) changed since their stored result and run again")
@@ -104,8 +106,10 @@ class Runner:
             self.console.print(f"{skipped} of {len(cells)} cells already have results in {self.store.run_dir} "
                                "and are skipped (--rerun STATUS to run them again)")
         if todo:
-            self._workloads_root, self.workloads_digest = stage_workloads(self.store.run_dir)
-            self._run_all(todo)
+            self._workloads_root, self.workloads_digest = stage_workloads(self.store.run_dir,
+                                                                          usercode.codes_of(todo))
+            for wave in chains.waves(todo):  # producers before the cells that need their files
+                self._run_all(wave)
         results = []
         for cell in cells:
             result = self.store.existing(cell)
@@ -117,7 +121,7 @@ class Runner:
         """Judge a stored result against the matrix as it is now (an edited
         `expect:` changes the verdict, not the run) and store the new verdict,
         so `report` reads the same answer `run` printed."""
-        judged = check_expectation(cell, result)
+        judged = check_expectation(cell, result, self._peer)
         if judged != result.get("expectation") or cell.expect != result.get("expect"):
             result["expectation"], result["expect"] = judged, cell.expect
             claim = self.store.claim(cell.id)
@@ -127,6 +131,11 @@ class Runner:
                 finally:
                     claim.release()
         return result
+
+    def _peer(self, cell_id: str) -> dict | None:
+        """Another cell's stored result in this run (value expectations across environments)."""
+        result = record.read_json(self.store.run_dir / cell_id / RESULT) if "/" in cell_id else None
+        return result if isinstance(result, dict) and "status" in result else None
 
     def _run_all(self, todo: list[Cell]) -> None:
         self.inventory = resources.discover(self.gpus)
@@ -200,6 +209,13 @@ class Runner:
         spawn = time.time()
         try:
             write_json(work / SPEC, cell.spec())
+            try:
+                chains.hand_over(cell, self.store.run_dir, work)  # a producer's files, read-only
+            except chains.Broken as exc:
+                error = {"kind": "needs", "type": None, "message": str(exc), "signature": f"unavailable: {exc}",
+                         "exit_code": None, "signal": None}
+                return self._finish(cell, work, started, prepared.provenance, None,
+                                    outcome.Verdict(status.UNAVAILABLE, error=error, reason=str(exc)), slot)
             ctx = RunContext(slot=slot, cancel=cancel,
                              on_start=lambda pgid: self.store.note_process(work, pgid))
             raw = self.engine.run(prepared, cell, work, workloads_root, ctx)
@@ -236,7 +252,12 @@ class Runner:
             provenance["host_resources"] = self.inventory.describe()
         result = record.assemble(cell, self.engine.name, provenance, raw, verdict, work,
                                  self.matrix_label, self.matrix.sha256, started, slot=slot, extra=extra)
-        result["expectation"] = check_expectation(cell, result)
+        code = usercode.describe(cell)
+        if code:
+            result["code"] = code
+            result["provenance"]["code_sha256"] = code["sha256"]
+        result.update(chains.result_fields(cell, work))
+        result["expectation"] = check_expectation(cell, result, self._peer)
         write_json(work / RESULT, result)
         self.store.commit(work, cell)
         return result

@@ -482,7 +482,8 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
         todo = [c for c in todo if c.environment.name not in failed]
         if not todo:
             return 0
-    stage_workloads(store.run_dir)  # once, here: tasks staging it side by side would race
+    from ..usercode import codes_of
+    stage_workloads(store.run_dir, codes_of(todo))  # once, here: tasks staging it side by side would race
 
     sub_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
     root = store.run_dir / SLURM_DIR
@@ -498,6 +499,7 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
         (tmp / f"array-{arr.index}.sh").write_text(_script(sub_dir, arr, matrix.name, opts, cwd))
     meta = {"id": sub_id, "submitted": record.now(), "run": matrix.name, "results_root": str(results_root),
             "matrix_file": matrix.path.name, "matrix_label": str(matrix.path), "engine": engine.name,
+            "matrix_dir": str(matrix.path.resolve().parent),
             "engine_args": engine_args or {}, "rerun": sorted(rerun), "sbatch_args": opts.sbatch_args,
             "arrays": [{"index": a.index, "offset": a.offset, "count": len(a.cells),
                         "resources": asdict(a.resources), "script": f"array-{a.index}.sh"} for a in arrays]}
@@ -575,7 +577,7 @@ def run_task(sub_dir: Path, offset: int) -> int:
     meta = read_json(sub_dir / "submission.json")
     line = offset + int(os.environ["SLURM_ARRAY_TASK_ID"])
     cell_id = (sub_dir / "cells.txt").read_text().splitlines()[line]
-    m = matrix_mod.load(sub_dir / meta["matrix_file"])
+    m = matrix_mod.load(sub_dir / meta["matrix_file"], base=meta.get("matrix_dir"))  # user code paths
     cell = next((c for c in m.cells if c.id == cell_id), None)
     if cell is None:
         print(f"cell {cell_id} is not in {sub_dir / meta['matrix_file']}", file=sys.stderr)

@@ -353,12 +353,24 @@ def scaling(results: list[Result], ctx: Context | None = None) -> list[Table]:
 
 def drifted_controls(results: list[Result]) -> Table:
     table = Table("Control cells that drifted", ["cell", "expected", "got", "why it was expected"],
-                  note="A control cell's known answer is written in its matrix; these no longer give it.")
+                  note="A control cell's known answer (a status, or a value) is written in its matrix; "
+                       "these no longer give it.")
     for r in analysis.drifted_controls(results):
         want = r["expectation"]
         got = (r.get("error") or {}).get("signature") or r.get("reason") or ""
+        failed_values = [v for v in want.get("values") or [] if v.get("met") is False]
+        if failed_values:  # a value expectation (harness/values.py): the numbers are the finding
+            for v in failed_values:
+                peer = f" ({v['peer'].split('/', 1)[0]})" if v.get("peer") else ""
+                wanted = f"{v['metric']} = {v.get('want')}{peer}"
+                table.rows.append([Entry(r["cell"], link=r["cell"], mark="flag"), Entry(wanted),
+                                   Entry(cut(f"{v['metric']} = {v.get('got')}")),
+                                   Entry(v.get("why") or want.get("why") or v.get("detail") or "")])
+            if not want.get("status") or r["status"] == want["status"]:
+                continue
         table.rows.append([Entry(r["cell"], link=r["cell"], mark="flag"),
-                           Entry(want["status"] + (f" '{want['signature']}'" if want.get("signature") else "")),
+                           Entry((want.get("status") or "")
+                                 + (f" '{want['signature']}'" if want.get("signature") else "")),
                            Entry(cut(got if got.startswith(r["status"]) else f"{r['status']} {got}".strip())),
                            Entry(want.get("why") or "")])
     return table
