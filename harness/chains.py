@@ -175,6 +175,21 @@ def with_consumers(todo: list, cells: list) -> list:
     return [c for c in cells if c.id in chosen]
 
 
+def producers_of(cell, cells: list) -> list:
+    """The cells `cell` needs, directly or not, producers first (for repro)."""
+    by_id = {c.id: c for c in cells}
+    out: list = []
+
+    def visit(c) -> None:
+        for need in c.needs:
+            producer = by_id.get(need["cell"])
+            if producer is not None and producer not in out:
+                visit(producer)
+                out.append(producer)
+    visit(cell)
+    return out
+
+
 def _variable(name: str) -> str:
     return "HARNESS_INPUT_" + "".join(ch if ch.isalnum() else "_" for ch in name.upper())
 

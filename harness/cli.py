@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="attempts (default 1)")
     p.add_argument("--out", default="bundles", metavar="DIR", help="where bundles go (default: bundles)")
     p.add_argument("--shell", action="store_true", help="open a shell in the cell's environment instead of running")
+    p.add_argument("--command", dest="shell_command", metavar="CMD",
+                   help="with --shell: run CMD (bash -c) in the cell's environment instead of an interactive "
+                        "shell; the exit status is CMD's")
     _add_engine_args(p)
 
     p = sub.add_parser("report", help="publish results: static site, Markdown, CSV and JSON "

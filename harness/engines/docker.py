@@ -447,6 +447,8 @@ class DockerEngine(Engine):
         argv = [self.cli, "run", "--rm", *tty, "--network", "none",
                 *(arg for k, v in sorted(variables.items()) for arg in ("-e", f"{k}={v}")),
                 "-v", f"{bundle.resolve() / 'workloads'}:{WORKLOADS_MOUNT}/workloads:ro",
+                *(["-v", f"{bundle.resolve() / 'user'}:{WORKLOADS_MOUNT}/user:ro"]  # the user's code
+                  if (bundle / "user").is_dir() else []),
                 "-v", f"{bundle.resolve()}:/bundle", "-w", "/bundle", prepared.handle, "bash"]
         return argv, dict(os.environ)
 
