@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from ..store import iter_results
-from . import plots, site, tables
+from . import plots, reported, site, tables
 from .markdown import md_escape, md_table
 
 CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devices", "batch_size", "repeat",
@@ -30,7 +30,7 @@ def load(roots: list[Path]) -> list[tuple[Path, dict]]:
 
 
 def report_tables(results: list[dict]) -> list[tables.Table]:
-    return tables.report(results)
+    return tables.report(results) + reported.tables(results)  # then what users' scripts reported
 
 
 def provenance_lines(results: list[dict]) -> list[str]:
@@ -167,9 +167,11 @@ def compare(run_a: Path, run_b: Path) -> tuple[str, int]:
     a = [r for _, r in load([run_a])]
     b = [r for _, r in load([run_b])]
     diff = compare_runs(a, b)
+    diff["metric_changes"] = reported.changes(a, b)
     parts = [f"# {run_a} -> {run_b}", "",
              f"- {len(diff['regressions'])} regressions, {len(diff['fixes'])} fixes, {len(diff['slower'])} slower, "
-             f"{len(diff['faster'])} faster; {len(diff['only_a'])} cells only in A, {len(diff['only_b'])} only in B",
+             f"{len(diff['faster'])} faster, {len(diff['metric_changes'])} reported numbers changed; "
+             f"{len(diff['only_a'])} cells only in A, {len(diff['only_b'])} only in B",
              ""]
     parts += [md_table(t) for t in tables.comparison(diff)]
     return "\n".join(parts), len(diff["regressions"])

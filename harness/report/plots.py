@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from . import analysis
+from . import analysis, reported
 from .tables import slug
 
 
@@ -123,4 +123,5 @@ def draw_all(results: list[dict], out: Path) -> list[tuple[str, Path]]:
     return (_draw(scaling_series(results), "scaling", "Throughput against devices", "devices",
                   "samples / s (training, steady epochs)", out, stacks)
             + _draw(time_vs_batch_series(results), "time-vs-batch", "Epoch time against batch size", "batch size",
-                    "seconds per epoch (training)", out, stacks, log_x=True))
+                    "seconds per epoch (training)", out, stacks, log_x=True)
+            + reported.draw(results, out))

@@ -404,4 +404,10 @@ def comparison(diff: dict[str, list[dict]]) -> list[Table]:
                 detail = f"{e['a_seconds'].fmt()} -> {e['b_seconds'].fmt()} s/epoch ({e['change']:+.0%})"
             t.rows.append([Entry(e["cell"]), Entry(e["a"]), Entry(e["b"]), Entry(detail)])
         tables.append(t)
+    if diff.get("metric_changes"):  # numbers users' scripts reported (report/reported.py)
+        t = Table("Reported numbers that changed", ["cell", "metric", "run A", "run B"])
+        for e in diff["metric_changes"]:
+            t.rows.append([Entry(e["cell"]), Entry(e["metric"]), Entry(f"{e['a_value'].median:.6g}"),
+                           Entry(f"{e['b_value'].median:.6g}")])
+        tables.append(t)
     return tables
