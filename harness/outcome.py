@@ -287,11 +287,15 @@ def user_frame(stderr_tail: str) -> str | None:
 
 
 def _at(error: dict, where: str | None) -> dict:
-    """Attribute an error to the user's file and line: kept in `where` and in the signature
-    (the line of the user's own code is what tells two failures apart; it is not normalised)."""
+    """Attribute an error to the user's file and line: kept in `where` and in the signature,
+    after the error's type (the line of the user's own code is what tells two failures apart;
+    it is not normalised)."""
     if not where:
         return error
-    sig = f"{error['signature']} at {where}"
+    sig = error["signature"]
+    head = error["kind"] + (f": {_short(error['type'])}" if error.get("type") else "")
+    # right after the type, so a table that cuts a long message still shows where
+    sig = f"{head} at {where}{sig[len(head):]}" if sig.startswith(head) else f"{sig} at {where}"
     return {**error, "where": where, "signature": sig, "signature_short": cut(sig, SHORT_CHARS)}
 
 

@@ -306,7 +306,9 @@ class Runner:
             where = f" [dim]on {' '.join(parts)}[/]"
         expectation = result.get("expectation")
         flag = ""
-        if expectation is not None:
+        if expectation is not None and expectation["met"] is None:
+            flag = " [dim](expectation judged when its peer has run)[/]"  # a value `same_as` another cell
+        elif expectation is not None:
             flag = " [green]as expected[/]" if expectation["met"] else " [red]NOT as expected[/]"
         self.console.print(f"[{colour}]{word:>11}[/] {escape(result['cell'])}  "
                            f"{escape(group_summary(Group([result])).text)}{took}{where}{flag}",

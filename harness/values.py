@@ -92,7 +92,7 @@ def judge(rules: list[dict], result: dict, peer=None) -> list[dict]:
         entry = {"metric": metric, "got": got, "why": rule.get("why")}
         if "same_as" in rule:
             other_id = peer_id(result["cell"], rule["same_as"])
-            other = peer(other_id) if peer else None
+            other = result if other_id == result["cell"] else (peer(other_id) if peer else None)
             entry["peer"] = other_id
             if other is None:
                 entry.update(want=None, met=None, detail=f"{other_id} has no result yet")
