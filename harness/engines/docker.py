@@ -26,7 +26,7 @@ from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..outcome import signal_name
 from ..supervise import RawOutcome, watch
-from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
+from ..workloads.protocol import EVENTS_FILE, INPUTS_DIR, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure
 
 LABEL = "tfkeras-harness"
@@ -326,13 +326,16 @@ class DockerEngine(Engine):
         if memory:
             kwargs["mem_limit"] = memory
             kwargs["memswap_limit"] = memory  # no swap: over the limit is an OOM kill
+        volumes = {str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"},
+                   str(workdir.resolve()): {"bind": OUT_MOUNT, "mode": "rw"}}
+        if (workdir / INPUTS_DIR).is_dir():  # a chain's producer files (harness/chains.py): read-only, even for root
+            volumes[str((workdir / INPUTS_DIR).resolve())] = {"bind": f"{OUT_MOUNT}/{INPUTS_DIR}", "mode": "ro"}
         try:
             container = self.client.containers.run(
                 prepared.handle, cell_argv("python3", f"{OUT_MOUNT}/{SPEC_FILE}", OUT_MOUNT, cell.limits.wall),
                 detach=True, init=True, network_mode="none", environment=environment,
                 user=f"{os.getuid()}:{os.getgid()}", working_dir="/tmp",
-                volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"},
-                         str(workdir.resolve()): {"bind": OUT_MOUNT, "mode": "rw"}},
+                volumes=volumes,
                 labels={LABEL: "1", f"{LABEL}.cell": cell.id, f"{LABEL}.pid": str(os.getpid()),
                         f"{LABEL}.host": os.uname().nodename},
                 **hardening(), **kwargs)
