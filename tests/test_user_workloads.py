@@ -260,7 +260,7 @@ def test_a_model_saved_by_tf2_is_loaded_by_keras3_through_a_chain(engine, tmp_pa
           - {name: save, script: code/chain.py, args: [save]}
           - {name: load, script: code/chain.py, args: [load], needs: {workload: save, environment: tf2.15}}
           - {name: broken-save, script: code/chain.py, args: [nonsense]}
-          - {name: orphan, script: code/chain.py, args: [load], needs: {workload: broken-save, as: save}}
+          - {name: orphan, script: code/chain.py, args: [load], needs: {workload: broken-save, environment: tf2.15, as: save}}
         include:
           - {environment: tf2.15, workload: [save, broken-save]}
           - {environment: tf2.21-keras3.15.1, workload: [load, orphan]}
