@@ -107,9 +107,7 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "dense": {"features": 8000, "widths": [4000, 2000, 500, 300], "samples": 8192},  # seed 002: ~41M parameters
     "fault": {},
     "idle": {"seconds": 1.0},
-    "user": {},
-    "script": {},
-}
+}  # user and script workloads have none: they name the user's code
 COMMON_WORKLOAD_KEYS = {"name": str, "model": str, "learning_rate": float, "trap": str}
 
 ENV_KEYS = {"name": str, "python": str, "tensorflow": str, "keras": str, "backend": str,
@@ -391,7 +389,7 @@ def _workload(check: _Checker, where: str, raw: dict) -> Workload | None:
     check.keys(where, raw, {**COMMON_WORKLOAD_KEYS, **MODEL_KEYS[model]}, required=required)
     if len(check.problems) > before:
         return None  # the checks below need the right types
-    params = {**MODEL_DEFAULTS[model], **{k: v for k, v in raw.items() if k not in ("name", "model")}}
+    params = {**MODEL_DEFAULTS.get(model, {}), **{k: v for k, v in raw.items() if k not in ("name", "model")}}
     code = _user_code(check, where, model, params) if model in ("user", "script") else None
     if model == "rnn" and params["cell"] not in RNN_CELLS:
         check.problem(f"{where}.cell", f"expected one of {', '.join(RNN_CELLS)}, got {_show(params['cell'])}")
@@ -436,9 +434,12 @@ def _user_code(check: _Checker, where: str, model: str, params: dict) -> usercod
     if model == "script":
         script = usercode.resolve(params["script"], here)
         folder = folder or script.parent
-        if not script.is_file():
+        if usercode.kind(script) != "file":
             check.problem(f"{where}.script", f"{script} does not exist (relative paths start at the "
                                              "matrix file's folder)")
+            return None
+        if usercode.kind(folder) != "folder":
+            check.problem(f"{where}.path", f"{folder} is not a folder")
             return None
         if folder.resolve() not in script.resolve().parents:
             check.problem(f"{where}.script", f"{script} lies outside its 'path:' folder {folder}")

@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,12 +73,23 @@ def _files(root: Path) -> list[Path]:
     return out
 
 
+def kind(path: Path) -> str | None:
+    """'file', 'folder', 'other', or None when nothing (usable) is there; never raises
+    (a matrix is untrusted input: a NUL byte or a 300-character name is an answer, not a crash)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "other"
+
+
 def load(folder: Path, matrix_dir: Path) -> Code:
     """Hash the code folder; a CodeProblem when it is missing or too big."""
     folder = Path(folder)
-    if not folder.exists():
+    found = kind(folder)
+    if found is None:
         raise CodeProblem(f"{folder} does not exist")
-    if not folder.is_dir():
+    if found != "folder":
         raise CodeProblem(f"{folder} is not a folder")
     digest, total, files = hashlib.sha256(), 0, _files(folder.resolve())
     for path in files:
