@@ -172,6 +172,7 @@ def test_changing_the_code_reruns_only_its_cells(ran):
     engine, tmp, matrix, _, before = ran
     if engine != "venv":
         pytest.skip("once is enough")
+    shutil.copytree(tmp / "results" / "byo", tmp / "before" / "byo")
     script = tmp / "repro" / "bug.py"
     script.write_text(script.read_text().replace('report("half", 0.5)', 'report("half", 0.25)'))
     proc = harness("run", str(matrix), "--engine", engine, "--results", str(tmp / "results"), "--only", "tf2.15/*",
@@ -182,6 +183,9 @@ def test_changing_the_code_reruns_only_its_cells(ran):
     assert after[f"{TF2}/mine/none-c1/b128/r0"]["finished"] == before[f"{TF2}/mine/none-c1/b128/r0"]["finished"]
     fine = f"{TF2}/fine/none-c1/b128/r0"
     assert after[fine]["code"]["sha256"] != before[fine]["code"]["sha256"]
+    compare = harness("report", "compare", str(tmp / "before" / "byo"), str(tmp / "results" / "byo"), check=True)
+    assert "Reported numbers that changed" in compare.stdout, compare.stdout
+    assert f"| {TF2}/fine/none-c1/b128 | half | 0.5 | 0.25 |" in compare.stdout, compare.stdout
 
 
 def test_repro_bundle_of_the_crash_replays_with_the_users_code(ran, tmp_path):
@@ -260,7 +264,8 @@ def test_a_model_saved_by_tf2_is_loaded_by_keras3_through_a_chain(engine, tmp_pa
           - {name: save, script: code/chain.py, args: [save]}
           - {name: load, script: code/chain.py, args: [load], needs: {workload: save, environment: tf2.15}}
           - {name: broken-save, script: code/chain.py, args: [nonsense]}
-          - {name: orphan, script: code/chain.py, args: [load], needs: {workload: broken-save, environment: tf2.15, as: save}}
+          - {name: orphan, script: code/chain.py, args: [load],
+             needs: {workload: broken-save, environment: tf2.15, as: save}}
         include:
           - {environment: tf2.15, workload: [save, broken-save]}
           - {environment: tf2.21-keras3.15.1, workload: [load, orphan]}

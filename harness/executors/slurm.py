@@ -475,6 +475,12 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
     if not todo:
         console.print("nothing to submit")
         return 0
+    from ..chains import waves
+    held = [c for wave in waves(todo)[1:] for c in wave]  # consumers wait for their producers' results
+    if held:
+        todo = [c for c in todo if c not in held]
+        console.print(f"{len(held)} cell(s) need files of cells submitted now (needs:) and are held back: "
+                      "run the same command again once those have finished")
     failed = prepare_environments(todo, engine, store, console)
     if failed:  # recorded here through the ordinary runner: a node could not do better
         Runner(matrix, engine, results_root, console, rerun=rerun).run(
