@@ -343,14 +343,16 @@ BAD_FACTORIES = {
     "broken.py": "def build(keras):\n    return keras\n\ndef data(:\n    pass\n",
     "needs_pkg.py": "import not_installed_anywhere\n\n\ndef build(keras):\n    pass\n\n\ndef data():\n    pass\n",
 }
+SEGV = "import ctypes\n\n\ndef boom():\n    ctypes.string_at(0)\n\n\nboom()\n"
 
 
 def test_bad_factories_are_errors_with_the_users_file_and_line(tmp_path):
-    _write(tmp_path, {f"f/{name}": text for name, text in BAD_FACTORIES.items()})
+    _write(tmp_path, {**{f"f/{name}": text for name, text in BAD_FACTORIES.items()}, "s/segv.py": SEGV})
     workloads = "".join(f"  - {{name: {n[:-3].replace('_', '-')}, model: user, path: ./f, build: '{n[:-3]}:build', "
                         f"data: '{n[:-3]}:data'}}\n" for n in BAD_FACTORIES)
     (tmp_path / "bad.yaml").write_text('environments: [{python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}]\n'
-                                       "workloads:\n" + workloads + "epochs: 1\n")
+                                       "workloads:\n" + workloads + "  - {name: segv, script: ./s/segv.py}\n"
+                                       "epochs: 1\n")
     proc = harness("run", str(tmp_path / "bad.yaml"), "--engine", "venv", "--results", str(tmp_path / "r"),
                    timeout=1800)
     assert "Traceback" not in proc.stdout
@@ -365,6 +367,9 @@ def test_bad_factories_are_errors_with_the_users_file_and_line(tmp_path):
         assert r["error"]["where"] == where, (name, r["error"])
         assert text in r["error"]["signature"] or text in r["error"]["message"], (name, r["error"])
         assert f"at {where}" in r["error"]["signature"]
+    segv = results[f"{TF2}/segv/none-c1/b128/r0"]  # a crash: the line from faulthandler's stack
+    assert segv["status"] == "crash" and segv["error"]["where"] == "segv.py:5 in boom", segv["error"]
+    assert segv["error"]["signature"].startswith("signal at segv.py:5 in boom: killed by SIGSEGV")
 
 
 def test_repro_command_passes_its_exit_status_on(tmp_path):
