@@ -75,7 +75,8 @@ def cell_page(result: dict, folder: Path | None) -> str:
     epochs, timing, provenance and the log tails."""
     err = result.get("error") or {}
     rows = [("status", result["status"]), ("engine", result.get("engine")),
-            ("signature", err.get("signature")), ("reason", result.get("reason")),
+            ("signature", err.get("signature")), ("where (your code)", err.get("where")),
+            ("reason", result.get("reason")),
             ("exit", json.dumps(result.get("exit"))), ("expectation", json.dumps(result.get("expectation"))),
             ("folder", str(folder) if folder else None)]
     body = ["<p><a href=\"../index.html\">back to the index</a></p>", "<table>"]
@@ -92,8 +93,8 @@ def cell_page(result: dict, folder: Path | None) -> str:
         for ep in epochs:
             body.append("<tr>" + "".join(f"<td>{e(_num(ep.get(k)))}</td>" for k in keys) + "</tr>")
         body.append("</table>")
-    for key in ("timing", "engagement", "resources", "metrics", "seen", "placement", "samples", "parallelism",
-                "provenance"):
+    for key in ("timing", "engagement", "resources", "metrics", "code", "needs", "feeds", "seen", "placement",
+                "samples", "parallelism", "provenance"):
         if result.get(key):
             body.append(f"<h2>{e(key)}</h2><pre>{e(json.dumps(result[key], indent=2, sort_keys=True))}</pre>")
     logs = result.get("logs") or {}
