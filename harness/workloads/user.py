@@ -190,7 +190,9 @@ def factory(stack, workload, spec):
         if len(have) != len(wanted) - 1 or any(w is not None and w != h for w, h in zip(wanted[1:], have)):
             raise UserCodeError("%s gave x of shape %s, but the model built by %s takes %s"
                                 % (workload["data"], tuple(x.shape), workload["build"], wanted), where)
-    return model, ((x, y), val), workload.get("loss") or "categorical_crossentropy"
+    own = getattr(model, "loss", None)  # a model the factory compiled keeps its loss (a name)
+    loss = workload.get("loss") or (own if isinstance(own, str) else None) or "categorical_crossentropy"
+    return model, ((x, y), val), loss
 
 
 def _seen_without_importing():
