@@ -29,8 +29,11 @@ from pathlib import Path
 STAGE_DIR = "user"          # under the staged workloads root, beside the `workloads` package
 MAX_FILES = 5_000           # a code folder is a few files; a data lake by mistake stops here
 MAX_BYTES = 256 << 20
-SKIPPED = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".mypy_cache",
-           ".pytest_cache", ".ipynb_checkpoints", "results", "bundles", "site"}
+# Never part of the code: caches, environments, and what the harness itself writes (a results run
+# folder, known by its `.locks` / `.workloads`, wherever --results put it: hashing it would change
+# the code's hash at every run). Hidden folders (.git, .venv, .nox, ...) are skipped too.
+SKIPPED = {"__pycache__", "venv", "results", "bundles", "site", "node_modules"}
+RUN_MARKERS = (".locks", ".workloads")
 ENTRY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 PARAM_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -61,7 +64,9 @@ class Code:
 def _files(root: Path) -> list[Path]:
     out = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED and not d.endswith(".egg-info"))
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED and not d.startswith(".")
+                             and not d.endswith(".egg-info")
+                             and not any(os.path.isdir(os.path.join(dirpath, d, m)) for m in RUN_MARKERS))
         for name in sorted(filenames):
             path = Path(dirpath) / name
             if name.endswith((".pyc", ".pyo")) or not path.is_file():

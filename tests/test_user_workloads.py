@@ -384,3 +384,16 @@ def test_repro_command_passes_its_exit_status_on(tmp_path):
                            input="python -c 'import sys; sys.exit(5)'\n", capture_output=True, text=True,
                            timeout=600, cwd=ROOT)
     assert piped.returncode == 5, piped.stdout + piped.stderr
+
+
+def test_the_code_hash_ignores_results_caches_and_hidden_folders(tmp_path):
+    """A code folder that also holds the results (path: . in a project) must keep its hash
+    while runs write there, or every run would re-run every cell."""
+    from harness import usercode
+    _write(tmp_path, {"model.py": "x = 1\n"})
+    before = usercode.load(tmp_path, tmp_path).sha256
+    _write(tmp_path, {"out/run/.locks/a.lock": "", "out/run/cell/result.json": "{}", ".git/HEAD": "x",
+                      "__pycache__/model.cpython-311.pyc": "x", ".venv/bin/python": "x"})
+    assert usercode.load(tmp_path, tmp_path).sha256 == before
+    _write(tmp_path, {"helper.py": "y = 2\n"})
+    assert usercode.load(tmp_path, tmp_path).sha256 != before
