@@ -397,3 +397,39 @@ def test_the_code_hash_ignores_results_caches_and_hidden_folders(tmp_path):
     assert usercode.load(tmp_path, tmp_path).sha256 == before
     _write(tmp_path, {"helper.py": "y = 2\n"})
     assert usercode.load(tmp_path, tmp_path).sha256 != before
+
+
+def test_a_scripts_status_comes_from_how_it_ended(tmp_path):
+    """exit 0 / sys.exit(n) / a hang / running out of memory: ok, error, timeout, oom."""
+    _write(tmp_path, {"s/ends.py": textwrap.dedent('''\
+        import sys
+        import time
+
+        how = sys.argv[1]
+        if how == "exit":
+            sys.exit(4)
+        if how == "hang":
+            time.sleep(600)
+        if how == "memory":
+            hog = bytearray(2 << 30)
+        print("done")
+        '''), "m.yaml": textwrap.dedent("""\
+        environments: [{python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}]
+        workloads:
+          - {name: fine, script: s/ends.py, args: [fine]}
+          - {name: exits, script: s/ends.py, args: [exit]}
+          - {name: hangs, script: s/ends.py, args: [hang]}
+          - {name: hogs, script: s/ends.py, args: [memory]}
+        timeouts: {wall: 60, progress: 6}
+        memory_limit: 512m
+        """)})
+    harness("run", str(tmp_path / "m.yaml"), "--engine", "venv", "--results", str(tmp_path / "r"), timeout=900)
+    results = _results(tmp_path / "r" / "m")
+    got = {cid.split("/")[1]: r for cid, r in results.items()}
+    assert got["fine"]["status"] == "ok" and "done" in got["fine"]["logs"]["stdout_tail"]
+    assert got["exits"]["status"] == "error"
+    assert got["exits"]["error"]["where"] == "ends.py:6 in <module>", got["exits"]["error"]
+    assert "exited with status 4" in got["exits"]["error"]["message"]
+    assert got["hangs"]["status"] == "timeout", got["hangs"]
+    assert got["hogs"]["status"] == "oom", got["hogs"]["error"]
+    assert got["hogs"]["error"]["where"] == "ends.py:10 in <module>"
