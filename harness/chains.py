@@ -17,7 +17,8 @@ the consumer cell then
   (it is tried again on the next run, like any unavailable cell).
 
 The link is recorded in both results (``needs`` in the consumer's, ``feeds``
-in the producer's).
+in the producer's). ``after:`` (same forms) is the link without the files:
+the order and the producer's success only.
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ class Broken(Exception):
     """A producer has no usable result: the consumer cannot run."""
 
 
-def parse_needs(check, where: str, raw) -> list[dict]:
-    """`needs:` as written (a name, a mapping, or a list of those) -> [{workload, environment, as}]."""
+def parse_needs(check, where: str, raw, files: bool = True) -> list[dict]:
+    """`needs:` (or `after:`, files=False) as written (a name, a mapping, or a list of those)
+    -> [{workload, environment, as, files}]."""
     items = raw if isinstance(raw, list) else [raw]
     out = []
     for i, item in enumerate(items):
@@ -57,7 +59,7 @@ def parse_needs(check, where: str, raw) -> list[dict]:
             if isinstance(item.get(key), str):
                 check.name(f"{at}.{key}", item[key])
         out.append({"workload": item.get("workload"), "environment": item.get("environment"),
-                    "as": item.get("as") or item.get("workload")})
+                    "as": item.get("as") or item.get("workload"), "files": files})
     return out
 
 
@@ -89,7 +91,7 @@ def link(check, cells: list) -> list:
     edges: dict[str, list] = {}
     for cell in cells:
         wanted = []
-        for need in cell.workload.params.get("needs") or []:
+        for need in (cell.workload.params.get("needs") or []) + (cell.workload.params.get("after") or []):
             env = need["environment"] or cell.environment.name
             producer = _producer(cell, by_key.get((env, need["workload"]), []))
             if producer is None:
@@ -97,12 +99,12 @@ def link(check, cells: list) -> list:
                               f"no cell of workload '{need['workload']}' in environment '{env}' "
                               "(check the names, include and exclude)")
                 continue
-            wanted.append((producer.id, need["as"]))
+            wanted.append((producer.id, need["as"], need.get("files", True)))
         if wanted:
             edges[cell.id] = wanted
     if check.problems:
         return cells
-    order = _topological(check, [c.id for c in cells], edges)
+    order = _topological(check, [c.id for c in cells], {k: [(p, a) for p, a, _ in v] for k, v in edges.items()})
     if order is None:
         return cells
     final = {c.id: c for c in cells}
@@ -110,9 +112,10 @@ def link(check, cells: list) -> list:
     for cid in order:
         if cid not in edges:
             continue
-        needs = tuple({"cell": pid, "as": as_, "spec_sha256": spec_sha256(final[pid])} for pid, as_ in edges[cid])
+        needs = tuple({"cell": pid, "as": as_, "spec_sha256": spec_sha256(final[pid]), **({} if files else
+                       {"files": False})} for pid, as_, files in edges[cid])
         final[cid] = replace(final[cid], needs=needs)
-        for pid, _ in edges[cid]:
+        for pid, _, _ in edges[cid]:
             feeds[pid].append(cid)
     for pid, consumers in feeds.items():
         final[pid] = replace(final[pid], feeds=tuple(consumers))
@@ -214,6 +217,9 @@ def hand_over(cell, run_dir: Path, work: Path) -> None:
         source = producer_dir / OUTPUT_DIR
         dest = work / INPUTS_DIR / need["as"]
         count = 0
+        if need.get("files", True) is False:  # `after:`: the order and the producer's success only
+            handed.append({"cell": need["cell"], "as": need["as"], "status": result.get("status"), "files": None})
+            continue
         if source.is_dir():
             for path in sorted(source.rglob("*")):
                 target = dest / path.relative_to(source)

@@ -96,8 +96,9 @@ MODEL_KEYS: dict[str, dict[str, type | tuple]] = {
     "fault": {"fault": str, "message": str},
     "idle": {"seconds": (int, float)},
     # the user's own code (harness/usercode.py): a model factory, or a script that is the cell
-    "user": {"build": str, "data": str, "path": str, "params": dict, "loss": str, "needs": (str, list, dict)},
-    "script": {"script": str, "args": list, "path": str, "needs": (str, list, dict)},
+    "user": {"build": str, "data": str, "path": str, "params": dict, "loss": str, "needs": (str, list, dict),
+             "after": (str, list, dict)},
+    "script": {"script": str, "args": list, "path": str, "needs": (str, list, dict), "after": (str, list, dict)},
 }
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "rnn": {"cell": "gru", "layers": 4, "units": 512, "dense": 128, "timesteps": 32, "features": 16,
@@ -468,8 +469,9 @@ def _user_code(check: _Checker, where: str, model: str, params: dict) -> usercod
         for key in params.get("params", {}):
             if not isinstance(key, str) or not usercode.PARAM_RE.fullmatch(key):
                 check.problem(f"{where}.params.{_key(key)}", "a parameter is a Python keyword argument name")
-    if "needs" in params:
-        params["needs"] = chains.parse_needs(check, f"{where}.needs", params["needs"])
+    for key in ("needs", "after"):  # after: the order (and the producer's success) without its files
+        if key in params:
+            params[key] = chains.parse_needs(check, f"{where}.{key}", params[key], files=key == "needs")
     params["code"] = code.spec()
     return code
 

@@ -264,11 +264,12 @@ def test_a_model_saved_by_tf2_is_loaded_by_keras3_through_a_chain(engine, tmp_pa
           - {name: save, script: code/chain.py, args: [save]}
           - {name: load, script: code/chain.py, args: [load], needs: {workload: save, environment: tf2.15}}
           - {name: broken-save, script: code/chain.py, args: [nonsense]}
+          - {name: later, script: code/chain.py, args: [save], after: {workload: save, environment: tf2.15}}
           - {name: orphan, script: code/chain.py, args: [load],
              needs: {workload: broken-save, environment: tf2.15, as: save}}
         include:
           - {environment: tf2.15, workload: [save, broken-save]}
-          - {environment: tf2.21-keras3.15.1, workload: [load, orphan]}
+          - {environment: tf2.21-keras3.15.1, workload: [load, orphan, later]}
         expect:
           - {workload: load, metric: parameters, equals: 12}
         """)})
@@ -277,13 +278,16 @@ def test_a_model_saved_by_tf2_is_loaded_by_keras3_through_a_chain(engine, tmp_pa
     results = _results(tmp_path / "r" / "chain")
     save, load = results[f"{TF2}/save/none-c1/b128/r0"], results[f"{K3}/load/none-c1/b128/r0"]
     assert save["status"] == "ok" and load["status"] == "ok", (load.get("error"), proc.stdout[-3000:])
-    assert save["feeds"] == [load["cell"]]
     assert load["needs"][0]["cell"] == save["cell"] and load["needs"][0]["files"] == 2
     assert load["metrics"]["parameters"] == 12 and load["expectation"]["met"] is True
     if engine == "docker":  # mounted read-only: not even root writes it
         assert load["metrics"]["could_write_input"] == 0
     handed = tmp_path / "r" / "chain" / load["cell"] / "inputs" / "save" / "note.txt"
     assert handed.stat().st_mode & 0o222 == 0  # read-only files, whatever the engine
+    later = results[f"{K3}/later/none-c1/b128/r0"]  # after: the order and the producer's success, no files
+    assert later["status"] == "ok" and later["needs"][0]["files"] is None
+    assert not (tmp_path / "r" / "chain" / later["cell"] / "inputs" / "save").exists()
+    assert sorted(save["feeds"]) == sorted([load["cell"], later["cell"]])
     orphan = results[f"{K3}/orphan/none-c1/b128/r0"]
     assert orphan["status"] == "unavailable"
     assert orphan["reason"].startswith(f"needs {TF2}/broken-save/none-c1/b128/r0, which ended error")

@@ -76,7 +76,7 @@ def prepare_environ(spec, outdir):
     os.environ[ENV_OUTPUT] = output
     os.environ[ENV_METRICS] = os.path.join(outdir, METRICS_FILE)
     os.environ[ENV_SPEC] = os.path.join(outdir, "spec.json")
-    for i, need in enumerate(spec.get("needs") or []):
+    for i, need in enumerate([n for n in spec.get("needs") or [] if n.get("files", True)]):
         path = os.path.join(outdir, INPUTS_DIR, need["as"])
         name = "".join(ch if ch.isalnum() else "_" for ch in need["as"].upper())
         os.environ[ENV_INPUT + "_" + name] = path
