@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 import shutil
+import socket
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,7 +170,7 @@ def copy_into(root: Path, code: Code) -> Path:
     if dest.is_dir():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
+    tmp = dest.with_name(f"{dest.name}.tmp-{socket.gethostname()}-{os.getpid()}")  # Slurm tasks share it
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     for path in _files(code.source):
