@@ -69,11 +69,11 @@ def expectation(rules) -> dict | None:
 
 def value_of(result: dict, metric: str):
     """The number a result holds under `metric`, or None."""
-    for where in (result.get("metrics") or {}, result, result.get("timing") or {}):
-        if isinstance(where, dict) and metric in where:
-            value = where[metric]
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return value
+    candidates = ((result.get("metrics") or {}).get(metric), result.get(metric),
+                  (result.get("timing") or {}).get(metric))  # .get: a result.json dict or a result model
+    for value in candidates:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
     return None
 
 
