@@ -210,8 +210,9 @@ def hand_over(cell, run_dir: Path, work: Path) -> None:
         if not isinstance(result, dict):
             raise Broken(f"needs {need['cell']}, which has no result (run it too)")
         if result.get("status") != status.OK:
+            failure = (result.get("error") or {}).get("signature") or result.get("reason") or ""
             raise Broken(f"needs {need['cell']}, which ended {result.get('status')}"
-                         + (f": {status.failure_text(result)}" if status.failure_text(result) else ""))
+                         + (f": {failure}" if failure else ""))
         if names.problem(need["as"]):
             raise Broken(f"needs {need['cell']} as {need['as']!r}, not a valid name")
         source = producer_dir / OUTPUT_DIR
