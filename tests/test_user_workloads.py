@@ -388,6 +388,11 @@ def test_repro_command_passes_its_exit_status_on(tmp_path):
                            input="python -c 'import sys; sys.exit(5)'\n", capture_output=True, text=True,
                            timeout=600, cwd=ROOT)
     assert piped.returncode == 5, piped.stdout + piped.stderr
+    pytest.importorskip("nox")  # the same through nox, which would turn any failure into 1
+    through_nox = subprocess.run([sys.executable, "-m", "nox", "-s", "repro", "--", *common[1:], "--shell"],
+                                 input="python -c 'import sys; sys.exit(6)'\n", capture_output=True, text=True,
+                                 timeout=900, cwd=ROOT)
+    assert through_nox.returncode == 6, through_nox.stdout + through_nox.stderr[-2000:]
 
 
 def test_the_code_hash_ignores_results_caches_and_hidden_folders(tmp_path):
