@@ -117,10 +117,14 @@ timeout {wall} "$DOCKER" run {" ".join(run_flags)} \\
 
 
 def _user_mount(cell: Cell) -> str:
-    """The user's own code (harness/usercode.py), mounted read-only where the staged tree has it."""
-    if cell.workload.code is None:
-        return ""
-    return '\n  -v "$PWD/user:/opt/harness/user:ro" \\'
+    """The user's own code (harness/usercode.py), mounted read-only where the staged tree has it,
+    and a chain's inputs (harness/chains.py)."""
+    mounts = ""
+    if cell.workload.code is not None:
+        mounts += '\n  -v "$PWD/user:/opt/harness/user:ro" \\'
+    if cell.needs:  # a chain's producer files (copied into out/ above), read-only as in the harness
+        mounts += '\n  -v "$PWD/out/inputs:/out/inputs:ro" \\'
+    return mounts
 
 
 def venv_script(cell: Cell, has_lock: bool) -> str:
