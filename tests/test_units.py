@@ -14,6 +14,7 @@ from harness.cells import Cell, Environment, Parallelism, Workload
 from harness.engines.base import pip_failure
 from harness.outcome import classify, not_engaged
 from harness.resources import Gpu, Inventory, Pool
+from harness.result import Result
 from harness.runner import _ranges
 from harness.store import ResultStore
 from harness.supervise import RawOutcome
@@ -99,6 +100,7 @@ def test_a_finished_run_that_did_not_engage_is_an_error_with_its_counts():
     ({"status": "ok"}, {"status": "crash"}, False),
 ])
 def test_control_verdicts(expect, result, met):
+    result = Result.from_dict({"schema": 1, "cell": "e/w/p/b1/r0", **result})
     assert status.judge(expect, result)["met"] is met
     assert status.judge(None, result) is None
 

@@ -136,6 +136,12 @@ class Engine(ABC):
     def close(self) -> None:  # noqa: B027 - engines with nothing to release need not override it
         """Release what the engine holds (containers, clients)."""
 
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 try:  # loaded here, not in the forked child, where loading a library could deadlock
     _LIBC = ctypes.CDLL(None, use_errno=True)

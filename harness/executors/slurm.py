@@ -19,8 +19,8 @@ and any later ``harness status`` read the same files:
         logs/ID_i.out     each task's output
         tasks/<line>.json what the task saw (node, job, CUDA_VISIBLE_DEVICES)
 
-Inside its allocation a task runs its one cell through the ordinary Runner, so
-results are written exactly as a local run writes them. What Slurm decides
+Inside its allocation a task runs its one cell through the lifecycle
+(``lifecycle.Lifecycle``), so results are written exactly as a local run writes them. What Slurm decides
 about a task that left no result is read back from the queue and accounting:
 a time-limit kill becomes a ``timeout`` result and a memory kill an ``oom``
 result; anything else (cancelled, node failure, preemption) says nothing
@@ -51,9 +51,14 @@ from rich.markup import escape
 from .. import outcome, record
 from ..cells import Cell, size_bytes
 from ..engines.base import Engine
-from ..errors import EnvironmentUnavailable, UserError
+from ..errors import EnvironmentUnavailable, EnvironmentUnsupported, UserError
+from ..evidence import Evidence
+from ..gpumon import GpuMonitor
+from ..lifecycle import Lifecycle, judge, stage_workloads
 from ..matrix import Matrix
-from ..store import PARTIAL, SPEC, ResultStore, read_json, write_json
+from ..resources import Pool, discover
+from ..result import Result
+from ..store import PARTIAL, ResultStore, read_json, write_json
 
 SLURM_DIR = ".slurm"
 MAX_ARRAY = 1000  # Slurm's default MaxArraySize is 1001: larger groups are split into several arrays
@@ -68,7 +73,6 @@ VERDICTS = {
     "TIMEOUT": ("timeout", "Slurm ended the task at its time limit"),
     "OUT_OF_MEMORY": ("oom", "Slurm killed the task for memory"),
 }
-EVIDENCE = ("events.jsonl", "workload.json", "stdout.log", "stderr.log")
 # Without cgroups (jobacct_gather's OverMemoryKill) Slurm kills a task over --mem and calls it FAILED;
 # its own line in the task's log is then the evidence of a memory kill.
 MEMORY_KILL_LINE = "Exceeded job memory limit"
@@ -294,10 +298,10 @@ class Entry:
     drifted: bool = False  # a control cell whose result is not what the matrix expects
 
 
-def _result_is_new(result: dict | None, since: dt.datetime) -> bool:
+def _result_is_new(result: Result | None, since: dt.datetime) -> bool:
     try:
-        return result is not None and dt.datetime.fromisoformat(result["started"]) >= since.replace(microsecond=0)
-    except (KeyError, TypeError, ValueError):
+        return result is not None and dt.datetime.fromisoformat(result.started) >= since.replace(microsecond=0)
+    except (TypeError, ValueError):
         return False
 
 
@@ -320,10 +324,9 @@ def board(matrix: Matrix, store: ResultStore, console: Console | None = None) ->
 def _entry(matrix: Matrix, store: ResultStore, cell: Cell, latest: tuple[Submission, int, str | None] | None,
            states: dict[str, dict], console: Console | None) -> Entry:
     """Where the cell stands, and whether a control cell's result drifted from its expected answer."""
-    from ..runner import check_expectation
     entry = _where(matrix, store, cell, latest, states, console)
     result = store.existing(cell) if entry.where == "finished" else None
-    entry.drifted = bool(result and (check_expectation(cell, result) or {}).get("met") is False)
+    entry.drifted = bool(result and (judge(cell, result) or {}).get("met") is False)
     return entry
 
 
@@ -331,10 +334,10 @@ def _where(matrix: Matrix, store: ResultStore, cell: Cell, latest: tuple[Submiss
            states: dict[str, dict], console: Console | None) -> Entry:
     result = store.existing(cell)
     if latest is None:
-        return Entry(cell.id, "finished", result["status"]) if result else Entry(cell.id, "missing")
+        return Entry(cell.id, "finished", result.status) if result else Entry(cell.id, "missing")
     sub, line, task = latest
     if _result_is_new(result, sub.submitted):
-        return Entry(cell.id, "finished", result["status"], task)
+        return Entry(cell.id, "finished", result.status, task)
     info = task_state(states, task)
     state = info["state"] if info else None
     if state in ("FAILED", "CANCELLED") and task and _killed_for_memory(sub, task):
@@ -346,18 +349,18 @@ def _where(matrix: Matrix, store: ResultStore, cell: Cell, latest: tuple[Submiss
     if state in VERDICTS:
         written = record_verdict(matrix, store, cell, sub, line, task, info)
         if console:
-            console.print(f"[red]{written['status']:>11}[/] {escape(cell.id)}  "
-                          f"{escape(written['error']['message'])}", highlight=False)
-        return Entry(cell.id, "finished", written["status"], task, state)
+            console.print(f"[red]{written.status:>11}[/] {escape(cell.id)}  "
+                          f"{escape(written.error['message'])}", highlight=False)
+        return Entry(cell.id, "finished", written.status, task, state)
     if task is None:
         why = "its array was never sent to Slurm (the submission was interrupted) or its job id was lost"
     elif state is None:
         why = f"Slurm has no record of task {task} (accounting off, or the job was purged)"
     else:
         why = f"{state} (task {task}) without a result"
-    keep = f"; the stored {result['status']} result stands" if result else ""
+    keep = f"; the stored {result.status} result stands" if result else ""
     note = why + keep + "; it runs again on the next submission"
-    return Entry(cell.id, "finished" if result else "missing", result["status"] if result else None, task, state,
+    return Entry(cell.id, "finished" if result else "missing", result.status if result else None, task, state,
                  note)
 
 
@@ -370,39 +373,37 @@ def _killed_for_memory(sub: Submission, task: str) -> bool:
 
 
 def record_verdict(matrix: Matrix, store: ResultStore, cell: Cell, sub: Submission, line: int, task: str,
-                   info: dict) -> dict:
+                   info: dict) -> Result:
     """Write the result a task could not write: Slurm ended it (time limit, memory). What the cell had
     recorded before the kill (events, logs) is taken from its half-written folder, which is then removed:
-    its owner is dead, Slurm says so."""
-    status, what = VERDICTS[info["state"]]
-    work = store.begin(cell)
-    write_json(work / SPEC, cell.spec())
+    its owner is dead, Slurm says so. The result is written by the lifecycle, as every result is."""
+    word, what = VERDICTS[info["state"]]
     final = store.final_dir(cell)
-    partials = sorted((p for p in final.parent.glob(f"{final.name}{PARTIAL}*") if p.is_dir() and p != work),
+    partials = sorted((p for p in final.parent.glob(f"{final.name}{PARTIAL}*") if p.is_dir()),
                       key=lambda p: p.stat().st_mtime)
-    if partials:
-        for name in EVIDENCE:
-            if (partials[-1] / name).exists():
-                shutil.copy2(partials[-1] / name, work / name)
     log = sub.path / "logs" / f"{task}.out"
-    if log.exists():
-        shutil.copy2(log, work / "slurm.log")
-    events = record.read_events(work / "events.jsonl")
-    last = events[-1] if events else None
-    message = (f"{what} (task {task}, {info['state']} after {info.get('elapsed') or '?'} on "
-               f"{info.get('node') or '?'}); last event: {(last or {}).get('event', 'nothing')}")
-    if info.get("reported"):
-        message += f"; sacct says {info['reported']}, the task's log says '{MEMORY_KILL_LINE}'"
-    error = {"kind": status, "type": None, "message": message,
-             "signature": outcome.signature(status, None, f"slurm {info['state']}"), "exit_code": None,
-             "signal": None, "last_event": last, "slurm_state": info["state"]}
+
+    def copy_log(work: Path) -> None:
+        if log.exists():
+            shutil.copy2(log, work / "slurm.log")
+
+    def verdict_of(evidence: Evidence) -> outcome.Verdict:
+        last = evidence.last_event
+        message = (f"{what} (task {task}, {info['state']} after {info.get('elapsed') or '?'} on "
+                   f"{info.get('node') or '?'}); last event: {(last or {}).get('event', 'nothing')}")
+        if info.get("reported"):
+            message += f"; sacct says {info['reported']}, the task's log says '{MEMORY_KILL_LINE}'"
+        error = {"kind": word, "type": None, "message": message,
+                 "signature": outcome.signature(word, None, f"slurm {info['state']}"), "exit_code": None,
+                 "signal": None, "last_event": last, "slurm_state": info["state"]}
+        return outcome.Verdict(word, error=error)
+
     provenance = {"slurm": {"task": task, "state": info["state"], "node": info.get("node"),
                             "elapsed": info.get("elapsed"), "submission": sub.path.name,
                             "sacct_state": info.get("reported") or info["state"]}}
-    result = record.assemble(cell, sub.meta["engine"], provenance, None, outcome.Verdict(status, error=error),
-                             work, sub.meta["matrix_label"], matrix.sha256, sub.meta["submitted"])
-    write_json(work / "result.json", result)
-    store.commit(work, cell)
+    life = Lifecycle(store, sub.meta["engine"], sub.meta["matrix_label"], matrix.sha256)
+    result = life.killed(cell, verdict_of, evidence_from=partials[-1] if partials else None, copy=copy_log,
+                         provenance=provenance, started=sub.meta["submitted"])
     for partial in partials:
         shutil.rmtree(partial, ignore_errors=True)
     return result
@@ -461,7 +462,6 @@ def prepare_environments(cells: list[Cell], engine: Engine, store: ResultStore, 
 def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path, opts: SlurmOptions,
            console: Console, rerun: frozenset[str] = frozenset(), engine_args: dict | None = None) -> int:
     """Hand the cells that need a run to Slurm, as arrays of identical resources; return how many."""
-    from ..runner import Runner, stage_workloads
     results_root = results_root.resolve()
     store = ResultStore(results_root, matrix.name)
     entries = {e.cell: e for e in board(matrix, store, console)}
@@ -476,9 +476,17 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
         console.print("nothing to submit")
         return 0
     failed = prepare_environments(todo, engine, store, console)
-    if failed:  # recorded here through the ordinary runner: a node could not do better
-        Runner(matrix, engine, results_root, console, rerun=rerun).run(
-            [c for c in todo if c.environment.name in failed])
+    if failed:  # recorded here: a node could not do better
+        life = Lifecycle(store, engine.name, str(matrix.path), matrix.sha256)
+        for cell in [c for c in todo if c.environment.name in failed]:
+            claim = store.claim(cell.id)
+            if claim is None:
+                continue  # a live process records it
+            try:
+                written = life.unavailable(cell, failed[cell.environment.name])
+            finally:
+                claim.release()
+            console.print(f"[yellow]{written.status:>11}[/] {escape(cell.id)}", highlight=False)
         todo = [c for c in todo if c.environment.name not in failed]
         if not todo:
             return 0
@@ -566,10 +574,9 @@ def status(matrix: Matrix, results_root: Path, console: Console, wait: float | N
 # -- inside an array task -----------------------------------------------------
 
 def run_task(sub_dir: Path, offset: int) -> int:
-    """Run the one cell this array task stands for, through the ordinary runner."""
+    """Run the one cell this array task stands for, through the lifecycle, on the whole allocation."""
     from .. import matrix as matrix_mod
     from ..engines import select_engine
-    from ..runner import Runner
 
     console = Console(soft_wrap=True, force_terminal=False)
     meta = read_json(sub_dir / "submission.json")
@@ -587,18 +594,58 @@ def run_task(sub_dir: Path, offset: int) -> int:
     write_json(sub_dir / "tasks" / f"{line}.json", seen)
     console.print(f"cell {cell_id} on {seen['node']}, CUDA_VISIBLE_DEVICES={seen['CUDA_VISIBLE_DEVICES']!r}")
     args = meta.get("engine_args") or {}
-    engine = select_engine(meta["engine"], pythons=args.get("pythons"), ca_bundle=args.get("ca_bundle"),
-                           console=console)
-    try:
-        # one cell per task: it gets the whole allocation (its cores, the GPUs Slurm granted)
-        runner = Runner(m, engine, Path(meta["results_root"]), console, rerun=frozenset(meta["rerun"]),
-                        matrix_label=meta["matrix_label"], jobs=1)
-        results = runner.run([cell])
-    finally:
-        engine.close()
-    for r in results:
-        console.print(f"{r['cell']}: {r['status']}")
+    store = ResultStore(Path(meta["results_root"]), m.name)
+    with select_engine(meta["engine"], pythons=args.get("pythons"), ca_bundle=args.get("ca_bundle"),
+                       console=console) as engine:
+        result = run_one(cell, engine, store, meta["matrix_label"], m.sha256, frozenset(meta["rerun"]), console)
+    if result is not None:
+        console.print(f"{result.cell}: {result.status}")
     return 0
+
+
+def run_one(cell: Cell, engine: Engine, store: ResultStore, matrix_label: str, matrix_sha256: str,
+            rerun: frozenset[str], console: Console) -> Result | None:
+    """One cell with every core and GPU this process may use (a task's allocation): what a local
+    run does for a matrix of one, without the local executor's scheduling."""
+    removed, _ = store.clean_partials()
+    if removed:
+        console.print(f"removed {removed} half-written cell folder(s) left by an interrupted task")
+    if not store.needs_run(cell, rerun):
+        for note in store.take_notes():
+            console.print(f"quarantined {note}")
+        console.print(f"{cell.id} already has a result; nothing to do")
+        return store.existing(cell)
+    for note in store.take_notes():
+        console.print(f"quarantined {note}")
+    inventory = discover(None)
+    monitor = GpuMonitor.maybe(inventory.gpus)
+    life = Lifecycle(store, engine.name, matrix_label, matrix_sha256,
+                     provenance={"host_resources": inventory.describe()}, monitor=monitor)
+    claim = store.claim(cell.id)
+    if claim is None:
+        console.print(f"{cell.id} is being run by another process")
+        return None
+    try:
+        life.stage()
+        pool = Pool(inventory, jobs=1, cells=1)
+        try:
+            prepared = life.prepare(engine, cell.environment)
+        except (EnvironmentUnavailable, EnvironmentUnsupported) as exc:
+            return life.not_run(cell, exc)
+        why = pool.impossible(cell)
+        if why:
+            return life.not_run(cell, why)
+        console.print(f"environment {cell.environment.name}: {'reused' if prepared.reused else 'built'} "
+                      f"({engine.name})")
+        slot = pool.take(cell)
+        try:
+            return life.run(engine, prepared, cell, slot=slot)
+        finally:
+            pool.give_back(slot)
+    finally:
+        claim.release()
+        if monitor:
+            monitor.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

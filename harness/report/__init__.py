@@ -11,9 +11,11 @@ import json
 import os
 import shutil
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
-from ..store import iter_results
+from ..result import Result
+from ..store import read_all
 from . import plots, site, tables
 from .markdown import md_escape, md_table
 
@@ -22,14 +24,13 @@ CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devic
               "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason")
 
 
-def load(roots: list[Path]) -> list[tuple[Path, dict]]:
-    found = []
-    for root in roots:
-        found += list(iter_results(Path(root)))
-    return found
+def load(roots: list[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:
+    """The results below `roots`, read through the result model; a file that is not a result is
+    told to `notes` in one line and left out."""
+    return read_all([Path(root) for root in roots], notes)
 
 
-def report_tables(results: list[dict]) -> list[tables.Table]:
+def report_tables(results: list[Result]) -> list[tables.Table]:
     return tables.report(results)
 
 
@@ -125,8 +126,8 @@ def markdown(results: list[dict], title: str, plot_links: list[tuple[str, str]],
 
 
 def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
-            markdown_path: Path | None = None) -> dict:
-    found = load(roots)
+            markdown_path: Path | None = None, notes: Callable[[str], None] | None = None) -> dict:
+    found = load(roots, notes)
     results = [r for _, r in found]
     out.mkdir(parents=True, exist_ok=True)
     for sub in ("cells", "plots"):
@@ -140,7 +141,8 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows(_csv_row(r) for r in results)
-    (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True, default=str))
+    (out / "results.json").write_text(json.dumps([r.to_dict() for r in results], indent=1, sort_keys=True,
+                                                 default=str))
     for folder, r in found:
         (out / "cells" / f"{tables.slug(r['cell'])}.html").write_text(site.cell_page(r, folder))
     (out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
@@ -161,11 +163,11 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
     return written
 
 
-def compare(run_a: Path, run_b: Path) -> tuple[str, int]:
+def compare(run_a: Path, run_b: Path, notes: Callable[[str], None] | None = None) -> tuple[str, int]:
     """Markdown of what changed from run A to run B, and how many regressions."""
     from .analysis import compare_runs
-    a = [r for _, r in load([run_a])]
-    b = [r for _, r in load([run_b])]
+    a = [r for _, r in load([run_a], notes)]
+    b = [r for _, r in load([run_b], notes)]
     diff = compare_runs(a, b)
     parts = [f"# {run_a} -> {run_b}", "",
              f"- {len(diff['regressions'])} regressions, {len(diff['fixes'])} fixes, {len(diff['slower'])} slower, "
