@@ -72,12 +72,8 @@ def _add_resource_args(p: argparse.ArgumentParser) -> None:
 def _add_slurm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "slurm"), default="local",
                    help="where cells run: this host, or one Slurm job-array task per cell (submits and returns)")
-    g = p.add_argument_group("slurm executor (override the matrix's slurm: section)")
-    g.add_argument("--partition", help="Slurm partition")
-    g.add_argument("--account", help="Slurm account")
-    g.add_argument("--throttle", type=int, metavar="K", help="at most K tasks of each array run at once (%%K)")
-    g.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
-                   help="extra sbatch option, e.g. --sbatch-arg=--qos=long (repeatable)")
+    from .executors.slurm.options import add_arguments
+    add_arguments(p.add_argument_group("slurm executor (override the matrix's slurm: section)"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -183,20 +179,20 @@ def cmd_run(args, console: Console) -> int:
 
 def _submit_to_slurm(args, m, cells, console: Console) -> int:
     from .engines import select_engine
-    from .executors import slurm
-    opts = slurm.SlurmOptions.merged(m.slurm, partition=args.partition, account=args.account,
-                                     throttle=args.throttle, sbatch_args=args.sbatch_arg)
+    from .executors.slurm.options import SlurmOptions
+    from .executors.slurm.submit import submit
+    opts = SlurmOptions.merged(m.slurm, args)
     with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
                        console=console) as engine:
-        slurm.submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),
+        submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),
                      engine_args={"pythons": _pythons(args.python), "ca_bundle": args.ca_bundle})
     console.print(f"follow it with: python -m harness status {args.matrix} --results {args.results}")
     return 0
 
 
 def cmd_status(args, console: Console) -> int:
-    from .executors import slurm
-    entries = slurm.status(matrix_mod.load(args.matrix), Path(args.results), console, wait=args.wait)
+    from .executors.slurm.board import status as board_status
+    entries = board_status(matrix_mod.load(args.matrix), Path(args.results), console, wait=args.wait)
     return 1 if any(e.drifted for e in entries) else 0
 
 

@@ -70,11 +70,11 @@ class ResultStore:
         (then the cell counts as missing, runs again, and `notes` says why once)."""
         found = load_folder(self.final_dir(cell))
         if isinstance(found, Quarantined):
-            self._note(found.note().replace("; left out", "; the cell counts as missing"))
+            self.note(found.note().replace("; left out", "; the cell counts as missing"))
             return None
         return found
 
-    def _note(self, text: str) -> None:
+    def note(self, text: str) -> None:
         with self._held_lock:
             if text not in self._told:
                 self._told.add(text)
@@ -102,7 +102,7 @@ class ResultStore:
         stored = read_json(path)
         if not isinstance(stored, dict):
             if stored is not None or path.exists():
-                self._note(f"{path}: not a cell spec (expected a JSON object); the cell runs again")
+                self.note(f"{path}: not a cell spec (expected a JSON object); the cell runs again")
             return True
         now = json.loads(json.dumps(cell.spec()))
         stored.pop("expect", None)
