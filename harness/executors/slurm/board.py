@@ -91,6 +91,8 @@ def _where(matrix: Matrix, store: ResultStore, cell: Cell, latest: tuple[Submiss
         return Entry(cell.id, where, None, task, state)
     if state in VERDICTS:
         written = record_verdict(matrix.sha256, store, cell, sub, task, info)
+        if written is None:
+            return Entry(cell.id, MISSING, None, task, state, "another process is writing down Slurm's verdict")
         if console:
             console.print(f"[red]{written.status:>11}[/] {escape(cell.id)}  "
                           f"{escape(written.error['message'])}", highlight=False)

@@ -200,6 +200,7 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
     failed = prepare_environments(todo, engine, store, console)
     if failed:  # recorded here: a node could not do better
         life = Lifecycle(store, engine.name, str(matrix.path), matrix.sha256)
+        life.stage()  # its hash goes into the results' provenance, as a local run's does
         for cell in [c for c in todo if c.environment.name in failed]:
             claim = store.claim(cell.id)
             if claim is None:

@@ -42,10 +42,11 @@ def killed_for_memory(sub: Submission, task: str) -> bool:
 
 
 def record_verdict(matrix_sha256: str, store: ResultStore, cell: Cell, sub: Submission, task: str,
-                   info: dict) -> Result:
+                   info: dict) -> Result | None:
     """Write the result a task could not write: Slurm ended it (time limit, memory). What the cell had
     recorded before the kill (events, logs) is taken from its half-written folder, which is then removed:
-    its owner is dead, Slurm says so. The result is written by the lifecycle, as every result is."""
+    its owner is dead, Slurm says so. The result is written by the lifecycle, as every result is, while
+    this process holds the cell's claim; None when another process holds it."""
     word, what = VERDICTS[info["state"]]
     final = store.final_dir(cell)
     partials = sorted((p for p in final.parent.glob(f"{final.name}{PARTIAL}*") if p.is_dir()),
@@ -70,10 +71,16 @@ def record_verdict(matrix_sha256: str, store: ResultStore, cell: Cell, sub: Subm
     provenance = {"slurm": {"task": task, "state": info["state"], "node": info.get("node"),
                             "elapsed": info.get("elapsed"), "submission": sub.path.name,
                             "sacct_state": info.get("reported") or info["state"]}}
-    life = Lifecycle(store, sub.engine, sub.matrix_label, matrix_sha256)
-    result = life.killed(cell, verdict_of, evidence_from=partials[-1] if partials else None, copy=copy_log,
-                         provenance=provenance, started=sub.meta["submitted"])
-    for partial in partials:
-        shutil.rmtree(partial, ignore_errors=True)
+    claim = store.claim(cell.id)
+    if claim is None:
+        return None  # another live process (a second `status`) is writing it down
+    try:
+        life = Lifecycle(store, sub.engine, sub.matrix_label, matrix_sha256)
+        result = life.killed(cell, verdict_of, evidence_from=partials[-1] if partials else None, copy=copy_log,
+                             provenance=provenance, started=sub.meta["submitted"])
+        for partial in partials:
+            shutil.rmtree(partial, ignore_errors=True)
+    finally:
+        claim.release()
     return result
 
