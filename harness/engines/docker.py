@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import __version__, bases, stacks
-from ..cellenv import hardening, hardening_flags  # noqa: F401 - hardening_flags re-exported
+from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..outcome import signal_name
