@@ -121,12 +121,17 @@ class Result:
 
     # -- what readers ask of a result ----------------------------------------------------
     def __getitem__(self, key: str):
-        """Read-only dict access to the on-disk keys, for code written against dict results."""
-        value = self.to_dict()
-        return value[key]
+        """Dict-style reading of the on-disk keys (``r["status"]``), for code written against dict
+        results (outside checkers, tests); the harness itself reads the attributes."""
+        if key != "extra" and key in _FIELDS:
+            return getattr(self, key)
+        return self.extra[key]
 
     def get(self, key: str, default=None):
-        return self.to_dict().get(key, default)
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
     @property
     def signature(self) -> str | None:
@@ -177,6 +182,8 @@ class Result:
     def timing_of(self, name: str):
         return self.timing.get(name)
 
+
+_FIELDS = frozenset(f.name for f in fields(Result))
 
 # The documented types of each key (None is accepted for optional keys).
 TYPES: dict[str, Any] = {
