@@ -57,19 +57,24 @@ def _word(value: str) -> str | None:
     return None
 
 
+def _shown(number) -> str:
+    text = str(number)
+    return text if len(text) <= 24 else text[:20] + f"... ({len(text)} digits)"
+
+
 def _count(value: int) -> str | None:
     if value < 1:
-        return f"expected at least 1, got {value}"
+        return f"expected at least 1, got {_shown(value)}"
     if value > MAX_COUNT:
-        return f"expected at most {MAX_COUNT}, got {value}"
+        return f"expected at most {MAX_COUNT}, got {_shown(value)}"
     return None
 
 
 def _margin(value: float) -> str | None:
-    if not math.isfinite(value) or value < 0:
-        return f"expected seconds >= 0, got {value}"
+    if (isinstance(value, float) and not math.isfinite(value)) or value < 0:
+        return f"expected seconds >= 0, got {_shown(value)}"
     if value > MAX_MARGIN:
-        return f"expected at most {MAX_MARGIN:.0f} seconds (a week), got {value}"
+        return f"expected at most {MAX_MARGIN:.0f} seconds (a week), got {_shown(value)}"
     return None
 
 
