@@ -124,6 +124,8 @@ def test_hostile_flags_are_one_clear_error(tmp_path, stand_ins, args, error):
     ("python", '"/usr/bin/python3\\nrm -rf ~"', "slurm.python: "),
     ("sbatch_args", '["--wrap=id"]', "slurm.sbatch_args[0]: "),
     ("time_margin", ".inf", "slurm.time_margin: expected seconds >= 0, got inf"),
+    ("time_margin", "1" + "0" * 400, "slurm.time_margin: expected at most 604800 seconds (a week), got 1000"),
+    ("throttle", "0", "slurm.throttle: expected at least 1, got 0"),
     ("mem", '"1g\\n"', "slurm.mem: expected a size"),
 ])
 def test_hostile_matrix_values_are_one_clear_error(tmp_path, key, value, error):
