@@ -69,6 +69,8 @@ class ResultStore:
         """The cell's stored result; None when there is none or it is quarantined
         (then the cell counts as missing, runs again, and `notes` says why once)."""
         found = load_folder(self.final_dir(cell))
+        if isinstance(found, Result) and found.cell != cell.id:  # copied here from another cell's folder
+            found = Quarantined(self.final_dir(cell) / RESULT, f"the result of another cell ({found.cell[:200]!r})")
         if isinstance(found, Quarantined):
             self.note(found.note().replace("; left out", "; the cell counts as missing"))
             return None

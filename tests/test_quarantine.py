@@ -162,3 +162,19 @@ def test_repro_quarantines_a_bad_attempt_and_runs_it(finished, tmp_path):
     assert f"quarantined {attempt / 'result.json'}: not a result: no 'status'" in proc.stdout.replace("\n", " ")
     again = load(attempt / "result.json")
     assert isinstance(again, Result) and again.status == "error"
+
+
+def test_a_result_of_another_cell_in_a_cells_folder_counts_as_missing(tmp_path):
+    from harness.cells import Cell, Environment, Parallelism, Workload
+    from harness.store import ResultStore
+    cell = Cell(Environment("e", "3.11", "2.15.0"), Workload("w", "idle"), Parallelism("none", 1, "cpu"), 1, 1, 0)
+    store = ResultStore(tmp_path, "run")
+    folder = store.final_dir(cell)
+    folder.mkdir(parents=True)
+    Result(cell="someone/else/none-c1/b1/r0", status="ok").save(folder)
+    assert store.existing(cell) is None and store.needs_run(cell)
+    [note] = store.take_notes()
+    assert note == f"{folder / 'result.json'}: the result of another cell ('someone/else/none-c1/b1/r0'); " \
+                   "the cell counts as missing"
+    Result(cell=cell.id, status="ok").save(folder)
+    assert store.existing(cell).status == "ok" and store.take_notes() == []
