@@ -133,13 +133,23 @@ class Result:
         except KeyError:
             return default
 
+    def __setitem__(self, key: str, value) -> None:
+        """``r["new_key"] = value`` adds a key (kept in `extra`, written as a top-level key)."""
+        if key != "extra" and key in _FIELDS:
+            setattr(self, key, value)
+        else:
+            self.extra[key] = value
+
+    def __contains__(self, key: str) -> bool:
+        return (key != "extra" and key in _FIELDS) or key in self.extra
+
     @property
     def signature(self) -> str | None:
         return (self.error or {}).get("signature")
 
     @property
     def failure_text(self) -> str:
-        """What the failure says in one line: its signature, else its reason."""
+        """What the failure says in one line: its signature, else its reason (as `status.failure_text`)."""
         return self.signature or self.reason or ""
 
     @property

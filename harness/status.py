@@ -2,9 +2,9 @@
 
 The status vocabulary is fixed (reports, tests and outside checks depend on
 it); it is spelled here once, and host code names a status only through these
-constants. So is the judgement every command makes about a stored result:
-whether a control cell gave the answer its matrix expects (what a failure
-says in one line is `Result.failure_text`). `run`, `report` and `repro`
+constants. So are the two judgements every command makes about a stored
+result: what its failure says in one line, and whether a control cell gave
+the answer its matrix expects. `run`, `report` and `repro`
 all ask this module, so they cannot disagree about the same folder.
 """
 
@@ -26,13 +26,19 @@ NOT_RUN = (UNAVAILABLE, UNSUPPORTED)      # it could not run here
 RETRIED_ALWAYS = frozenset({UNAVAILABLE})
 
 
+def failure_text(result) -> str:
+    """What a result's failure says in one line: its signature, else its reason
+    (`result.Result.failure_text`; this spelling also reads a raw result dict)."""
+    return (result.get("error") or {}).get("signature") or result.get("reason") or ""
+
+
 def judge(expect: dict | None, result) -> dict | None:
     """Did a control cell give the answer its matrix expects? None for other cells.
-    `result` is a `result.Result` (its `status` and `failure_text`)."""
+    `result` is a `result.Result` (or a raw result dict)."""
     if not expect:
         return None
-    status_ok = result.status == expect["status"]
+    status_ok = result["status"] == expect["status"]
     want_sig = expect.get("signature")
-    sig_ok = not want_sig or want_sig.lower() in result.failure_text.lower()
+    sig_ok = not want_sig or want_sig.lower() in failure_text(result).lower()
     return {"status": expect["status"], "signature": want_sig, "met": status_ok and sig_ok,
             "why": expect.get("why")}

@@ -63,9 +63,13 @@ def test_an_older_result_is_migrated_and_a_result_round_trips(tmp_path):
     (tmp_path / "result.json").write_text(json.dumps(old))
     r = load(tmp_path / "result.json")
     assert isinstance(r, Result) and r.schema == SCHEMA and r.seen == {} and r.metrics == {}
+    r["added_by_a_feature"] = [1, 2]  # a new key needs no change to the model
+    r["status"] = "error"
+    assert "added_by_a_feature" in r and r.status == "error" and r.get("nothing") is None
     r.save(tmp_path)  # unknown keys are kept as written
     again = json.loads((tmp_path / "result.json").read_text())
     assert again["from_a_newer_tool"] == {"x": 1} and again["schema"] == SCHEMA
+    assert again["added_by_a_feature"] == [1, 2] and again["status"] == "error"
 
 
 @pytest.fixture(scope="module")
