@@ -32,8 +32,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import names, status
+from .result import Result, load_folder
 from .store import read_json, write_json
-from .workloads.protocol import INPUTS_DIR, OUTPUT_DIR, RESULT_FILE
+from .workloads.protocol import INPUTS_DIR, OUTPUT_DIR
 
 NEEDS_FILE = "needs.json"   # what a consumer was handed, written into its folder before it runs
 
@@ -206,20 +207,19 @@ def hand_over(cell, run_dir: Path, work: Path) -> None:
     handed = []
     for need in cell.needs:
         producer_dir = run_dir / need["cell"]
-        result = read_json(producer_dir / RESULT_FILE)
-        if not isinstance(result, dict):
+        result = load_folder(producer_dir)  # through the result model: a wrong-shaped file is no result
+        if not isinstance(result, Result):
             raise Broken(f"needs {need['cell']}, which has no result (run it too)")
-        if result.get("status") != status.OK:
-            failure = (result.get("error") or {}).get("signature") or result.get("reason") or ""
-            raise Broken(f"needs {need['cell']}, which ended {result.get('status')}"
-                         + (f": {failure}" if failure else ""))
+        if result.status != status.OK:
+            failure = result.failure_text
+            raise Broken(f"needs {need['cell']}, which ended {result.status}" + (f": {failure}" if failure else ""))
         if names.problem(need["as"]):
             raise Broken(f"needs {need['cell']} as {need['as']!r}, not a valid name")
         source = producer_dir / OUTPUT_DIR
         dest = work / INPUTS_DIR / need["as"]
         count = 0
         if need.get("files", True) is False:  # `after:`: the order and the producer's success only
-            handed.append({"cell": need["cell"], "as": need["as"], "status": result.get("status"), "files": None})
+            handed.append({"cell": need["cell"], "as": need["as"], "status": result.status, "files": None})
             continue
         if source.is_dir():
             for path in sorted(source.rglob("*")):
@@ -236,9 +236,9 @@ def hand_over(cell, run_dir: Path, work: Path) -> None:
                 count += 1
         dest.mkdir(parents=True, exist_ok=True)
         handed.append({"cell": need["cell"], "as": need["as"], "variable": _variable(need["as"]),
-                       "status": result.get("status"), "files": count,
+                       "status": result.status, "files": count,
                        "code_sha256": ((result.get("code") or {}).get("sha256")),
-                       "finished": result.get("finished")})
+                       "finished": result.finished})
     write_json(work / NEEDS_FILE, handed)
 
 

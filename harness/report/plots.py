@@ -125,4 +125,4 @@ def draw_all(results: list[dict], out: Path) -> list[tuple[str, Path]]:
                   "samples / s (training, steady epochs)", out, stacks)
             + _draw(time_vs_batch_series(results), "time-vs-batch", "Epoch time against batch size", "batch size",
                     "seconds per epoch (training)", out, stacks, log_x=True)
-            + reported.draw(results, out))
+            + reported.draw(results, out, _pyplot))

@@ -71,9 +71,10 @@ def tables(results: list[Result]) -> list[Table]:
     return out
 
 
-def draw(results: list[Result], out: Path) -> list[tuple[str, Path]]:
+def draw(results: list[Result], out: Path, pyplot) -> list[tuple[str, Path]]:
     """A bar per stack for each reported metric of each script workload (where two stacks or
-    more reported it): where a number moved between versions is seen at a glance."""
+    more reported it): where a number moved between versions is seen at a glance. `pyplot`
+    gives matplotlib's pyplot (plots._pyplot: asked only when there is something to draw)."""
     made = []
     plt = None
     order = list(analysis.stacks(results))
@@ -87,8 +88,7 @@ def draw(results: list[Result], out: Path) -> list[tuple[str, Path]]:
             if len(per_env) < 2:
                 continue
             if plt is None:
-                from .plots import _pyplot
-                plt = _pyplot()
+                plt = pyplot()
             envs = sorted(per_env, key=lambda e: order.index(e) if e in order else len(order))
             spreads = [_spread(per_env[e], name) for e in envs]
             fig, ax = plt.subplots(figsize=(6, 4))
