@@ -26,8 +26,8 @@ from .cells import Cell
 from .engines.base import Engine
 from .errors import EnvironmentUnavailable, UserError
 from .matrix import Matrix
+from .names import file_name
 from .paths import inside
-from .report.tables import slug
 from .runner import WORKLOADS_SRC, Runner
 
 DEFAULT_OUT = "bundles"
@@ -84,7 +84,7 @@ class LiveLog:
 
 def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, console: Console,
               live: bool = True) -> tuple[Path, list[dict]]:
-    bundle = inside(out, out / slug(cell.id))
+    bundle = inside(out, out / file_name(cell.id))
     attempts_root = bundle / "attempts"
     results = []
     for k in range(1, repeat + 1):
@@ -167,7 +167,7 @@ def run_command(args, console: Console, engine: Engine) -> int:
     out = Path(args.out)
     if args.shell:
         cell, _ = found[0]
-        bundle = inside(out, out / slug(cell.id))
+        bundle = inside(out, out / file_name(cell.id))
         try:
             prepared = engine.prepare(cell.environment, bundle / "environment-build.log")
         except EnvironmentUnavailable as exc:

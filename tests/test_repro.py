@@ -14,6 +14,7 @@ import pytest
 from harness import interpreters
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
 from harness.engines.venv import VenvEngine
+from harness.names import file_name
 from harness.repro import write_bundle
 
 from .conftest import ROOT, harness
@@ -22,7 +23,7 @@ SEGFAULT = "tf2.15/fault-segfault/none-c1/b1/r0"
 
 
 def _bundle(out):
-    return out / SEGFAULT.replace("/", "__")
+    return out / file_name(SEGFAULT)
 
 
 def test_repro_counts_failures_and_bundles_a_venv_recipe(tmp_path):

@@ -141,8 +141,12 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
         writer.writeheader()
         writer.writerows(_csv_row(r) for r in results)
     (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True, default=str))
+    by_id: dict[str, list] = defaultdict(list)  # one cell id may come from several runs
     for folder, r in found:
-        (out / "cells" / f"{tables.slug(r['cell'])}.html").write_text(site.cell_page(r, folder))
+        by_id[r["cell"]].append((folder, r))
+    for cell_id, entries in by_id.items():
+        text = site.cell_page(entries[0][1], entries[0][0]) if len(entries) == 1 else site.cells_page(entries)
+        (out / "cells" / f"{tables.slug(cell_id)}.html").write_text(text)
     (out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
                                                ["report.md", "results.csv", "results.json"]))
     written = {"site": out / "index.html", "markdown": out / "report.md", "cells": len(results),

@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..names import file_name
 from . import analysis
 from .analysis import Result, Spread
 
@@ -43,8 +44,8 @@ class Table:
 
 
 def slug(cell_id: str) -> str:
-    """A file name for a cell page that every file system and browser accepts."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", cell_id.replace("/", "__"))
+    """A cell page's file name: one per cell id (`names.file_name`)."""
+    return file_name(cell_id)
 
 
 def cut(text: object, limit: int = CUT) -> str:

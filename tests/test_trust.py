@@ -1,0 +1,94 @@
+"""Trust, round 2: every field safe wherever it lands, every message exact.
+
+Each test drives a real process (the harness's command line, a real cell
+process, a real shell running a generated script) against real files, and
+fails on the behaviour this round fixed: names that shared a file, output
+folders that swallowed results, owner files taken on their word, control
+characters reaching the terminal, numbers that passed validation and broke
+later.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import names
+
+from .conftest import harness
+
+CLASH = """name: clash
+environments:
+  - {name: "e+1", python: "3.11", tensorflow: "2.15.0"}
+  - {name: "e_1", python: "3.11", tensorflow: "2.15.0"}
+  - {name: "E_1", python: "3.11", tensorflow: "2.15.0"}
+workloads: [{model: fault, fault: exception}]
+batch_sizes: [1]
+"""
+
+
+def _clash_results(tmp_path: Path) -> Path:
+    """Real results of three cells whose ids differ only where the old file-name rule
+    folded them together ('+' and '_' both became '_'; capitals meet on macOS).
+    The local engine finds no TensorFlow in this interpreter, so each cell is a
+    quick, real `unavailable` result."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    matrix = tmp_path / "clash.yaml"
+    matrix.write_text(CLASH)
+    results = tmp_path / "results"
+    harness("run", str(matrix), "--engine", "local", "--results", str(results), timeout=300)
+    assert len(list(results.rglob("result.json"))) == 3
+    return results
+
+
+# -- 6. names map one-to-one ------------------------------------------------------------------
+def test_report_pages_of_cells_whose_ids_differ_only_in_punctuation_are_distinct(tmp_path):
+    results = _clash_results(tmp_path)
+    harness("report", str(results), "--out", str(tmp_path / "site"), check=True)
+    pages = sorted((tmp_path / "site" / "cells").iterdir())
+    assert len(pages) == 3, pages
+    assert len({p.name.lower() for p in pages}) == 3, "distinct on a case-insensitive file system too"
+    titles = {p.read_text().split("<title>")[1].split("</title>")[0] for p in pages}
+    assert titles == {"e+1/fault-exception/none-c1/b1/r0", "e_1/fault-exception/none-c1/b1/r0",
+                      "E_1/fault-exception/none-c1/b1/r0"}
+
+
+def test_bundles_of_cells_whose_ids_differ_only_in_punctuation_are_distinct(tmp_path):
+    matrix = tmp_path / "clash.yaml"
+    matrix.write_text(CLASH)
+    out = tmp_path / "bundles"
+    proc = harness("repro", "*/fault-exception/*", "--matrix", str(matrix), "--engine", "local",
+                   "--out", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    bundles = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(bundles) == 3, bundles
+    cells = {json.loads((b / "spec.json").read_text())["environment"]["name"] for b in bundles}
+    assert cells == {"e+1", "e_1", "E_1"}
+
+
+def test_one_cell_id_from_two_runs_keeps_both_results_on_its_page(tmp_path):
+    first = _clash_results(tmp_path / "a")
+    second = _clash_results(tmp_path / "b")
+    harness("report", str(first), str(second), "--out", str(tmp_path / "site"), check=True)
+    page = next((tmp_path / "site" / "cells").glob("e_-1*")).read_text()
+    assert str(first) in page and str(second) in page
+
+
+@given(st.lists(st.text(min_size=0, max_size=90), min_size=1, max_size=4))
+@settings(max_examples=400, deadline=None)
+def test_file_names_decode_back_to_their_parts(parts):
+    name = names.file_name(*parts)
+    assert len(name) <= names.MAX_FILE_NAME
+    assert "/" not in name and "\0" not in name and not name.startswith((".", "-"))
+    assert name == name.lower(), "one file per name on case-insensitive file systems too"
+    if len("_s".join(names._encode(p) for p in parts)) <= names.MAX_FILE_NAME:  # not cut
+        assert names.decode_file_name(name) == parts
+
+
+@given(st.lists(st.text(max_size=300), min_size=2, max_size=2, unique=True))
+@settings(max_examples=300, deadline=None)
+def test_two_different_ids_never_share_a_file_name(ids):
+    assert names.file_name(ids[0]) != names.file_name(ids[1])
