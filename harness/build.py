@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from . import selfcheck
 from .cells import Cell, Environment
 from .engines.base import Engine
 from .errors import EnvironmentUnavailable
 from .runner import stage_workloads
+from .terminal import shown
 
 STATUS_COLOUR = {"built": "green", "reused": "green", "unavailable": "yellow"}
 
@@ -70,7 +70,7 @@ def build(cells: list[Cell], engine: Engine, run_dir: Path, console: Console,
         outcome = _one(env, engine, workloads_root, log_path, export)
         outcome.seconds = time.monotonic() - started
         colour = STATUS_COLOUR[outcome.status]
-        console.print(f"[{colour}]{escape(outcome.line())}[/]", highlight=False)
+        console.print(f"[{colour}]{shown(outcome.line(), lines=True)}[/]", highlight=False)
         outcomes.append(outcome)
     return outcomes
 

@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from . import matrix as matrix_mod
 from . import status
 from .errors import UserError
 from .paths import check_writable
 from .store import iter_results
+from .terminal import shown, visible
 
 DEFAULT_MATRIX = "matrices/smoke.yaml"
 DEFAULT_RESULTS = "results"
@@ -171,15 +171,15 @@ def cmd_run(args, console: Console) -> int:
     finally:
         engine.close()
     console.print()
-    print("\n".join(md_table(t) for t in tables.summary(results)))
+    print(visible("\n".join(md_table(t) for t in tables.summary(results)), lines=True))
     missed = [r for r in results if (r.get("expectation") or {}).get("met") is False]
     for r in missed:
         want = r["expectation"]
         got = status.failure_text(r)
         expected = want["status"] + (f" with '{want['signature']}'" if want.get("signature") else "")
-        console.print(f"[red]expectation not met[/]: {escape(r['cell'])} is {r['status']} ({escape(got[:160])}), "
-                      f"the matrix expects {escape(expected)}", highlight=False)
-    console.print(f"results: {runner.store.run_dir}")
+        console.print(f"[red]expectation not met[/]: {shown(r['cell'])} is {r['status']} ({shown(got[:160])}), "
+                      f"the matrix expects {shown(expected)}", highlight=False)
+    console.print(f"results: {shown(runner.store.run_dir)}", highlight=False)
     return 1 if missed else 0
 
 
@@ -231,7 +231,7 @@ def cmd_report(args, console: Console) -> int:
             if not any(iter_results(Path(folder))):
                 raise UserError(f"no result.json below {folder}")
         text, regressions = report.compare(Path(args.results[1]), Path(args.results[2]))
-        print(text)
+        print(visible(text, lines=True))
         return 1 if regressions else 0
     roots = [Path(p) for p in args.results]
     if not any(True for root in roots for _ in iter_results(root)):
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args, console)
     except UserError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
+        err.print(f"[bold red]error:[/] {shown(str(exc), lines=True)}", highlight=False, markup=True)
         return 2
     except BrokenPipeError:  # `python -m harness list M | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

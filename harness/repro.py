@@ -19,7 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from . import matrix as matrix_mod
 from .cells import Cell
@@ -29,6 +28,7 @@ from .matrix import Matrix
 from .names import file_name
 from .paths import inside
 from .runner import WORKLOADS_SRC, Runner
+from .terminal import shown
 
 DEFAULT_OUT = "bundles"
 
@@ -79,7 +79,7 @@ class LiveLog:
             except OSError:
                 continue
             for line in data.decode(errors="replace").splitlines():
-                self.console.print(f"[dim]{path.stem:>6} |[/] {escape(line)}", highlight=False)
+                self.console.print(f"[dim]{path.stem:>6} |[/] {shown(line)}", highlight=False)
 
 
 def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, console: Console,
@@ -88,7 +88,7 @@ def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, con
     attempts_root = bundle / "attempts"
     results = []
     for k in range(1, repeat + 1):
-        console.rule(f"attempt {k}/{repeat}: {escape(cell.id)}")
+        console.rule(f"attempt {k}/{repeat}: {shown(cell.id)}")
         attempt = replace(m, name=f"attempt-{k}", cells=[cell])
         runner = Runner(attempt, engine, attempts_root, console, rerun=frozenset({"all"}),
                         matrix_label=str(m.path))
@@ -182,8 +182,8 @@ def run_command(args, console: Console, engine: Engine) -> int:
         started = time.monotonic()
         bundle, results = reproduce(cell, m, engine, out, args.repeat, console)
         console.rule()
-        console.print(f"[bold]{escape(cell.id)}[/]: {escape(summary(results))}", highlight=False)
+        console.print(f"[bold]{shown(cell.id)}[/]: {shown(summary(results))}", highlight=False)
         how = ("./run.sh reproduces it without the harness" if (bundle / "run.sh").exists()
                else "no run.sh: the environment could not be had; see attempts/ for the build log")
-        console.print(f"bundle: {bundle}  ({how}; {time.monotonic() - started:.0f} s)")
+        console.print(f"bundle: {shown(bundle)}  ({how}; {time.monotonic() - started:.0f} s)")
     return 0

@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -39,6 +38,7 @@ from .report.analysis import Group
 from .report.tables import group_summary
 from .resources import Pool, Slot
 from .store import RESULT, SPEC, Claim, ResultStore, write_json
+from .terminal import shown
 from .workloads.protocol import EVENTS_FILE, STDERR_FILE, WORKLOAD_FILE
 
 WORKLOADS_SRC = Path(__file__).resolve().parent / "workloads"
@@ -163,7 +163,7 @@ class Runner:
             if selfcheck.needed(env):  # CUDA / cuDNN present and working, before a cell spends time on it
                 selfcheck.check(self.engine, prepared, self._workloads_root, log_path, reuse=True)
         except EnvironmentUnavailable as exc:
-            self.console.print(f"[yellow]unavailable[/] {env.name}: {escape(exc.reason)}")
+            self.console.print(f"[yellow]unavailable[/] {env.name}: {shown(exc.reason)}")
             raise
         how = "reused" if prepared.reused else "built"
         self.console.print(f"environment {env.name}: {how} ({self.engine.name})")
@@ -287,8 +287,8 @@ class Runner:
         flag = ""
         if expectation is not None:
             flag = " [green]as expected[/]" if expectation["met"] else " [red]NOT as expected[/]"
-        self.console.print(f"[{colour}]{word:>11}[/] {escape(result['cell'])}  "
-                           f"{escape(group_summary(Group([result])).text)}{took}{where}{flag}",
+        self.console.print(f"[{colour}]{word:>11}[/] {shown(result['cell'])}  "
+                           f"{shown(group_summary(Group([result])).text)}{took}{where}{flag}",
                            highlight=False)
 
 

@@ -92,3 +92,48 @@ def test_file_names_decode_back_to_their_parts(parts):
 @settings(max_examples=300, deadline=None)
 def test_two_different_ids_never_share_a_file_name(ids):
     assert names.file_name(ids[0]) != names.file_name(ids[1])
+
+
+# -- 8. terminal output is safe ----------------------------------------------------------------
+# The planted-faults environment (tests/test_repro.py and matrices/faults.yaml use the same one):
+# the fault fires before TensorFlow is imported, so the cell takes a second once the venv exists.
+ESCAPES = r"boom \e]0;retitled\a \e[2J\rok \x9b31m \u202eevil"
+ESCAPE_MATRIX = f"""name: esc
+environments:
+  - {{python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}}
+workloads:
+  - {{model: fault, fault: exception, message: "{ESCAPES}"}}
+batch_sizes: [1]
+"""
+RAW = ("\x1b", "\x07", "\r", "\x9b", "\u202e")
+
+
+def _no_raw_control(text: str) -> None:
+    for ch in RAW:
+        assert ch not in text, (ch, text[-1500:])
+
+
+def test_control_characters_from_a_crashing_cell_are_shown_not_obeyed(tmp_path):
+    matrix = tmp_path / "esc.yaml"
+    matrix.write_text(ESCAPE_MATRIX)
+    results = tmp_path / "results"
+    run = harness("run", str(matrix), "--engine", "venv", "--results", str(results), timeout=1800)
+    assert run.returncode == 0, run.stderr[-2000:]
+    _no_raw_control(run.stdout + run.stderr)
+    assert "\\x1b]" in run.stdout
+    compare = harness("report", "compare", str(results), str(results))
+    _no_raw_control(compare.stdout + compare.stderr)
+    repro = harness("repro", "*", "--matrix", str(matrix), "--engine", "venv", "--out", str(tmp_path / "b"),
+                    timeout=1800)
+    assert repro.returncode == 0, repro.stderr[-2000:]
+    _no_raw_control(repro.stdout + repro.stderr)
+    assert "RuntimeError: boom \\x1b]0;retitled\\x07" in repro.stdout, "the live traceback, written out"
+
+
+def test_a_control_character_in_an_error_message_is_written_out(tmp_path):
+    bad = tmp_path / "m\x1b[2J.yaml"
+    bad.write_text("environments: [\n")
+    proc = harness("list", str(bad))
+    assert proc.returncode == 2
+    _no_raw_control(proc.stdout + proc.stderr)
+    assert "m\\x1b[2J.yaml" in proc.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from ..errors import EngineUnavailable
+from ..terminal import shown
 from .base import Engine
 
 
@@ -25,6 +26,6 @@ def select_engine(name: str, pythons: dict[str, str] | None = None, ca_bundle: s
         if name == "docker":
             raise
         if console:
-            console.print(f"no Docker engine ({exc}); using virtualenvs")
+            console.print(f"no Docker engine ({shown(exc)}); using virtualenvs", highlight=False)
         return VenvEngine(pythons=pythons)
     return DockerEngine(client, ca_bundle=ca_bundle, console=console, pythons=pythons)
