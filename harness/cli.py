@@ -18,6 +18,7 @@ from . import matrix as matrix_mod
 from . import status
 from .errors import UserError
 from .paths import check_writable
+from .resources import parse_gpu_list
 from .store import iter_results
 from .terminal import shown, visible
 
@@ -47,21 +48,48 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                         "(default: PIP_CERT, SSL_CERT_FILE or REQUESTS_CA_BUNDLE)")
 
 
-def _positive(text: str) -> int:
+def _whole(low: int, high: int):
+    """An argparse type: a whole number from `low` to `high` (a typo like 1e9 cores is
+    an error here, not an hour later)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {visible(repr(text))}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {value}")
+        return value
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: seconds, finite, from 0 to a week."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+        raise argparse.ArgumentTypeError(f"expected seconds, got {visible(repr(text))}") from None
+    if not 0 <= value <= MAX_SECONDS:  # NaN fails every comparison
+        raise argparse.ArgumentTypeError(f"expected seconds from 0 to {MAX_SECONDS:.0f}, got {text}")
     return value
+
+
+def _gpu_list(text: str) -> str:
+    try:
+        parse_gpu_list(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+MAX_SECONDS = 7 * 24 * 3600.0
+_positive = _whole(1, 4_096)  # cells at once, cores per cell
 
 
 def _add_resource_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", "-j", type=_positive, metavar="N",
                    help="run at most N cells at once (default: as many as the host's cores and GPUs allow; "
                         "--jobs 1 runs one cell at a time with every core)")
-    p.add_argument("--gpus", metavar="IDS",
+    p.add_argument("--gpus", metavar="IDS", type=_gpu_list,
                    help="the GPUs cells may use, e.g. 0,1,2,3 (default: CUDA_VISIBLE_DEVICES if set, "
                         "else every GPU NVML lists); each GPU cell is given its own")
     p.add_argument("--cpus-per-cell", type=_positive, metavar="K",
@@ -74,7 +102,8 @@ def _add_slurm_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("slurm executor (override the matrix's slurm: section)")
     g.add_argument("--partition", help="Slurm partition")
     g.add_argument("--account", help="Slurm account")
-    g.add_argument("--throttle", type=int, metavar="K", help="at most K tasks of each array run at once (%%K)")
+    g.add_argument("--throttle", type=_whole(1, 100_000), metavar="K",
+                   help="at most K tasks of each array run at once (%%K)")
     g.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
                    help="extra sbatch option, e.g. --sbatch-arg=--qos=long (repeatable)")
 
@@ -100,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="queued / running / finished cells of a matrix (Slurm queue and results)")
     p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
-    p.add_argument("--wait", type=float, metavar="SECONDS",
+    p.add_argument("--wait", type=_seconds, metavar="SECONDS",
                    help="poll until nothing is queued or running, at most this long")
 
     p = sub.add_parser("build", help="prepare every environment of a matrix (GPU ones too) without running cells",
@@ -126,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("cell", metavar="CELL")
     p.add_argument("--matrix", action="append", default=[], metavar="FILE",
                    help="matrix to look the cell up in (repeatable; default: every matrices/*.yaml)")
-    p.add_argument("--repeat", type=int, default=1, metavar="N", help="attempts (default 1)")
+    p.add_argument("--repeat", type=_whole(1, 1_000), default=1, metavar="N", help="attempts (default 1)")
     p.add_argument("--out", default="bundles", metavar="DIR", help="where bundles go (default: bundles)")
     p.add_argument("--shell", action="store_true", help="open a shell in the cell's environment instead of running")
     _add_engine_args(p)

@@ -29,7 +29,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from . import names, stacks, status
+from . import names, stacks, status, terminal
 from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
 from .errors import MatrixError
 from .workloads.protocol import FAULTS, RNN_CELLS, TRAPS
@@ -48,6 +48,7 @@ MAX_RULES = 200                   # entries in each of include / exclude / expec
 MAX_TEXT = 2_000                  # description, why, signature, a fault's message
 MAX_REQUIREMENT = 200             # one pip requirement string
 MIN_MEMORY = 64 << 20             # a limit below this cannot start Python + numpy
+MAX_MEMORY = 64 << 40             # 64 TiB: more than any node has; a larger figure is a typo
 MAX_PROBLEMS = 20                 # problems listed in one message
 # (low, high) inclusive for integers; for floats, `open_low` / `open_high` exclude the bound.
 TOP_LIMITS = {"epochs": (1, 10_000), "repeats": (1, 1_000), "seed": (0, 2**32 - 1)}
@@ -55,6 +56,8 @@ BATCH_LIMITS = (1, 1_000_000)
 DEVICE_LIMITS = (1, 256)
 RATIO_LIMITS = (1, 1_000)
 TIMEOUT_LIMITS = (0.0, 7 * 24 * 3600.0)   # seconds, > 0
+# slurm: section: tasks at once per array, cores per task, seconds added to the wall limit
+SLURM_LIMITS = {"throttle": (1, 100_000), "cpus_per_task": (1, 4_096), "time_margin": (0, 7 * 24 * 3600)}
 WORKLOAD_LIMITS: dict[str, tuple] = {
     "layers": (1, 64), "units": (1, 65_536), "dense": (1, 65_536), "timesteps": (1, 100_000),
     "features": (1, 1_000_000), "classes": (1, 100_000), "samples": (1, 100_000_000),
@@ -295,16 +298,25 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
 
 def _slurm(check: _Checker, raw: dict) -> None:
     check.keys("slurm", raw, SLURM_KEYS)
-    for key in ("throttle", "cpus_per_task"):
-        if check.typed(raw, key, int, "slurm") and raw[key] < 1:
-            check.problem(f"slurm.{key}", f"expected at least 1, got {raw[key]}")
-    if check.typed(raw, "time_margin", (int, float), "slurm") and raw["time_margin"] < 0:
-        check.problem("slurm.time_margin", f"expected seconds >= 0, got {raw['time_margin']}")
-    if check.typed(raw, "mem", str, "slurm") and size_bytes(raw["mem"]) is None:
-        check.problem("slurm.mem", f"expected a size like '16g' or '512m', got {raw['mem']!r}")
+    for key, (low, high) in SLURM_LIMITS.items():
+        if check.typed(raw, key, SLURM_KEYS[key], "slurm"):
+            check.bounded(f"slurm.{key}", raw[key], low, high)
+    if check.typed(raw, "mem", str, "slurm"):
+        _size(check, "slurm.mem", raw["mem"], 0)
     for i, arg in enumerate(raw.get("sbatch_args") if check.typed(raw, "sbatch_args", list, "slurm") else []):
         if not isinstance(arg, str) or not arg.startswith("-"):
             check.problem(f"slurm.sbatch_args[{i}]", f"expected an sbatch option such as '--qos=long', got {arg!r}")
+
+
+def _size(check: _Checker, where: str, text: str, low: int) -> None:
+    """A memory size: one the engines and Slurm can read, from `low` bytes to MAX_MEMORY."""
+    size = size_bytes(text)
+    if size is None:
+        check.problem(where, f"expected a size like '4g' or '512m', got {_show(text)}")
+    elif size < low:
+        check.problem(where, f"at least {low >> 20}m, got {_show(text)}")
+    elif size > MAX_MEMORY:
+        check.problem(where, f"at most {MAX_MEMORY >> 40}t (64 TiB), got {_show(text)}")
 
 
 def _keras_api(check: _Checker, where: str, raw: dict, tf: str | None, keras: str | None) -> str | None:
@@ -347,8 +359,14 @@ def _variables(check: _Checker, where: str, raw) -> tuple[tuple[str, str], ...]:
             why = ("keras_api / backend set it" if name in stacks.KERAS_SWITCHES
                    else "the harness sets it for every cell")
             check.problem(key, f"{name} cannot be set here: {why}")
+        elif stacks.loads_code(name):
+            check.problem(key, f"{name} cannot be set here: {stacks.loads_code(name)}")
         elif not isinstance(value, str):
-            check.problem(key, f"expected a string, got {_type_name(type(value))} {value!r} (quote it: \"{value}\")")
+            check.problem(key, f"expected a string, got {_type_name(type(value))} {_show(value)} "
+                               f"(quote it: \"{_show(value)}\")")
+        elif not terminal.is_plain(value):
+            # it is written into run.sh and docker's -e, shown in reports and terminals: one plain line
+            check.problem(key, f"one line without control characters, got {_show(value)}")
         else:
             check.text(key, value)
             out.append((name, value))
@@ -694,11 +712,7 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
                 check.bounded(f"timeouts.{key}", timeouts[key], *TIMEOUT_LIMITS, open_low=True)
     memory = raw.get("memory_limit")
     if isinstance(memory, str):
-        size = size_bytes(memory)
-        if size is None:
-            check.problem("memory_limit", f"expected a size like '4g' or '512m', got {_show(memory)}")
-        elif size < MIN_MEMORY:
-            check.problem("memory_limit", f"at least {MIN_MEMORY >> 20}m, got {_show(memory)}")
+        _size(check, "memory_limit", memory, MIN_MEMORY)
     slurm = raw.get("slurm", {})
     if isinstance(slurm, dict):
         _slurm(check, slurm)

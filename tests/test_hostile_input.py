@@ -77,6 +77,26 @@ HOSTILE = {
                                         'base_image: "python:3.11-slim\\ntouch PWNED"'),
                            "environments[0].base_image"),
     "rule-of-mappings": (BASE + "include: [{environment: [{a: 1}]}]\n", "include[0].environment"),
+    # numbers: every numeric setting, not only the cell's
+    "slurm-margin-nan": (BASE + "slurm: {time_margin: .nan}\n", "slurm.time_margin: expected a finite number"),
+    "slurm-margin-inf": (BASE + "slurm: {time_margin: .inf}\n", "slurm.time_margin: expected a finite number"),
+    "slurm-margin-negative": (BASE + "slurm: {time_margin: -1}\n", "slurm.time_margin: expected a number in"),
+    "slurm-throttle-10**9": (BASE + "slurm: {throttle: 1000000000}\n", "slurm.throttle: expected a number in"),
+    "slurm-cpus-10**9": (BASE + "slurm: {cpus_per_task: 1000000000}\n", "slurm.cpus_per_task"),
+    "slurm-mem-10**15g": (BASE + "slurm: {mem: 999999999999999g}\n", "slurm.mem: at most 64t"),
+    "memory-10**15g": (BASE + "memory_limit: 999999999999999g\n", "memory_limit: at most 64t"),
+    # variables that change what code a process loads: refused by family, not by name
+    **{f"env-{name}": (BASE.replace('tensorflow: "2.15.0"', f'tensorflow: "2.15.0", env: {{{name}: x}}'),
+                       f"environments[0].env.{name}: {name} cannot be set here")
+       for name in ("LD_AUDIT", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "GCONV_PATH", "PYTHONBREAKPOINT",
+                    "PYTHONUSERBASE", "PYTHONINSPECT", "BASH_ENV", "BASH_FUNC_X")},
+    # values that reach run.sh, `docker run -e` and terminals: one plain line
+    "env-value-newline": (BASE.replace('tensorflow: "2.15.0"', 'tensorflow: "2.15.0", env: {V: "a\\ntouch X"}'),
+                          "environments[0].env.V: one line without control characters"),
+    "env-value-escape": (BASE.replace('tensorflow: "2.15.0"', 'tensorflow: "2.15.0", env: {V: "\\e[2J"}'),
+                         "environments[0].env.V: one line without control characters"),
+    "env-value-nul": (BASE.replace('tensorflow: "2.15.0"', 'tensorflow: "2.15.0", env: {V: "a\\0b"}'),
+                      "environments[0].env.V: one line without control characters"),
 }
 
 

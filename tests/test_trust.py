@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -137,3 +138,35 @@ def test_a_control_character_in_an_error_message_is_written_out(tmp_path):
     assert proc.returncode == 2
     _no_raw_control(proc.stdout + proc.stderr)
     assert "m\\x1b[2J.yaml" in proc.stderr
+
+
+# -- 7. numbers and devices validated where they enter -------------------------------------------
+@pytest.mark.parametrize("argv, flag", [
+    (["run", "--jobs", "1000000000"], "--jobs"), (["run", "--jobs", "nan"], "--jobs"),
+    (["run", "--cpus-per-cell", "-3"], "--cpus-per-cell"), (["run", "--cpus-per-cell", "1e9"], "--cpus-per-cell"),
+    (["run", "--throttle", "0"], "--throttle"), (["run", "--throttle", "-5"], "--throttle"),
+    (["run", "--gpus", "0,0"], "--gpus"), (["run", "--gpus", "0.5"], "--gpus"), (["run", "--gpus", "all"], "--gpus"),
+    (["run", "--gpus", "0,1-3"], "--gpus"), (["run", "--gpus", "GPU-1,GPU-1"], "--gpus"),
+    (["status", "--wait", "nan"], "--wait"), (["status", "--wait", "inf"], "--wait"),
+    (["status", "--wait", "-1"], "--wait"), (["repro", "x", "--repeat", "100000"], "--repeat"),
+    (["repro", "x", "--repeat", "0"], "--repeat"),
+])
+def test_a_bad_number_or_device_on_the_command_line_is_exit_2_naming_the_flag(tmp_path, argv, flag):
+    proc = harness(*argv, "--results" if argv[0] != "repro" else "--out", str(tmp_path / "out"), timeout=60)
+    assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr[-1000:]
+    assert flag in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists(), "refused before anything is written"
+
+
+def test_a_bad_gpu_list_in_the_environment_is_exit_2_naming_it(tmp_path):
+    matrix = tmp_path / "clash.yaml"
+    matrix.write_text(CLASH)
+    proc = harness("run", str(matrix), "--engine", "local", "--results", str(tmp_path / "r"),
+                   env={"HARNESS_GPUS": "1,1"}, timeout=60)
+    assert proc.returncode == 2 and "HARNESS_GPUS: GPU 1 given twice" in proc.stderr, proc.stderr[-1000:]
+
+
+def test_gpu_uuids_stay_allowed():
+    from harness.resources import parse_gpu_list
+    assert parse_gpu_list("0, GPU-5d3c1a2b-aaaa-bbbb, MIG-4f1e-01") == ["0", "GPU-5d3c1a2b-aaaa-bbbb", "MIG-4f1e-01"]
+    assert parse_gpu_list("") == []
