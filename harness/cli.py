@@ -17,6 +17,7 @@ from rich.console import Console
 from . import matrix as matrix_mod
 from . import status
 from .errors import UserError
+from .outputs import check_output_folder
 from .paths import check_writable
 from .resources import parse_gpu_list
 from .store import iter_results
@@ -265,10 +266,16 @@ def cmd_report(args, console: Console) -> int:
     roots = [Path(p) for p in args.results]
     if not any(True for root in roots for _ in iter_results(root)):
         raise UserError(f"no result.json below {', '.join(args.results)}")
+    check_output_folder(Path(args.out), "--out", roots)
+    if args.markdown:
+        markdown = Path(args.markdown)  # the file, and its plots beside it
+        check_output_folder(markdown.parent / f"{markdown.stem}-plots", "--markdown", roots)
     check_writable(Path(args.out), "--out")
     with console.status("writing the report"):
         written = report.publish(roots, Path(args.out), title=args.title,
                                  markdown_path=Path(args.markdown) if args.markdown else None)
+    for note in written["notes"]:
+        console.print(f"[yellow]note[/]: {shown(note)}", highlight=False)
     console.print(f"{written['cells']} cells, {written['plots']} plots")
     console.print(f"site: {written['site']}  (open it in a browser; it works from disk)")
     console.print(f"markdown: {written['markdown']}" + (f", {written['markdown_copy']}"
@@ -280,8 +287,7 @@ def cmd_report(args, console: Console) -> int:
 def cmd_repro(args, console: Console) -> int:
     from .engines import select_engine
     from .repro import run_command
-    if args.repeat < 1:
-        raise UserError("--repeat must be at least 1")
+    check_output_folder(Path(args.out), "--out")
     check_writable(Path(args.out), "--out")
     engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
     try:

@@ -170,3 +170,106 @@ def test_gpu_uuids_stay_allowed():
     from harness.resources import parse_gpu_list
     assert parse_gpu_list("0, GPU-5d3c1a2b-aaaa-bbbb, MIG-4f1e-01") == ["0", "GPU-5d3c1a2b-aaaa-bbbb", "MIG-4f1e-01"]
     assert parse_gpu_list("") == []
+
+
+# -- 5. never delete what you did not create ---------------------------------------------------
+def _runs_named_cells_and_plots(tmp_path: Path) -> Path:
+    """A results folder whose two runs are named like the report's own folders."""
+    results = tmp_path / "results"
+    for name in ("cells", "plots"):
+        matrix = tmp_path / f"{name}.yaml"
+        matrix.write_text(CLASH.replace("name: clash", f"name: {name}"))
+        harness("run", str(matrix), "--engine", "local", "--results", str(results), timeout=300)
+    assert len(list(results.rglob("result.json"))) == 6
+    return results
+
+
+def _files(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("where", ["results", "results/cells", "results/elsewhere", "."])
+def test_report_refuses_an_output_folder_that_is_in_or_holds_a_results_folder(tmp_path, where):
+    results = _runs_named_cells_and_plots(tmp_path)
+    before = _files(results)
+    proc = harness("report", str(results), "--out", str(tmp_path / where))
+    assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr[-1000:]
+    assert "results folder" in proc.stderr and "Traceback" not in proc.stderr
+    assert _files(results) == before, "no result deleted or added"
+
+
+def test_report_refuses_markdown_plots_inside_a_results_folder(tmp_path):
+    results = _runs_named_cells_and_plots(tmp_path)
+    before = _files(results)
+    proc = harness("report", str(results), "--out", str(tmp_path / "site"),
+                   "--markdown", str(results / "report.md"))
+    assert proc.returncode == 2 and "--markdown" in proc.stderr, proc.stderr[-1000:]
+    assert _files(results) == before
+
+
+def test_report_removes_only_the_files_it_wrote(tmp_path):
+    results = _runs_named_cells_and_plots(tmp_path)
+    site = tmp_path / "site"
+    (site / "cells").mkdir(parents=True)
+    (site / "plots").mkdir()
+    mine = [site / "cells" / "notes.txt", site / "plots" / "mine.png", site / "keep.html"]
+    for path in mine:
+        path.write_text("the user's")
+    harness("report", str(results), "--out", str(site), check=True)
+    pages = set((site / "cells").glob("*.html"))
+    assert len(pages) == 3  # one per cell id; the two runs share the ids
+    harness("report", str(results / "cells"), "--out", str(site), check=True)  # a report of one run
+    assert set((site / "cells").glob("*.html")) == pages, "this run's pages rewritten"
+    assert all(p.read_text() == "the user's" for p in mine), "files the harness did not write stay"
+
+
+@pytest.mark.parametrize("manifest", [
+    '["../results/cells"]', '"index.html"', '{"files": "index.html"}', '{"files": [1, 2]}', "not json",
+    '{"files": ["../results/cells/e_1/fault-exception/none-c1/b1/r0/result.json"]}',
+    '{"files": ["/etc/hostname", "cells/../../results/plots"]}',
+])
+def test_a_forged_or_broken_manifest_removes_nothing_outside(tmp_path, manifest):
+    results = _runs_named_cells_and_plots(tmp_path)
+    before = _files(results)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / ".harness-written.json").write_text(manifest)
+    proc = harness("report", str(results), "--out", str(site))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert _files(results) == before
+
+
+def test_repro_refuses_a_bundle_folder_inside_a_results_folder(tmp_path):
+    results = _runs_named_cells_and_plots(tmp_path)
+    before = _files(results)
+    proc = harness("repro", "e_1/*", "--matrix", str(tmp_path / "cells.yaml"), "--engine", "local",
+                   "--out", str(results / "cells"), timeout=300)
+    assert proc.returncode == 2 and "results folder" in proc.stderr, proc.stderr[-1000:]
+    assert _files(results) == before
+    again = harness("repro", "e_1/*", "--matrix", str(tmp_path / "cells.yaml"), "--engine", "local",
+                    "--out", str(tmp_path / "bundles"), timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    again = harness("repro", "e_1/*", "--matrix", str(tmp_path / "cells.yaml"), "--engine", "local",
+                    "--out", str(tmp_path / "bundles"), timeout=300)
+    assert again.returncode == 0, "a bundles folder (its attempts are results) is written again"
+
+
+@given(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=30),
+                 st.lists(st.text(max_size=40), max_size=5),
+                 st.dictionaries(st.sampled_from(["files", "x"]),
+                                 st.one_of(st.text(max_size=40), st.lists(
+                                     st.one_of(st.text(max_size=40), st.sampled_from(
+                                         ["../outside.txt", "/tmp", "..", ".", "a/../../outside.txt",
+                                          "link/outside.txt"]), st.integers()), max_size=6)), max_size=2)))
+@settings(max_examples=200, deadline=None)
+def test_fuzzed_manifests_never_remove_a_file_outside_the_folder(tmp_path_factory, data):
+    from harness.outputs import MANIFEST, Manifest
+    root = tmp_path_factory.mktemp("m")
+    folder = root / "out"
+    folder.mkdir()
+    outside = root / "outside.txt"
+    outside.write_text("keep")
+    (folder / "link").symlink_to(root)
+    (folder / MANIFEST).write_text(json.dumps(data))
+    Manifest(folder).clear_earlier()
+    assert outside.read_text() == "keep"

@@ -13,6 +13,7 @@ import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from ..outputs import Manifest
 from ..store import iter_results
 from . import plots, site, tables
 from .markdown import md_escape, md_table
@@ -129,40 +130,48 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
     found = load(roots)
     results = [r for _, r in found]
     out.mkdir(parents=True, exist_ok=True)
-    for sub in ("cells", "plots"):
-        shutil.rmtree(out / sub, ignore_errors=True)
-    (out / "cells").mkdir()
+    # only what an earlier report wrote here goes (outputs.Manifest): a user's file, or a
+    # run that happens to be named `cells` or `plots`, stays
+    written = Manifest(out)
+    written.clear_earlier()
+    (out / "cells").mkdir(exist_ok=True)
     drawn = plots.draw_all(results, out / "plots")
+    for _, path in drawn:
+        written.add(path)
     rel = [(caption, os.path.relpath(path, out)) for caption, path in drawn]
-    (out / "report.md").write_text(markdown(results, title, rel,
-                                            link=lambda cell: f"cells/{tables.slug(cell)}.html"))
-    with open(out / "results.csv", "w", newline="") as fh:
+    written.add(out / "report.md").write_text(markdown(results, title, rel,
+                                                       link=lambda cell: f"cells/{tables.slug(cell)}.html"))
+    with open(written.add(out / "results.csv"), "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows(_csv_row(r) for r in results)
-    (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True, default=str))
+    written.add(out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True, default=str))
     by_id: dict[str, list] = defaultdict(list)  # one cell id may come from several runs
     for folder, r in found:
         by_id[r["cell"]].append((folder, r))
     for cell_id, entries in by_id.items():
         text = site.cell_page(entries[0][1], entries[0][0]) if len(entries) == 1 else site.cells_page(entries)
-        (out / "cells" / f"{tables.slug(cell_id)}.html").write_text(text)
-    (out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
+        written.add(out / "cells" / f"{tables.slug(cell_id)}.html").write_text(text)
+    written.add(out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
                                                ["report.md", "results.csv", "results.json"]))
-    written = {"site": out / "index.html", "markdown": out / "report.md", "cells": len(results),
-               "plots": len(drawn)}
+    written.save()
+    summary = {"site": out / "index.html", "markdown": out / "report.md", "cells": len(results),
+               "plots": len(drawn), "notes": written.notes}
     if markdown_path:
         markdown_path = Path(markdown_path)
         plot_dir = markdown_path.parent / f"{markdown_path.stem}-plots"
-        shutil.rmtree(plot_dir, ignore_errors=True)
-        plot_dir.mkdir(parents=True)
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        copies = Manifest(plot_dir)
+        copies.clear_earlier()
         links = []
         for caption, path in drawn:
-            shutil.copy(path, plot_dir / path.name)
+            shutil.copy(path, copies.add(plot_dir / path.name))
             links.append((caption, f"{plot_dir.name}/{path.name}"))
+        copies.save()
         markdown_path.write_text(markdown(results, title, links))
-        written["markdown_copy"] = markdown_path
-    return written
+        summary["markdown_copy"] = markdown_path
+        summary["notes"] += copies.notes
+    return summary
 
 
 def compare(run_a: Path, run_b: Path) -> tuple[str, int]:
