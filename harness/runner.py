@@ -92,6 +92,8 @@ class Runner:
 
     def run(self, cells: list[Cell]) -> list[dict]:
         removed, ended = self.store.clean_partials()
+        for note in self.store.notes:
+            self.console.print(f"[yellow]note[/]: {shown(note)}", highlight=False)
         if removed:
             self.console.print(f"removed {removed} half-written cell folder(s) left by an interrupted run"
                                + (f"; ended {ended} cell process group(s) it left running" if ended else ""))
@@ -201,7 +203,7 @@ class Runner:
         try:
             write_json(work / SPEC, cell.spec())
             ctx = RunContext(slot=slot, cancel=cancel,
-                             on_start=lambda pgid: self.store.note_process(work, pgid))
+                             on_start=lambda pgid: self.store.note_process(work, pgid), run_id=self.store.run_id)
             raw = self.engine.run(prepared, cell, work, workloads_root, ctx)
         except CellUnsupported as exc:
             return self._finish(cell, work, started, prepared.provenance, None,

@@ -11,6 +11,10 @@ later.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +23,7 @@ from hypothesis import strategies as st
 
 from harness import names
 
-from .conftest import harness
+from .conftest import ROOT, harness
 
 CLASH = """name: clash
 environments:
@@ -273,3 +277,147 @@ def test_fuzzed_manifests_never_remove_a_file_outside_the_folder(tmp_path_factor
     (folder / MANIFEST).write_text(json.dumps(data))
     Manifest(folder).clear_earlier()
     assert outside.read_text() == "keep"
+
+
+# -- 2. only kill what is provably yours -------------------------------------------------------
+HANG_MATRIX = """name: live
+environments:
+  - {python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}
+workloads: [{model: fault, fault: hang}, {model: fault, fault: exception}]
+batch_sizes: [1]
+timeouts: {wall: 120, progress: 100}
+"""
+HANG = "tf2.15/fault-hang/none-c1/b1/r0"
+OTHER = "tf2.15/fault-exception/none-c1/b1/r0"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _live_run(tmp_path: Path):
+    """A real harness run whose cell (a planted hang) is running; returns the run, its
+    owner file and the cell's process group."""
+    matrix = tmp_path / "live.yaml"
+    matrix.write_text(HANG_MATRIX)
+    results = tmp_path / "results"
+    run = subprocess.Popen([sys.executable, "-m", "harness", "run", str(matrix), "--engine", "venv",
+                            "--results", str(results), "--only", HANG, "--jobs", "1"], cwd=ROOT,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        owners = list((results / "live").glob("tf2.15/fault-hang/none-c1/b1/r0.partial-*/owner.json"))
+        if owners:
+            owner = json.loads(owners[0].read_text())
+            if owner.get("cell_pgid"):
+                return run, matrix, results, owners[0], owner
+        assert run.poll() is None, "the live run ended early"
+        time.sleep(0.2)
+    raise AssertionError("the hang cell did not start")
+
+
+def _stop(run: subprocess.Popen) -> None:
+    run.terminate()
+    run.wait(timeout=60)
+
+
+FORGED = {
+    "copied from a live run": lambda owner: owner,
+    "a list": lambda owner: [owner["cell_pgid"]],
+    "a string": lambda owner: str(owner["cell_pgid"]),
+    "pgid as text": lambda owner: {**owner, "cell_pgid": str(owner["cell_pgid"])},
+    "pgid as bool": lambda owner: {**owner, "cell_pgid": True},
+    "no start time": lambda owner: {k: v for k, v in owner.items() if k != "cell_start"},
+    "other start time": lambda owner: {**owner, "cell_start": owner["cell_start"] + 1},
+    "other boot": lambda owner: {**owner, "boot_id": "00000000-0000-0000-0000-000000000000"},
+    "other run id": lambda owner: {**owner, "run_id": "f" * 32},
+}
+
+
+def test_a_forged_owner_file_never_kills_another_live_runs_cell(tmp_path):
+    """A second run on the same results folder meets, in another cell's leftover folder,
+    owner files forged from the live run's own (and broken ones): the live cell survives
+    every one, and the second run prints one note per file, never a traceback."""
+    run, matrix, results, owner_path, owner = _live_run(tmp_path)
+    pgid = owner["cell_pgid"]
+    try:
+        for i, (case, forge) in enumerate(FORGED.items()):
+            leftover = results / "live" / f"{OTHER}.partial-{owner['host']}-{900000 + i}"
+            leftover.mkdir(parents=True)
+            (leftover / "owner.json").write_text(json.dumps(forge(owner)))
+            second = harness("run", str(matrix), "--engine", "venv", "--results", str(results), "--only", OTHER,
+                             "--rerun", "all", timeout=600)
+            assert second.returncode == 0, (case, second.stderr[-2000:])
+            assert "Traceback" not in second.stdout + second.stderr, case
+            assert _alive(pgid), f"{case}: the live run's cell was killed"
+            assert not leftover.exists(), f"{case}: the leftover folder itself is cleaned"
+            if case in ("a list", "a string", "pgid as text", "pgid as bool", "no start time"):
+                notes = [line for line in second.stdout.splitlines() if line.startswith("note:")]
+                assert len(notes) == 1 and "owner.json: ignored" in notes[0], (case, second.stdout[-1500:])
+        assert owner_path.exists(), "the live run's own folder is untouched"
+    finally:
+        _stop(run)
+
+
+def test_a_genuine_leftover_is_still_ended(tmp_path):
+    """The other side: a cell process a killed harness left behind, with every recorded
+    fact true, is ended by the next run (a real process group, a real owner file)."""
+    from harness.store import OWNER_VARIABLE, ResultStore
+    store = ResultStore(tmp_path / "results", "run")
+    folder = store.run_dir / "env/w/none-c1/b1/r0.partial-x-1"
+    folder.mkdir(parents=True)
+    spec = folder.resolve() / "spec.json"
+    spec.write_text("{}")
+    cell = subprocess.Popen(["bash", "-c", 'sleep 300; : "$1"', "cell", str(spec)], start_new_session=True,
+                            env={**os.environ, OWNER_VARIABLE: "genuine-run"})
+    try:
+        import socket
+
+        from harness.store import boot_id, process_start
+        (folder / "owner.json").write_text(json.dumps({
+            "host": socket.gethostname(), "pid": 1, "run_id": "genuine-run", "boot_id": boot_id(),
+            "cell_pgid": cell.pid, "cell_start": process_start(cell.pid)}))
+        assert ResultStore(tmp_path / "results", "run").clean_partials() == (1, 1)
+        assert cell.wait(timeout=10) == -9
+    finally:
+        if cell.poll() is None:
+            cell.kill()
+
+
+@pytest.fixture(scope="module")
+def bystander():
+    """A live process group that belongs to no cell folder: nothing may ever kill it."""
+    proc = subprocess.Popen(["bash", "-c", "sleep 600; : workloads spec.json"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-2, 2**40), st.floats(), st.text(max_size=20)),
+                     lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                             st.dictionaries(st.text(max_size=12), inner, max_size=4)), max_leaves=12)
+
+
+@given(data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_fuzzed_owner_files_never_signal_and_never_raise(tmp_path_factory, bystander, data):
+    import socket
+
+    from harness.store import ResultStore, boot_id, process_start
+    true_facts = {"host": socket.gethostname(), "boot_id": boot_id(), "cell_pgid": bystander.pid,
+                  "cell_start": process_start(bystander.pid), "run_id": "x", "pid": 1}
+    # a mix: facts of the live bystander (all true, some, or replaced by fuzz), or any JSON at all
+    owner = data.draw(st.one_of(
+        _JSON, st.fixed_dictionaries({}, optional={k: st.one_of(st.just(v), _JSON) for k, v in true_facts.items()})))
+    store = ResultStore(tmp_path_factory.mktemp("r"), "run")
+    folder = store.run_dir / "env/w/none-c1/b1/r0.partial-x-1"
+    folder.mkdir(parents=True)
+    (folder / "owner.json").write_text(json.dumps(owner))
+    removed, ended = store.clean_partials()
+    assert (removed, ended) == (1, 0)
+    assert bystander.poll() is None, f"killed by {owner!r}"
+    assert all("\n" not in note for note in store.notes)
