@@ -28,6 +28,7 @@ from .matrix import Matrix
 from .names import file_name
 from .paths import inside
 from .runner import WORKLOADS_SRC, Runner
+from .status import failure_line
 from .terminal import shown
 
 DEFAULT_OUT = "bundles"
@@ -105,8 +106,7 @@ def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, con
 
 def summary(results: list[dict]) -> str:
     failed = [r for r in results if r["status"] != "ok"]
-    kinds = sorted({f"{r['status']}: {(r.get('error') or {}).get('signature') or r.get('reason') or ''}"
-                    for r in failed})
+    kinds = sorted({failure_line(r) for r in failed})
     text = f"{len(failed)}/{len(results)} attempts failed"
     return text + (" -- " + "; ".join(kinds) if kinds else "")
 

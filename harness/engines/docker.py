@@ -85,9 +85,27 @@ def docker_client():
         client.ping()
     except docker.errors.DockerException as exc:
         where = os.environ.get("DOCKER_HOST") or "the default socket (/var/run/docker.sock)"
-        raise EngineUnavailable(f"no Docker engine answers at {where}: {_first_line(exc)}; "
+        raise EngineUnavailable(f"no Docker engine answers at {where}: {_root_cause(exc)}; "
                                 "start dockerd, or use --engine venv") from None
     return client
+
+
+def _root_cause(exc: BaseException) -> str:
+    """Why a connection failed, in words: the operating system's reason ('No such file or
+    directory', 'Connection refused', 'Permission denied') found below docker-py's,
+    requests' and urllib3's wrappers, instead of their nested reprs."""
+    seen, todo = set(), [exc]
+    while todo:
+        e = todo.pop(0)
+        if id(e) in seen or not isinstance(e, BaseException):
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.strerror:
+            path = f" ({e.filename})" if e.filename else ""
+            hint = "; is your user allowed to use Docker (the docker group)?" if isinstance(e, PermissionError) else ""
+            return f"{e.strerror}{path}{hint}"
+        todo += [e.__cause__, e.__context__, getattr(e, "reason", None), *getattr(e, "args", ())]
+    return _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

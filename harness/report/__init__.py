@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..outputs import Manifest
 from ..store import iter_results
+from ..workloads.protocol import cuda_version_text, cudnn_version_text
 from . import plots, site, tables
 from .markdown import md_escape, md_table
 
@@ -76,7 +77,8 @@ def gpu_lines(results: list[dict]) -> list[str]:
 
 def _cuda_seen(seen: dict) -> str:
     framework = f"JAX {seen['jax']}" if seen.get("jax") else f"TF {seen.get('tensorflow')}"
-    return f"{framework}: CUDA {seen.get('cuda')}, cuDNN {seen.get('cudnn')}"
+    return (f"{framework}: CUDA {cuda_version_text(seen.get('cuda'))}, "
+            f"cuDNN {cudnn_version_text(seen.get('cudnn'))}")
 
 
 def coverage_lines(results: list[dict]) -> list[str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..names import file_name
+from ..status import failure_line
 from . import analysis
 from .analysis import Result, Spread
 
@@ -116,8 +117,9 @@ def group_summary(g: analysis.Group, ctx: Context | None = None) -> Entry:
         return Entry(" ".join(parts), link=g.first["cell"], mark="ok")
     worst = next(r for r in g.results if r["status"] != "ok")
     if ctx is None:  # a line on its own (the live run output): say what happened right there
-        why = (worst.get("error") or {}).get("signature") or worst.get("reason") or ""
-        return Entry(f"{g.status}: {cut(why, 90)}".rstrip(": "), link=worst["cell"], mark=worst["status"])
+        line = failure_line({**worst, "status": g.status}) if g.status == worst["status"] else \
+            f"{g.status}: {failure_line(worst)}"
+        return Entry(cut(line, 140), link=worst["cell"], mark=worst["status"])
     return Entry(g.status, link=worst["cell"], mark=worst["status"], ref=ctx.key_of.get(worst["cell"]))
 
 
