@@ -46,6 +46,19 @@ def harness_commit() -> str | None:
     return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
+@cache
+def harness_files() -> str:
+    """A SHA-256 over the harness's own source files (names and contents): what ran,
+    named even where there is no checkout to take a commit from (an installed package)."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def read_events(path: Path) -> list[dict]:
     events = []
     try:
@@ -160,6 +173,7 @@ def assemble(cell: Cell, engine: str, provenance: dict, raw: RawOutcome | None, 
             **provenance,
             "harness_version": __version__,
             "harness_commit": harness_commit(),
+            "harness_files_sha256": harness_files(),
             "matrix": matrix_path,
             "matrix_sha256": matrix_sha256,
             "host": {"name": platform.node(), "platform": platform.platform(),

@@ -421,3 +421,71 @@ def test_fuzzed_owner_files_never_signal_and_never_raise(tmp_path_factory, bysta
     assert (removed, ended) == (1, 0)
     assert bystander.poll() is None, f"killed by {owner!r}"
     assert all("\n" not in note for note in store.notes)
+
+
+# -- 9. exact messages -----------------------------------------------------------------------
+def test_an_unavailable_cell_says_unavailable_once_with_the_real_reason(tmp_path):
+    matrix = tmp_path / "clash.yaml"
+    matrix.write_text(CLASH)
+    run = harness("run", str(matrix), "--engine", "local", "--results", str(tmp_path / "r"), timeout=300)
+    lines = [line for line in run.stdout.splitlines() if line.lstrip().startswith("unavailable") and "/fault" in line]
+    assert len(lines) == 3, run.stdout[-2000:]
+    for line in lines:
+        assert "unavailable: unavailable" not in line
+        assert f"unavailable: {sys.executable}" in line or "does not hold the pinned stack" in line, line
+        assert "<path>" not in line, "the live line keeps the path that explains it"
+    repro = harness("repro", "e_1/*", "--matrix", str(matrix), "--engine", "local", "--out", str(tmp_path / "b"),
+                    timeout=300)
+    assert "unavailable: unavailable" not in repro.stdout and "1/1 attempts failed -- unavailable: " in repro.stdout
+
+
+@pytest.mark.parametrize("host, words", [
+    ("unix:///nonexistent/docker.sock", "No such file or directory"),
+    ("tcp://127.0.0.1:1", "Connection refused"),
+])
+def test_a_missing_docker_engine_is_one_line_in_words(tmp_path, host, words):
+    matrix = tmp_path / "clash.yaml"
+    matrix.write_text(CLASH)
+    proc = harness("run", str(matrix), "--engine", "docker", "--results", str(tmp_path / "r"),
+                   env={"DOCKER_HOST": host}, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-1000:]
+    line = proc.stderr.strip()
+    assert len(line.splitlines()) == 1 and f"no Docker engine answers at {host}: {words};" in line, line
+    assert "Error(" not in line and "(2, " not in line and "'Connection aborted.'" not in line, line
+
+
+def test_an_installed_harness_is_named_by_version_and_file_hash(tmp_path):
+    """Run from a copy of the package outside any git checkout (as when installed): the
+    results and the report name the harness by version and a hash of its files, not '?'."""
+    import shutil
+    copy = tmp_path / "installed"
+    shutil.copytree(ROOT / "harness", copy / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    matrix = tmp_path / "clash.yaml"
+    matrix.write_text(CLASH)
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    subprocess.run([sys.executable, "-m", "harness", "run", str(matrix), "--engine", "local", "--results",
+                    str(tmp_path / "r")], cwd=tmp_path, env=env, capture_output=True, timeout=300, check=False)
+    prov = json.loads(next((tmp_path / "r").rglob("result.json")).read_text())["provenance"]
+    assert prov.get("harness_commit") is None and len(prov["harness_files_sha256"]) == 64
+    subprocess.run([sys.executable, "-m", "harness", "report", str(tmp_path / "r"), "--out", str(tmp_path / "site")],
+                   cwd=tmp_path, env=env, capture_output=True, timeout=300, check=True)
+    md = (tmp_path / "site" / "report.md").read_text()
+    assert f"harness: {prov['harness_version']} (installed; files {prov['harness_files_sha256'][:12]})" in md
+    assert "commits: ?" not in md
+
+
+@pytest.mark.parametrize("cuda, cudnn, shown", [
+    (13000, 91900, "CUDA 13.0, cuDNN 9.19.0"), ("12080", "90100", "CUDA 12.8, cuDNN 9.1.0"),
+    ("12.3", "8", "CUDA 12.3, cuDNN 8"), (11020, 8902, "CUDA 11.2, cuDNN 8.9.2"),
+])
+def test_cuda_and_cudnn_versions_read_as_versions(tmp_path, cuda, cudnn, shown):
+    """The report of a GPU result whose framework gave CUDA / cuDNN as integers (JAX's
+    plugin does; results written before this fix hold them) says 13.0 and 9.19.0."""
+    results = _clash_results(tmp_path)
+    path = next(results.rglob("result.json"))
+    r = json.loads(path.read_text())
+    r["seen"] = {"python": "3.12.3", "keras": "3.15.1", "api": "keras3", "backend": "jax", "jax": "0.8.0",
+                 "gpus": ["cuda:0"], "cuda": cuda, "cudnn": cudnn}
+    path.write_text(json.dumps(r))
+    harness("report", str(results), "--out", str(tmp_path / "site"), check=True)
+    assert f"JAX 0.8.0: {shown}" in (tmp_path / "site" / "report.md").read_text()

@@ -39,16 +39,26 @@ def provenance_lines(results: list[dict]) -> list[str]:
     statuses = Counter(r["status"] for r in results)
     prov = [r.get("provenance") or {} for r in results]
     hosts = sorted({(p.get("host") or {}).get("name", "?") for p in prov})
-    commits = sorted({(p.get("harness_commit") or "?")[:12] for p in prov})
+    commits = sorted({_harness_of(p) for p in prov})
     matrices = sorted({p.get("matrix") or "?" for p in prov})
     engines = sorted({r.get("engine") or "?" for r in results})
     gpus = sorted({g for r in results for g in ((r.get("seen") or {}).get("gpus") or [])})
     return [
         f"{len(results)} cells: " + ", ".join(f"{n} {s}" for s, n in statuses.most_common()),
         f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; {len(hosts)} host(s); "
-        f"harness commits: {', '.join(commits)}",
+        f"harness: {', '.join(commits)}",
         "devices seen: " + (", ".join(gpus) if gpus else "no GPU (CPU and virtual CPU devices only)"),
     ] + gpu_lines(results) + coverage_lines(results)
+
+
+def _harness_of(prov: dict) -> str:
+    """Which harness wrote a result: its commit from a checkout, else (installed) its
+    version and the hash of its files."""
+    if prov.get("harness_commit"):
+        return prov["harness_commit"][:12]
+    if prov.get("harness_files_sha256"):
+        return f"{prov.get('harness_version') or '?'} (installed; files {prov['harness_files_sha256'][:12]})"
+    return f"{prov['harness_version']} (no commit recorded)" if prov.get("harness_version") else "not recorded"
 
 
 def gpu_lines(results: list[dict]) -> list[str]:
