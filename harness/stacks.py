@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 # pip releases that still run on old interpreters (newer ones refuse to install).
@@ -148,10 +149,17 @@ def requirements(tensorflow: str | None, keras: str | None, backend: str | None,
             reqs.append(f"tf_keras~={Version(tensorflow).major}.{Version(tensorflow).minor}.0")
     if chosen == "keras3" and backend == "jax":
         reqs.append(jax_requirement(device, packages))
-    if chosen == "keras3" and backend == "torch" and device == "cpu":
+    if chosen == "keras3" and backend == "torch" and not _names(packages, "torch"):
+        # the same on CPU and GPU: PyPI's Linux torch wheel carries its CUDA (nvidia-* wheels);
+        # a GPU environment without it had no torch at all. A `packages:` pin of torch wins.
         reqs.append("torch")
     reqs.extend(packages)
     return reqs
+
+
+def _names(packages: list[str] | tuple[str, ...], name: str) -> bool:
+    """True when one of `packages` is a requirement of the distribution `name`."""
+    return any(canonicalize_name(Requirement(p).name) == name for p in packages)
 
 
 def jax_requirement(device: str, packages: list[str]) -> str:

@@ -489,3 +489,66 @@ def test_cuda_and_cudnn_versions_read_as_versions(tmp_path, cuda, cudnn, shown):
     path.write_text(json.dumps(r))
     harness("report", str(results), "--out", str(tmp_path / "site"), check=True)
     assert f"JAX 0.8.0: {shown}" in (tmp_path / "site" / "report.md").read_text()
+
+
+INDIVISIBLE = """name: indivisible
+environments:
+  - {python: "3.11", keras: "3.15.1", backend: jax, device: cpu}
+workloads:
+  - {model: convnet, samples: 161, height: 8, width: 8}
+  - {model: rnn, cell: gru, samples: 161, layers: 1, units: 8, timesteps: 4}
+parallelism:
+  - {wrapper: data_parallel, devices: 2}
+batch_sizes: [64]
+epochs: 1
+timeouts: {wall: 600, progress: 300}
+"""
+
+
+def test_an_odd_last_batch_on_data_parallel_is_one_family_that_says_why(tmp_path):
+    """Keras 3 on JAX, 2 virtual CPU devices, 129 training rows in batches of 64: the last
+    batch has 1 row. JAX's IndivisibleError named each input's rank, so the 4-D convnet
+    and the 3-D GRU made two families, and neither said why."""
+    matrix = tmp_path / "indivisible.yaml"
+    matrix.write_text(INDIVISIBLE)
+    harness("run", str(matrix), "--engine", "venv", "--results", str(tmp_path / "r"), timeout=1800)
+    errors = [json.loads(p.read_text())["error"] for p in (tmp_path / "r").rglob("result.json")]
+    assert len(errors) == 2 and all(errors), errors
+    assert errors[0]["signature"] == errors[1]["signature"], [e["signature"] for e in errors]
+    for err in errors:
+        assert err["message"] == ("the last training batch of 1 rows is not divisible over 2 devices "
+                                  "(129 training rows, batch 64)"), err["message"]
+        assert [c["type"].rsplit(".", 1)[-1] for c in err["chain"]][-1] == "IndivisibleError", "JAX's own words kept"
+
+
+def test_keras3_on_torch_installs_torch_on_gpus_as_on_cpus(tmp_path):
+    """The environment's recipe, as a bundle writes it: the GPU one had no torch at all."""
+    from harness import matrix as matrix_mod
+    from harness.engines.venv import VenvEngine
+    from harness.repro import write_bundle
+    path = tmp_path / "torch.yaml"
+    path.write_text('environments:\n  - {python: "3.12", keras: "3.15.1", backend: torch, device: cpu}\n'
+                    '  - {python: "3.12", keras: "3.15.1", backend: torch, device: gpu}\n'
+                    '  - {name: pinned, python: "3.12", keras: "3.15.1", backend: torch, device: gpu,'
+                    ' packages: ["torch==2.5.1"]}\nworkloads: [{model: rnn}]\n')
+    wanted = {}
+    for cell in matrix_mod.load(path).cells:
+        write_bundle(tmp_path / cell.environment.name, cell, VenvEngine(), None, [])
+        wanted[cell.environment.name] = (tmp_path / cell.environment.name / "environment" /
+                                         "requirements.txt").read_text().split()
+    assert [r for r in wanted["keras3.15.1-torch"] if r.startswith("torch")] == ["torch"]
+    assert [r for r in wanted["keras3.15.1-torch-gpu"] if r.startswith("torch")] == ["torch"]
+    assert [r for r in wanted["pinned"] if r.startswith("torch")] == ["torch==2.5.1"], "a pin is not doubled"
+
+
+def test_keras3_on_tensorflow_names_its_backend(tmp_path):
+    matrix = tmp_path / "k3tf.yaml"
+    matrix.write_text('name: k3tf\nenvironments:\n  - {python: "3.11", tensorflow: "2.21.0", keras: "3.15.1"}\n'
+                      'workloads: [{model: rnn, layers: 1, units: 8, timesteps: 4, features: 4, samples: 256}]\n'
+                      'batch_sizes: [64]\nepochs: 1\n')
+    results = tmp_path / "r"
+    run = harness("run", str(matrix), "--engine", "venv", "--results", str(results), timeout=1800)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    seen = json.loads(next(results.rglob("result.json")).read_text())["seen"]
+    assert seen["backend"] == "tensorflow"
+    assert "Keras 3.15.1 on tensorflow" in run.stdout and "on ?" not in run.stdout
