@@ -552,3 +552,39 @@ def test_keras3_on_tensorflow_names_its_backend(tmp_path):
     seen = json.loads(next(results.rglob("result.json")).read_text())["seen"]
     assert seen["backend"] == "tensorflow"
     assert "Keras 3.15.1 on tensorflow" in run.stdout and "on ?" not in run.stdout
+
+
+_PARTS = st.lists(st.sampled_from(["a", "b", "cells", "plots", "site"]), min_size=1, max_size=3)
+
+
+@given(st.lists(st.tuples(_PARTS, st.sampled_from(["result", "run", "file", "folder"])), max_size=6), _PARTS)
+@settings(max_examples=200, deadline=None)
+def test_fuzzed_folder_trees_never_give_an_output_folder_near_results(tmp_path_factory, tree, out_parts):
+    """Any layout of results, runs and plain files: an output folder the check accepts
+    holds no result, and lies in no run or results folder."""
+    from harness.errors import UserError
+    from harness.outputs import check_output_folder
+    root = tmp_path_factory.mktemp("t")
+    for parts, kind in tree:
+        folder = root.joinpath(*parts)
+        if any(p.is_file() for p in [folder, *folder.parents] if root in p.parents or p == root):
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        if kind == "result":
+            (folder / "result.json").write_text("{}")
+        elif kind == "run":
+            (folder / ".locks").mkdir(exist_ok=True)
+        elif kind == "file":
+            (folder / "x.txt").write_text("x")
+    out = root.joinpath(*out_parts)
+    try:
+        check_output_folder(out, "--out")
+    except UserError:
+        return
+    cells = {p.parent for p in root.rglob("result.json")}
+    runs = {p.parent for p in root.rglob(".locks")}
+    results_roots = {p.parent for p in runs}  # a folder of runs
+    below = [p for p in cells | runs if out == p or out in p.parents]
+    assert not below, f"accepted {out}, which holds {below}"
+    around = [p for p in cells | runs | results_roots if p in out.parents or p == out]
+    assert not around, f"accepted {out}, inside {around}"
