@@ -588,3 +588,48 @@ def test_fuzzed_folder_trees_never_give_an_output_folder_near_results(tmp_path_f
     assert not below, f"accepted {out}, which holds {below}"
     around = [p for p in cells | runs | results_roots if p in out.parents or p == out]
     assert not around, f"accepted {out}, inside {around}"
+
+
+def test_docker_leftovers_are_removed_only_when_their_harness_is_provably_dead(docker_client):
+    """Real containers with the harness's labels: only those whose starting process is
+    provably gone are removed. Another host's container, a live owner, a reused pid's
+    live process and labels that do not parse are left alone (they used to be removed,
+    or to raise)."""
+    import socket
+
+    from rich.console import Console
+
+    from harness.engines.docker import LABEL, DockerEngine
+    from harness.store import boot_id, process_start
+    image = next((t for i in docker_client.images.list() for t in i.tags if t.startswith("tfkeras-harness/")), None)
+    if image is None:
+        pytest.skip("no harness image to create containers from")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    me, host, boot = os.getpid(), socket.gethostname(), boot_id()
+    assert host == os.uname().nodename
+    live = {f"{LABEL}.host": host, f"{LABEL}.boot": boot, f"{LABEL}.pid": str(me),
+            f"{LABEL}.pid-start": str(process_start(me))}
+    cases = {  # name: (labels, removed?)
+        "live owner": (live, False),
+        "another host": ({**live, f"{LABEL}.host": "elsewhere", f"{LABEL}.pid": str(dead.pid)}, False),
+        "garbage pid": ({**live, f"{LABEL}.pid": "abc"}, False),
+        "pid -1": ({**live, f"{LABEL}.pid": "-1"}, False),
+        "dead owner": ({**live, f"{LABEL}.pid": str(dead.pid)}, True),
+        "reused pid": ({**live, f"{LABEL}.pid-start": "1"}, True),
+        "before a reboot": ({**live, f"{LABEL}.boot": "00000000-0000-0000-0000-000000000000"}, True),
+    }
+    made = {name: docker_client.containers.create(image, "true", labels={LABEL: "1", f"{LABEL}.test": name, **lab})
+            for name, (lab, _) in cases.items()}
+    try:
+        DockerEngine(docker_client, console=Console(quiet=True))
+        left = {c.labels.get(f"{LABEL}.test") for c in docker_client.containers.list(
+            all=True, filters={"label": f"{LABEL}.test"})}
+        for name, (_, removed) in cases.items():
+            assert (name not in left) is removed, name
+    finally:
+        for container in made.values():
+            try:
+                container.remove(force=True)
+            except Exception:  # noqa: BLE001 - already removed by the engine
+                pass
