@@ -71,7 +71,7 @@ def file_name(*parts: str) -> str:
     import hashlib
     digest = hashlib.sha256("\0".join(str(p) for p in parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
     head = encoded[:MAX_FILE_NAME - 34]
-    head = head[:head.rfind("_")] if "_" in head[-4:] else head  # never cut a code in two
+    head = (head[:head.rfind("_")] if "_" in head[-4:] else head).rstrip("_")  # never cut a code in two
     return f"{head}_h{digest}"
 
 
