@@ -83,7 +83,9 @@ class Manifest:
     run clears exactly those. A manifest that does not read as a list of relative file
     names (edited, forged, from a future version) lists nothing: nothing is removed."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, legacy=None):
+        """`legacy()`: what a version without manifests wrote here (relative names), asked
+        only when there is no manifest, so its pages do not linger forever."""
         self.folder = Path(folder)
         self.path = self.folder / MANIFEST
         self.files: list[str] = []
@@ -91,7 +93,7 @@ class Manifest:
         try:
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
-            data = {"files": []}
+            data = {"files": legacy() if legacy else []}
         except (OSError, ValueError) as exc:
             data = None
             self.notes.append(f"{visible(self.path)}: not read ({visible(exc)}); nothing of an earlier run removed")

@@ -633,3 +633,16 @@ def test_docker_leftovers_are_removed_only_when_their_harness_is_provably_dead(d
                 container.remove(force=True)
             except Exception:  # noqa: BLE001 - already removed by the engine
                 pass
+
+
+def test_a_report_folder_from_before_manifests_loses_its_old_pages_only(tmp_path):
+    results = _clash_results(tmp_path)
+    site = tmp_path / "site"
+    (site / "cells").mkdir(parents=True)
+    (site / "plots").mkdir()
+    for name in ("index.html", "report.md", "results.csv", "results.json", "cells/gone__cell.html",
+                 "plots/scaling-gone.png", "cells/notes.txt"):
+        (site / name).write_text("old")
+    harness("report", str(results), "--out", str(site), check=True)
+    assert not (site / "cells" / "gone__cell.html").exists() and not (site / "plots" / "scaling-gone.png").exists()
+    assert (site / "cells" / "notes.txt").read_text() == "old"

@@ -128,6 +128,18 @@ def _csv_row(r: dict) -> dict:
             "reason": r.get("reason")}
 
 
+REPORT_FILES = ("index.html", "report.md", "results.csv", "results.json")
+
+
+def _legacy_report(out: Path) -> list[str]:
+    """What a report from before manifests wrote in `out` -- only where all four of its
+    files are there to say it was one: its pages (cells/*.html) and plots (plots/*.png)."""
+    if not all((out / name).is_file() for name in REPORT_FILES):
+        return []
+    return [*REPORT_FILES, *(f"cells/{p.name}" for p in (out / "cells").glob("*.html")),
+            *(f"plots/{p.name}" for p in (out / "plots").glob("*.png"))]
+
+
 def markdown(results: list[dict], title: str, plot_links: list[tuple[str, str]], link=None) -> str:
     parts = [f"# {md_escape(title)}", ""] + [f"- {md_escape(line)}" for line in provenance_lines(results)] + [""]
     parts += [md_table(t, link) for t in report_tables(results)]
@@ -144,7 +156,7 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
     out.mkdir(parents=True, exist_ok=True)
     # only what an earlier report wrote here goes (outputs.Manifest): a user's file, or a
     # run that happens to be named `cells` or `plots`, stays
-    written = Manifest(out)
+    written = Manifest(out, legacy=lambda: _legacy_report(out))
     written.clear_earlier()
     (out / "cells").mkdir(exist_ok=True)
     drawn = plots.draw_all(results, out / "plots")
@@ -173,7 +185,8 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
         markdown_path = Path(markdown_path)
         plot_dir = markdown_path.parent / f"{markdown_path.stem}-plots"
         plot_dir.mkdir(parents=True, exist_ok=True)
-        copies = Manifest(plot_dir)
+        copies = Manifest(plot_dir, legacy=lambda: [p.name for p in plot_dir.glob("*.png")]
+                          if markdown_path.exists() else [])
         copies.clear_earlier()
         links = []
         for caption, path in drawn:
