@@ -241,6 +241,8 @@ def cmd_build(args, console: Console) -> int:
     cells = select(m.cells, args.only)
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    if args.export:
+        check_output_folder(Path(args.export), "--export", [Path(args.results)])
     engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
     try:
         outcomes = build(cells, engine, Path(args.results) / m.name, console,

@@ -646,3 +646,12 @@ def test_a_report_folder_from_before_manifests_loses_its_old_pages_only(tmp_path
     harness("report", str(results), "--out", str(site), check=True)
     assert not (site / "cells" / "gone__cell.html").exists() and not (site / "plots" / "scaling-gone.png").exists()
     assert (site / "cells" / "notes.txt").read_text() == "old"
+
+
+def test_build_export_refuses_a_results_folder(tmp_path):
+    results = _runs_named_cells_and_plots(tmp_path)
+    before = _files(results)
+    proc = harness("build", str(tmp_path / "cells.yaml"), "--engine", "local", "--results", str(results),
+                   "--export", str(results / "cells"), timeout=120)
+    assert proc.returncode == 2 and "--export" in proc.stderr and "results folder" in proc.stderr, proc.stderr
+    assert _files(results) == before
