@@ -30,8 +30,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from . import names, stacks, status, terminal
-from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
+from .cells import FEEDS, MAX_MEMORY, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
 from .errors import MatrixError
+from .executors.slurm.options import SLURM_KEYS
+from .executors.slurm.options import problems as slurm_problems
 from .workloads.protocol import FAULTS, RNN_CELLS, TRAPS
 
 # Patterns are matched with fullmatch: '$' would let a trailing newline through.
@@ -49,7 +51,6 @@ MAX_MATCH_WORK = 2_000_000        # pattern tests include / exclude / expect may
 MAX_TEXT = 2_000                  # description, why, signature, a fault's message
 MAX_REQUIREMENT = 200             # one pip requirement string
 MIN_MEMORY = 64 << 20             # a limit below this cannot start Python + numpy
-MAX_MEMORY = 64 << 40             # 64 TiB: more than any node has; a larger figure is a typo
 MAX_PROBLEMS = 20                 # problems listed in one message
 # (low, high) inclusive for integers; for floats, `open_low` / `open_high` exclude the bound.
 TOP_LIMITS = {"epochs": (1, 10_000), "repeats": (1, 1_000), "seed": (0, 2**32 - 1)}
@@ -57,8 +58,6 @@ BATCH_LIMITS = (1, 1_000_000)
 DEVICE_LIMITS = (1, 256)
 RATIO_LIMITS = (1, 1_000)
 TIMEOUT_LIMITS = (0.0, 7 * 24 * 3600.0)   # seconds, > 0
-# slurm: section: tasks at once per array, cores per task, seconds added to the wall limit
-SLURM_LIMITS = {"throttle": (1, 100_000), "cpus_per_task": (1, 4_096), "time_margin": (0, 7 * 24 * 3600)}
 WORKLOAD_LIMITS: dict[str, tuple] = {
     "layers": (1, 64), "units": (1, 65_536), "dense": (1, 65_536), "timesteps": (1, 100_000),
     "features": (1, 1_000_000), "classes": (1, 100_000), "samples": (1, 100_000_000),
@@ -126,9 +125,6 @@ TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": 
             "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
             "slurm": dict}
 TIMEOUT_KEYS = {"wall": (int, float), "progress": (int, float)}
-# How the cells are handed to Slurm (harness.executors.slurm reads them; the command line overrides).
-SLURM_KEYS = {"partition": str, "account": str, "throttle": int, "cpus_per_task": int, "mem": str,
-              "time_margin": (int, float), "sbatch_args": list, "python": str}
 
 
 @dataclass
@@ -298,15 +294,11 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
 
 
 def _slurm(check: _Checker, raw: dict) -> None:
+    """How the cells are handed to Slurm: the keys, types and checks are SlurmOptions' own."""
     check.keys("slurm", raw, SLURM_KEYS)
-    for key, (low, high) in SLURM_LIMITS.items():
-        if check.typed(raw, key, SLURM_KEYS[key], "slurm"):
-            check.bounded(f"slurm.{key}", raw[key], low, high)
-    if check.typed(raw, "mem", str, "slurm"):
-        _size(check, "slurm.mem", raw["mem"], 0)
-    for i, arg in enumerate(raw.get("sbatch_args") if check.typed(raw, "sbatch_args", list, "slurm") else []):
-        if not isinstance(arg, str) or not arg.startswith("-"):
-            check.problem(f"slurm.sbatch_args[{i}]", f"expected an sbatch option such as '--qos=long', got {arg!r}")
+    typed = {k: v for k, v in raw.items() if k in SLURM_KEYS and check.typed(raw, k, SLURM_KEYS[k], "slurm")}
+    for key, why in slurm_problems(typed):
+        check.problem(f"slurm.{key}", why)
 
 
 def _size(check: _Checker, where: str, text: str, low: int) -> None:
