@@ -186,6 +186,8 @@ def cmd_run(args, console: Console) -> int:
     cells = select(m.cells, args.only)
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    from .executors.slurm.options import SlurmOptions
+    SlurmOptions.merged(m.slurm, args)  # a bad Slurm flag is exit 2 whichever executor then runs
     check_writable(Path(args.results), "--results")
     if args.executor == "slurm":
         return _submit_to_slurm(args, m, cells, console)
