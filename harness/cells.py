@@ -26,6 +26,10 @@ class Environment:
     keras_api: str | None = None           # None: as the pins imply (stacks.api)
     tensorflow_package: str | None = None  # None: as the device implies (stacks.tensorflow_package)
     env: tuple[tuple[str, str], ...] = ()  # the matrix's `env:`, sorted by name
+    # From a version range (harness.releases): which pins came from which range, and the
+    # moment the rest of the environment resolves as of (its releases' upload time).
+    ranges: tuple[tuple[str, str, str], ...] = ()  # (package, range, version chosen)
+    uploaded_before: str | None = None             # ISO 8601 UTC; None: resolve as of today
 
     @property
     def api(self) -> str:
@@ -58,14 +62,22 @@ class Environment:
 
     def content_hash(self) -> str:
         """Stable hash of everything that decides what gets installed."""
-        blob = json.dumps({"python": self.python, "requirements": self.requirements, "force": list(self.force),
-                           "device": self.device, "base_image": self.base_image}, sort_keys=True)
+        what = {"python": self.python, "requirements": self.requirements, "force": list(self.force),
+                "device": self.device, "base_image": self.base_image}
+        if self.uploaded_before:  # only then: environments without a cut-off keep their hash
+            what["uploaded_before"] = self.uploaded_before
+        blob = json.dumps(what, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def describe(self) -> dict:
-        return {**asdict(self), "packages": list(self.packages), "force": list(self.force), "api": self.api,
-                "env": dict(self.env), "variables": self.variables(), "asked_keras": self.asked_keras,
-                "requirements": self.requirements}
+        out = {**asdict(self), "packages": list(self.packages), "force": list(self.force), "api": self.api,
+               "ranges": [list(r) for r in self.ranges],
+               "env": dict(self.env), "variables": self.variables(), "asked_keras": self.asked_keras,
+               "requirements": self.requirements}
+        for key in ("ranges", "uploaded_before"):  # only when used: stored specs of other cells stay equal
+            if not out[key]:
+                del out[key]
+        return out
 
 
 @dataclass(frozen=True)
