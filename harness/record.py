@@ -137,6 +137,8 @@ def assemble(cell: Cell, engine: str, provenance: dict, raw: RawOutcome | None, 
         "reason": verdict.reason,
         "engine": engine,
         "environment": cell.environment.name,
+        # the releases a version range (or a bisect) chose: [package, range, version] each
+        "releases": [list(r) for r in cell.environment.ranges] or None,
         "workload": cell.workload.name,
         "parallelism": cell.parallelism.spec() | {"label": cell.parallelism.label},
         "batch_size": cell.batch_size,
