@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -191,8 +192,6 @@ def judge(results: list[dict], good: dict | None, criteria: Criteria = Criteria(
         return Verdict(SKIP, f"{r['status']}: {r.get('reason') or status.failure_text(r)}"[:300], evidence=ev)
     want = good["status"] if good else status.OK
     changed = [r for r in results if r["status"] != want]
-    if good is None and changed:
-        return Verdict(BAD, _show(ev), flaky=len(changed) < len(results), evidence=ev)
     if changed:
         return Verdict(BAD, _show(ev), flaky=len(changed) < len(results), evidence=ev)
     if good and criteria.accuracy_drop is not None and ev["val_accuracy"] and good["val_accuracy"]:
@@ -288,13 +287,14 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
     run_matrix = dataclasses.replace(m, cells=[])
     results_of: dict[str, list[dict]] = {}
     good_evidence: dict | None = None
-    runs = {"cells": 0}
+    runs = {"cells": 0, "ran": 0}
 
     def oracle(asked: list[str]) -> dict[str, Verdict]:
         nonlocal good_evidence
         cells = [c for v in asked for c in cells_for(v)]
         console.rule(f"testing {package} {', '.join(asked)}")
-        runner = Runner(run_matrix, engine, results_root, console, jobs=jobs)
+        runner = Runner(run_matrix, engine, results_root, console)
+        runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c))
         got = {r["cell"]: r for r in runner.run(cells)}
         runs["cells"] += len(cells)
         out = {}
@@ -338,8 +338,9 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
                 console.print(f"    {escape(cell_id)}", highlight=False)
         for w in found.warnings:
             console.print(f"[yellow]warning[/]: {escape(w)}", highlight=False)
-        console.print(f"{tested} of {len(versions)} releases tested ({runs['cells']} cell runs asked, finished "
-                      f"ones reused); a linear sweep tests {len(versions)}; {time.monotonic() - started:.0f} s")
+        console.print(f"{tested} of {len(versions)} releases tested, {runs['cells']} cell(s) "
+                      f"({runs['ran']} run now, {runs['cells'] - runs['ran']} reused from earlier runs); "
+                      f"a linear sweep tests all {len(versions)} releases; {time.monotonic() - started:.0f} s")
         bad_v = found.candidates[-1]
         bad_results = results_of.get(bad_v) or []
         failing = next((r for r in bad_results if r["status"] != status.OK), bad_results[0] if bad_results else None)
@@ -349,12 +350,18 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
             from .report.tables import slug
             bundle = inside(bundles, bundles / slug(cell.id))
             write_bundle(bundle, cell, engine, failing.get("provenance"), bad_results)
+            attempts = bundle / "attempts"
+            shutil.rmtree(attempts, ignore_errors=True)
+            for n, r in enumerate(bad_results, 1):  # the evidence itself: result, events and logs
+                folder = results_root / m.name / r["cell"]
+                if folder.is_dir():
+                    shutil.copytree(folder, attempts / str(n))
             console.print(f"bundle of the first bad cell: {bundle}")
-    _record(found, package, results_root / m.name, runs["cells"])
+    _record(found, package, results_root / m.name, runs)
     return found, bundle
 
 
-def _record(found: Found, package: str, run_dir: Path, cells: int) -> Path:
+def _record(found: Found, package: str, run_dir: Path, runs: dict) -> Path:
     """What this bisect did, beside the results it ran (readable by hand and by tools)."""
     folder = run_dir / ".bisect"
     folder.mkdir(parents=True, exist_ok=True)
@@ -365,7 +372,7 @@ def _record(found: Found, package: str, run_dir: Path, cells: int) -> Path:
 
     data = {"package": package, "versions": found.versions, "first_bad": found.first_bad,
             "last_good": found.last_good, "candidates": found.candidates, "problem": found.problem,
-            "warnings": found.warnings, "cell_runs_asked": cells,
+            "warnings": found.warnings, "cells": runs["cells"], "cells_run": runs["ran"],
             "tested": {v: {"verdict": t.kind, "why": t.why, "flaky": t.flaky, "evidence": plain(t.evidence)}
                        for v, t in found.tested.items()},
             "steps": [{"round": s.round, "tested": [v for v, _ in s.tested], "last_good": s.last_good,
