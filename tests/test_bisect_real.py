@@ -96,10 +96,10 @@ def test_the_report_shows_the_support_grid_and_trends_in_a_browser(bisected):
     site, md = root / "site", root / "docs" / "numpy.md"
     harness("report", str(root / "results"), "--out", str(site), "--markdown", str(md), check=True)
     text = (site / "report.md").read_text()
-    grid = text.split("### Support: tiny-dense (numpy2-copy) across numpy releases", 1)[1].split("###", 1)[0]
+    grid = text.split("### Support: tiny-dense (matrix) across numpy releases", 1)[1].split("###", 1)[0]
     rows = [ln for ln in grid.splitlines() if ln.startswith("| ") and not ln.startswith("| numpy")]
     assert [r.split("|")[1].strip() for r in rows] == ["1.26.2", "1.26.4", "2.0.0", "2.0.1"]  # PEP 440 order
-    assert "ok" in rows[0] and "**error** [F" in rows[2]
+    assert "[ok](cells/" in rows[0] and "**error**" in rows[2] and "[F1](#f1)" in rows[2]
     plots = sorted(p.name for p in (site / "plots").glob("trend-*.png"))
     assert any(p.startswith("trend-val_accuracy-") for p in plots)
     assert any(p.startswith("trend-samples_per_sec-") for p in plots)
@@ -111,7 +111,7 @@ def test_the_report_shows_the_support_grid_and_trends_in_a_browser(bisected):
         "</body>", "<script>window.onload=function(){document.body.setAttribute('data-widths',"
                    "Array.from(document.images).map(function(i){return i.naturalWidth}).join(','))}</script></body>"))
     dom, log = _browse(check)
-    assert "Support: tiny-dense (numpy2-copy) across numpy releases" in dom
+    assert "Support: tiny-dense (matrix) across numpy releases" in dom
     widths = re.search(r'data-widths="([0-9,]*)"', dom).group(1).split(",")
     assert len(widths) >= len(plots) and all(int(w) > 100 for w in widths)
     assert "Uncaught" not in log
