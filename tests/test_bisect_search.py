@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness import status
 from harness.bisect import BAD, GOOD, SKIP, Criteria, Verdict, judge, probes, search
@@ -141,3 +143,23 @@ def test_timeouts_and_crashes_are_bad_and_unavailable_is_a_skip():
     skip = judge([{"status": status.UNAVAILABLE, "cell": "c",
                    "reason": "pip install failed: No matching distribution found for numpy==9"}], good)
     assert skip.kind == SKIP and "No matching distribution" in skip.why
+
+
+@given(n=st.integers(2, 40), data=st.data(), jobs=st.integers(1, 6))
+@settings(max_examples=300, deadline=None)
+def test_any_monotone_sequence_with_skips(n, data, jobs):
+    """Whatever the list, the change and the skips: the answer brackets the true change,
+    only skipped releases lie between, and no release is asked twice."""
+    versions = [f"0.{i}" for i in range(n)]
+    change = data.draw(st.integers(1, n - 1))
+    skips = data.draw(st.sets(st.integers(1, n - 2), max_size=n // 2)) if n > 2 else set()
+    kinds = {v: SKIP if i in skips else (BAD if i >= change else GOOD) for i, v in enumerate(versions)}
+    calls = []
+    found = search(versions, oracle_from(kinds, calls), jobs=jobs)
+    assert sum(len(c) for c in calls) == len({v for c in calls for v in c})
+    lo, hi = versions.index(found.last_good), versions.index(found.candidates[-1])
+    assert lo < change <= hi
+    assert all(kinds[v] == SKIP for v in found.candidates[:-1])
+    assert found.first_bad == (versions[change] if not found.candidates[:-1] else None)
+    if not skips:
+        assert len(found.tested) <= 2 + jobs * math.ceil(math.log(max(n - 2, 1), jobs + 1) + 1)

@@ -575,7 +575,9 @@ def run_task(sub_dir: Path, offset: int) -> int:
     meta = read_json(sub_dir / "submission.json")
     line = offset + int(os.environ["SLURM_ARRAY_TASK_ID"])
     cell_id = (sub_dir / "cells.txt").read_text().splitlines()[line]
-    m = matrix_mod.load(sub_dir / meta["matrix_file"])
+    # version ranges: as the submission recorded them beside the results (nodes may have no network)
+    from ..releases import Resolver
+    m = matrix_mod.load(sub_dir / meta["matrix_file"], resolver=Resolver(sub_dir.parents[2], offline=True))
     cell = next((c for c in m.cells if c.id == cell_id), None)
     if cell is None:
         print(f"cell {cell_id} is not in {sub_dir / meta['matrix_file']}", file=sys.stderr)
