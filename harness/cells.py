@@ -11,6 +11,10 @@ from dataclasses import asdict, dataclass, field
 from . import stacks
 from .workloads.protocol import FEEDS, WRAPPERS  # noqa: F401 - re-exported for the matrix
 
+# How a cut-off is applied to an install (harness.releases.applied_cutoff); bump when that
+# changes, so environments built the old way are built again.
+CUTOFF_RULE = 2
+
 
 @dataclass(frozen=True)
 class Environment:
@@ -66,6 +70,7 @@ class Environment:
                 "device": self.device, "base_image": self.base_image}
         if self.uploaded_before:  # only then: environments without a cut-off keep their hash
             what["uploaded_before"] = self.uploaded_before
+            what["cutoff_rule"] = CUTOFF_RULE
         blob = json.dumps(what, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -560,17 +560,29 @@ def describe(resolver: Resolver) -> list[str]:
 @contextlib.contextmanager
 def applied_cutoff(env, python: str):
     """pip arguments that make `python`'s pip resolve as of `env.uploaded_before`, and
-    what provenance says about it: pip's own option where it has one, else a
-    CutoffIndex for as long as the installs take. Nothing without a cut-off."""
+    what provenance says about it; nothing without a cut-off.
+
+    pip checks upload times only for files from an index: files from ``find-links``
+    folders and ``file://`` indexes carry none and would pass any cut-off. So the
+    install is ``--isolated`` from pip's configuration and given back only what the
+    cut-off can judge: the user's index, CA bundle and proxy (``pip_settings``).
+    Then pip's own ``--uploaded-prior-to`` where it has it (pip >= 26.0), else a
+    CutoffIndex for as long as the installs take."""
     if not getattr(env, "uploaded_before", None):
         yield [], None
         return
-    note = {"uploaded_before": env.uploaded_before, "ranges": [list(r) for r in env.ranges]}
+    settings = pip_settings()
+    keep = ((["--cert", settings.cert] if settings.cert else [])
+            + (["--proxy", settings.proxy] if settings.proxy else []))
+    note = {"uploaded_before": env.uploaded_before, "ranges": [list(r) for r in env.ranges], "index": settings.index,
+            "isolated": "pip's configuration is left out under a cut-off but for its index, CA bundle and proxy: "
+                        "find-links folders and extra indexes carry no upload times"}
     pip = pip_version_of(python)
     if pip_has_cutoff(pip):
-        yield [f"--uploaded-prior-to={env.uploaded_before}"], {**note, "via": f"pip {pip} --uploaded-prior-to"}
+        yield (["--isolated", "--index-url", settings.index, *keep, f"--uploaded-prior-to={env.uploaded_before}"],
+               {**note, "via": f"pip {pip} --uploaded-prior-to"})
         return
     with CutoffIndex(env.uploaded_before) as index:
-        yield (["--index-url", index.url],
+        yield (["--isolated", "--index-url", index.url, *keep],
                {**note, "via": f"a harness index on 127.0.0.1 listing files uploaded before the cut-off "
                                f"(pip {pip} has no --uploaded-prior-to; pip >= {PIP_WITH_CUTOFF} does)"})
