@@ -48,7 +48,8 @@ class Environment:
     def requirements(self) -> list[str]:
         return stacks.requirements(self.tensorflow, self.keras, self.backend, self.device,
                                    list(self.packages), keras_api=self.api,
-                                   tf_package=self.tensorflow_package, force=self.force)
+                                   tf_package=self.tensorflow_package, force=self.force,
+                                   dated=bool(self.uploaded_before))
 
     def variables(self, inherit: Mapping[str, str] | None = None) -> dict[str, str]:
         """Every variable this environment's cell process needs, decided here only: the

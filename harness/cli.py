@@ -66,6 +66,10 @@ def _load(args, console: Console | None = None) -> matrix_mod.Matrix:
     if m.resolver and console is not None:
         for line in releases.describe(m.resolver):
             console.print(f"[dim]{escape(line)}[/]", highlight=False)
+        cut = [f"{e.name} as of {e.uploaded_before}" for e in m.environments if e.uploaded_before]
+        if cut:
+            console.print(f"[dim]the rest of each environment resolves as of its newest pinned release's upload "
+                          f"(+ margin): {escape('; '.join(cut))}[/]", highlight=False)
     return m
 
 
