@@ -237,21 +237,38 @@ def current_version(env: Environment, package: str) -> str | None:
 
 
 def with_release(env: Environment, package: str, version: str, cutoff: str | None) -> Environment:
-    """`env` with `package` pinned to `version` (its name saying so), resolving as of `cutoff`."""
+    """`env` with `package` pinned to `version` (its name saying so), resolving as of `cutoff`.
+
+    Made the way a range in the matrix makes it (the pin in the same place, the same
+    name, the matrix's range recorded when the release lies in it), so that a release
+    the bisect tests and the same release of `run` are one cell with one result."""
     fld = _field_of(env, package)
     old = current_version(env, package)
     if fld == "packages":
-        kept = [p for p in env.packages if canonicalize_name(Requirement(p).name) != canonicalize_name(package)]
-        new = dataclasses.replace(env, packages=(*kept, f"{package}=={version}"))
+        packages = list(env.packages)
+        at = next((i for i, p in enumerate(packages)
+                   if canonicalize_name(Requirement(p).name) == canonicalize_name(package)), None)
+        if at is None:
+            packages.append(f"{package}=={version}")
+        else:
+            packages[at] = f"{package}=={version}"
+        new = dataclasses.replace(env, packages=tuple(packages))
     else:
         new = dataclasses.replace(env, **{fld: version})
     tokens = env.name.split("-")
     mine = _token(package, old, fld) if old else None
     token = _token(package, version, fld)
     tokens = [token if t == mine else t for t in tokens] if mine in tokens else [*tokens, token]
-    ranges = tuple(r for r in env.ranges if canonicalize_name(r[0]) != canonicalize_name(package))
-    return dataclasses.replace(new, name="-".join(tokens), uploaded_before=cutoff,
-                               ranges=(*ranges, (canonicalize_name(package), "bisect", version)))
+    ranges = []
+    for name, spec, chosen in env.ranges or ((package, "bisect", version),):
+        if canonicalize_name(name) == canonicalize_name(package):
+            inside = spec != "bisect" and releases.parse_range(spec).contains(version, prereleases=True)
+            ranges.append((name, spec if inside else "bisect", version))
+        else:
+            ranges.append((name, spec, chosen))
+    if not any(canonicalize_name(r[0]) == canonicalize_name(package) for r in ranges):
+        ranges.append((package, "bisect", version))
+    return dataclasses.replace(new, name="-".join(tokens), uploaded_before=cutoff, ranges=tuple(ranges))
 
 
 def exact_pins(env: Environment) -> list[tuple[str, str]]:

@@ -49,7 +49,7 @@ def test_each_release_resolves_as_of_its_upload_and_says_so(bisected):
     root, _, _ = bisected
     result = json.loads((root / "results" / "numpy2-copy" / CELL.format("2.0.0") / "result.json").read_text())
     assert result["status"] == "error" and result["seen"]["numpy"] == "2.0.0"
-    assert result["releases"] == [["numpy", "bisect", "2.0.0"]]
+    assert result["releases"] == [["numpy", "<2.1,>=1.25", "2.0.0"]]   # the matrix's range: run shares the cell
     cutoff = result["provenance"]["cutoff"]
     assert cutoff["uploaded_before"].startswith("2024-06-17")     # numpy 2.0.0's upload + one day
     assert "--uploaded-prior-to" in cutoff["via"] or "harness index" in cutoff["via"]
@@ -70,6 +70,16 @@ def test_a_rerun_reuses_every_finished_cell(bisected):
     assert again.returncode == 0, again.stdout[-3000:]
     assert "first bad: numpy 2.0.0   last good: numpy 1.26.4" in again.stdout
     assert "(0 run now," in again.stdout          # plain bisection visits only releases already tested
+
+
+def test_the_range_matrix_runs_and_shares_the_bisect_cells(bisected):
+    root, _, _ = bisected
+    proc = harness("run", MATRIX, "--engine", "venv", "--results", str(root / "results"),
+                   "--only", "*numpy1.26.3*", "--only", "*numpy1.26.4*", "--only", "*numpy2.0.0*", timeout=1800)
+    assert "numpy <2.1,>=1.25 for Python 3.11: 11 release(s) 1.25.0, 1.25.1" in proc.stderr + proc.stdout
+    assert "2 of 3 cells already have results" in proc.stdout          # the bisect's 1.26.4 and 2.0.0
+    assert re.search(r"ok keras3\.0\.5-jax-numpy1\.26\.3/tiny-dense", proc.stdout)
+    assert json.loads((root / "results" / "numpy2-copy" / ".releases.json").read_text())["expansions"]
 
 
 def test_bounds_that_do_not_bracket_a_change_exit_1_with_the_reason(bisected):
@@ -98,8 +108,8 @@ def test_the_report_shows_the_support_grid_and_trends_in_a_browser(bisected):
     text = (site / "report.md").read_text()
     grid = text.split("### Support: tiny-dense (matrix) across numpy releases", 1)[1].split("###", 1)[0]
     rows = [ln for ln in grid.splitlines() if ln.startswith("| ") and not ln.startswith("| numpy")]
-    assert [r.split("|")[1].strip() for r in rows] == ["1.26.2", "1.26.4", "2.0.0", "2.0.1"]  # PEP 440 order
-    assert "[ok](cells/" in rows[0] and "**error**" in rows[2] and "[F1](#f1)" in rows[2]
+    assert [r.split("|")[1].strip() for r in rows] == ["1.26.2", "1.26.3", "1.26.4", "2.0.0", "2.0.1"]
+    assert "[ok](cells/" in rows[0] and "**error**" in rows[3] and "[F1](#f1)" in rows[3]
     plots = sorted(p.name for p in (site / "plots").glob("trend-*.png"))
     assert any(p.startswith("trend-val_accuracy-") for p in plots)
     assert any(p.startswith("trend-samples_per_sec-") for p in plots)

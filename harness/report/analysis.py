@@ -368,7 +368,8 @@ def trends(results: list[Result]) -> list[dict]:
                      "word": worst["status"] if worst else "ok", "cell": (worst or first)["cell"],
                      "val_accuracy": g.metric("val_accuracy") if g.all_ok else None,
                      "samples_per_sec": g.samples_per_sec() if g.all_ok else None,
-                     "speedup": None, "degraded": False})
+                     "speedup": None, "degraded": False, "as_of": _as_of(g.results),
+                     "with": _companions(g.results, package)})
     one = {(r["run"], r["workload"], r["stack"], r["version"], r["batch"]): r for r in rows if r["devices"] == 1}
     for r in rows:
         base = one.get((r["run"], r["workload"], r["stack"], r["version"], r["batch"]))
@@ -377,6 +378,25 @@ def trends(results: list[Result]) -> list[dict]:
         if r["devices"] > 1 and base and r["val_accuracy"] and base["val_accuracy"]:
             r["degraded"] = r["val_accuracy"].median < base["val_accuracy"].median - ACCURACY_TOLERANCE
     return rows
+
+
+COMPANIONS = (("tensorflow", "TF"), ("keras", "Keras"), ("jax", "JAX"), ("numpy", "NumPy"))
+
+
+def _as_of(results: list[Result]) -> str:
+    """The day the rest of the environment resolved as of (its cut-off), if it had one."""
+    for r in results:
+        cut = ((r.get("provenance") or {}).get("cutoff") or {}).get("uploaded_before")
+        if cut:
+            return str(cut)[:10]
+    return ""
+
+
+def _companions(results: list[Result], package: str) -> str:
+    """What the release was tested with, as the cells saw it: TF, Keras, JAX, NumPy."""
+    seen = next((r.get("seen") for r in results if r.get("seen")), None) or {}
+    return ", ".join(f"{label} {seen[key]}" for key, label in COMPANIONS
+                     if seen.get(key) and key != package.lower())
 
 
 def trend_series(results: list[Result]) -> dict[tuple, list[dict]]:

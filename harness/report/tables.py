@@ -410,10 +410,16 @@ def support_grids(results: list[Result], ctx: Context | None = None) -> list[Tab
         versions = sorted({r["version"] for r in rows}, key=analysis.release_key)
         title = f"Support: {workload} ({Path(run).stem}) across {package} releases, {stack.replace('*', 'X')}"
         headers = [label if len(batches) == 1 else f"{label} b{batch}" for label, batch in cols]
-        table = Table(title, [package] + headers,
+        first = {}
+        for r in rows:
+            first.setdefault(r["version"], r)
+        dated = any(r["as_of"] for r in rows)
+        table = Table(title, [package] + headers + ["tested with"] + (["resolved as of"] if dated else []),
                       note="One word per cell: ok, degraded (N devices more than "
                            f"{analysis.ACCURACY_TOLERANCE} validation accuracy below 1 device), or the status "
-                           "with its footnote. Releases in version order.")
+                           "with its footnote. Releases in version order. Tested with: the versions the cells saw"
+                           + ("; resolved as of: everything not pinned resolved as the index was then (the "
+                              "release's upload, README: Version ranges)." if dated else "."))
         for v in versions:
             row = [Entry(v)]
             for label, batch in cols:
@@ -425,6 +431,9 @@ def support_grids(results: list[Result], ctx: Context | None = None) -> list[Tab
                                      mark="flag" if r["degraded"] else "ok"))
                 else:
                     row.append(Entry(r["status"], link=r["cell"], mark=r["word"], ref=ctx.key_of.get(r["cell"])))
+            row.append(Entry(next((r["with"] for r in rows if r["version"] == v and r["with"]), "")))
+            if dated:
+                row.append(Entry(first[v]["as_of"]))
             table.rows.append(row)
         out.append(table)
     return out
