@@ -271,11 +271,6 @@ def with_release(env: Environment, package: str, version: str, cutoff: str | Non
     return dataclasses.replace(new, name="-".join(tokens), uploaded_before=cutoff, ranges=tuple(ranges))
 
 
-def exact_pins(env: Environment) -> list[tuple[str, str]]:
-    from .matrix import _exact_pins
-    return _exact_pins(env)
-
-
 # -- the driver ---------------------------------------------------------------------
 def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine, results_root: Path,
         console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = Criteria(),
@@ -291,7 +286,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
     def cells_for(version: str) -> list[Cell]:
         if version not in cells_of:
             env = with_release(template, package, version, None)
-            cut = (releases.cutoff_of([resolver.uploaded(p, v) for p, v in exact_pins(env)], margin_days)
+            cut = (releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)], margin_days)
                    if cutoff else None)
             env = dataclasses.replace(env, uploaded_before=cut)
             out = []

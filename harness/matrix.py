@@ -350,21 +350,6 @@ def _ranges_of(check: _Checker, where: str, raw: dict) -> list[tuple[str, int | 
     return found
 
 
-def _exact_pins(env: Environment) -> list[tuple[str, str]]:
-    """(package, version) for every release an environment pins exactly: what its cut-off must admit."""
-    pins = []
-    if env.tensorflow:
-        pins.append(("tensorflow", env.tensorflow))
-    if env.keras:
-        pins.append((stacks.keras_package(env.api) or "keras", env.keras))
-    for text in env.packages:
-        req = Requirement(text)
-        exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
-        if len(exact) == 1:
-            pins.append((req.name, exact[0]))
-    return pins
-
-
 def _short(package: str) -> str:
     return {"tensorflow": "tf", "tf_keras": "tf_keras"}.get(package, package)
 
@@ -425,7 +410,7 @@ def _environments(check: _Checker, where: str, raw: dict) -> list[Environment] |
             env = dataclasses.replace(env, name=name)
         cutoff = None
         if options.cutoff:
-            cutoff = releases.cutoff_of([resolver.uploaded(p, v) for p, v in _exact_pins(env)],
+            cutoff = releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)],
                                         options.margin_days)
         out.append(dataclasses.replace(env, ranges=tuple((p, str(releases.parse_range(s)), v)
                                                          for _, _, p, s, v in combo),

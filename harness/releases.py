@@ -40,6 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from packaging import tags as ptags
+from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
     InvalidSdistFilename,
@@ -50,6 +51,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from .stacks import keras_package
 from .store import read_json, write_json
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -397,6 +399,22 @@ def uploaded(package: str, version: str, *, offline: bool = False) -> str | None
         return project(package, offline=offline).uploaded(version)
     except (ReleasesUnavailable, InvalidVersion):
         return None
+
+
+def exact_pins(env) -> list[tuple[str, str]]:
+    """(package, version) for every release an environment pins exactly: its cut-off
+    must admit them all, so it is taken from the newest of them."""
+    pins = []
+    if env.tensorflow:
+        pins.append(("tensorflow", env.tensorflow))
+    if env.keras:
+        pins.append((keras_package(env.api) or "keras", env.keras))
+    for text in env.packages:
+        req = Requirement(text)
+        exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
+        if len(exact) == 1:
+            pins.append((req.name, exact[0]))
+    return pins
 
 
 def cutoff_of(times: list[str | None], margin_days: float = CUTOFF_MARGIN_DAYS) -> str | None:
