@@ -66,7 +66,12 @@ def _load(args, console: Console | None = None) -> matrix_mod.Matrix:
     if m.resolver and console is not None:
         for line in releases.describe(m.resolver):
             console.print(f"[dim]{escape(line)}[/]", highlight=False)
-        cut = [f"{e.name} as of {e.uploaded_before}" for e in m.environments if e.uploaded_before]
+        by_date: dict[str, list[str]] = {}
+        for e in m.environments:
+            if e.uploaded_before:
+                by_date.setdefault(e.uploaded_before, []).append(e.name)
+        cut = [f"as of {when}: {names[0]}" + (f" ... {names[-1]} ({len(names)})" if len(names) > 1 else "")
+               for when, names in by_date.items()]
         if cut:
             console.print(f"[dim]the rest of each environment resolves as of its newest pinned release's upload "
                           f"(+ margin): {escape('; '.join(cut))}[/]", highlight=False)
