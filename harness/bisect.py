@@ -38,7 +38,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 from rich.console import Console
 from rich.markup import escape
 
@@ -396,6 +396,14 @@ def _record(found: Found, package: str, run_dir: Path, runs: dict) -> Path:
 def bounds(package: str, python: str, *, good: str | None, bad: str | None, spec: str | None, pre: bool,
            resolver: releases.Resolver) -> list[str]:
     """The releases to search, oldest first: those of `spec`, or from `good` to `bad` inclusive."""
+    if not releases.NAME_RE.fullmatch(package):
+        raise UserError(f"--package {package!r} is not a package name (letters, digits, '.', '_', '-')")
+    for flag, value in (("--good", good), ("--bad", bad)):
+        try:
+            if value is not None:
+                Version(value)
+        except InvalidVersion:
+            raise UserError(f"{flag} {value!r} is not a version (PEP 440), e.g. '1.26.4'") from None
     if spec is None:
         if not good or not bad:
             raise UserError("give --good and --bad, or --range")

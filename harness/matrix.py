@@ -340,7 +340,7 @@ def _ranges_of(check: _Checker, where: str, raw: dict) -> list[tuple[str, int | 
                               f"got {_show(entry)}")
             continue
         name, spec = next(iter(entry.items()))
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
+        if not isinstance(name, str) or not releases.NAME_RE.fullmatch(name):
             check.problem(at, f"{_show(name)} is not a package name")
         elif not isinstance(spec, str) or len(spec) > MAX_REQUIREMENT or not releases.is_range(spec) \
                 or releases.parse_range(spec) is None:

@@ -63,6 +63,7 @@ EVERY = ("patch", "minor")      # every release, or the newest patch of each min
 CUTOFF_MARGIN_DAYS = 1          # companions released with it (keras with TF) fall inside
 PIP_WITH_CUTOFF = Version("26.0")  # the first pip with --uploaded-prior-to (checked in its wheels)
 SPEC_START = re.compile(r"\s*(==|!=|<=|>=|<|>|~=|===)")
+NAME_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")  # a project name (PEP 508), bounded
 
 
 class ReleasesUnavailable(Exception):
@@ -184,7 +185,8 @@ def _cache_root() -> Path:
 
 
 def _cache_path(settings: PipSettings, name: str) -> Path:
-    return _cache_root() / settings.key / f"{name}.json"
+    from .paths import inside
+    return inside(_cache_root(), _cache_root() / settings.key / f"{name}.json")
 
 
 def _parse_json(data: dict, base: str) -> list[File]:
@@ -254,6 +256,8 @@ def _fetch(settings: PipSettings, name: str) -> list[File]:
 def project(name: str, *, refresh: bool = False, offline: bool = False) -> Project:
     """A project's files from the cache when fresh, else from the index (and cached);
     a cached copy of any age when the index cannot be reached or `offline` is set."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise ReleasesUnavailable(f"{name!r} is not a package name (letters, digits, '.', '_', '-')")
     settings = pip_settings()
     name = canonicalize_name(name)
     path = _cache_path(settings, name)

@@ -95,10 +95,20 @@ def test_bounds_that_do_not_bracket_a_change_exit_1_with_the_reason(bisected):
     (["--good", "1.26.2", "--bad", "9.9.9"], "numpy 9.9.9 is not a release"),
     (["--range", ">=1.26", "--good", "1.26.2"], "either --range or --good/--bad"),
     (["--range", ">=1.26,<2", "--speed-drop", "150"], "--speed-drop expects a number >= 0 and < 100"),
+    (["--good", "one", "--bad", "2.0.1"], "--good 'one' is not a version"),
+    (["--range", "1.26"], "is not a range"),
 ])
 def test_bad_bisect_arguments_are_one_line_and_exit_2(args, message, tmp_path):
     proc = harness("bisect", MATRIX, "--package", "numpy", *args, "--results", str(tmp_path / "r"), timeout=300)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("package", ["../../etc", "numpy/../x", "a b", "_x"])
+def test_a_package_name_never_leaves_the_cache(package, tmp_path):
+    proc = harness("bisect", MATRIX, "--package", package, "--range", ">=1", "--results", str(tmp_path / "r"),
+                   env={"HARNESS_CACHE": str(tmp_path / "cache")}, timeout=300)
+    assert proc.returncode == 2 and "is not a package name" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "etc").exists()
 
 
 def test_the_report_shows_the_support_grid_and_trends_in_a_browser(bisected):
