@@ -152,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="docker engine: also 'docker save' each image into DIR, with the Apptainer / enroot "
                         "commands that turn the archives into what a cluster runs")
     _add_engine_args(p)
+    _add_release_args(p)
 
     p = sub.add_parser("repro", help="reproduce one cell N times and write a self-contained bundle",
                        description="Reproduce the cells matching CELL (an id, a prefix or a glob) from the "
@@ -279,6 +280,9 @@ def cmd_build(args, console: Console) -> int:
     cells = select(m.cells, args.only)
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    if m.resolver:  # what is built is what a later run of this results folder runs
+        check_writable(Path(args.results), "--results")
+        m.resolver.record(Path(args.results) / m.name)
     engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
     try:
         outcomes = build(cells, engine, Path(args.results) / m.name, console,
