@@ -101,13 +101,13 @@ def search(versions: list[str], oracle: Callable[[list[str]], dict[str, Verdict]
         found.problem = "fewer than two releases between the bounds"
         return found
 
-    def ask(idx: list[int], round_: int, lo: int, hi: int) -> None:
+    def ask(idx: list[int]) -> None:  # one round: each release asked once, ever
         asked = [versions[i] for i in idx]
         verdicts = oracle(asked)
         for v in asked:
             found.tested[v] = verdicts[v]
 
-    ask([0, len(versions) - 1], 0, 0, len(versions) - 1)
+    ask([0, len(versions) - 1])
     good_end, bad_end = found.tested[versions[0]], found.tested[versions[-1]]
     if good_end.kind != GOOD:
         found.problem = f"the good end {versions[0]} is not good: {good_end.kind} ({good_end.why})"
@@ -128,7 +128,7 @@ def search(versions: list[str], oracle: Callable[[list[str]], dict[str, Verdict]
             break
         round_ += 1
         picked = probes(inner, jobs)
-        ask(picked, round_, lo, hi)
+        ask(picked)
         kinds = {i: found.tested[versions[i]].kind for i in range(lo, hi + 1) if versions[i] in found.tested}
         new_hi = min((i for i, k in kinds.items() if k == BAD and i > lo), default=hi)
         new_lo = max((i for i, k in kinds.items() if k == GOOD and i < new_hi), default=lo)
