@@ -416,7 +416,7 @@ def bounds(package: str, python: str, *, good: str | None, bad: str | None, spec
         found = resolver.expand(package, spec, python, releases.Options(pre=pre))
     except releases.ReleasesUnavailable as exc:
         raise UserError(f"cannot list the releases of {package}: {exc}") from None
-    # releases the index serves but not for this Python are still tested: pip's reason skips them
+    # releases without a file for this Python, and yanked ones, are tried too: pip's reason skips them
     listed = sorted({*found.versions, *found.skipped}, key=Version)
     for end in (good, bad):
         if end and end not in listed:

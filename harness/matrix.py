@@ -376,7 +376,7 @@ def _environments(check: _Checker, where: str, raw: dict) -> list[Environment] |
             check.problem(at, f"cannot list the releases of {package}: {exc}")
             continue
         if not found.versions:
-            why = "; ".join(f"{v}: {r}" for v, r in list(found.skipped.items())[:3])
+            why = "; ".join(f"{v}: {r}" for v, r in list(found.skipped.items())[:3])  # all yanked
             check.problem(at, f"no release of {package} in {spec} for Python {python} on {found.index}"
                               + (f" ({why})" if why else ""))
             continue

@@ -353,7 +353,8 @@ class Expansion:
     python: str
     versions: list[str]                                     # chosen, oldest first
     uploaded: dict[str, str | None] = field(default_factory=dict)   # version -> upload time
-    skipped: dict[str, str] = field(default_factory=dict)   # version -> why not for this Python
+    unfit: dict[str, str] = field(default_factory=dict)     # chosen, but no file fits this Python here: why
+    skipped: dict[str, str] = field(default_factory=dict)   # left out (yanked): why
     index: str = ""
     fetched: float = 0.0
     note: str = ""                                          # e.g. read offline from the cache
@@ -379,21 +380,32 @@ def candidates(versions, spec: str, pre: bool = False, every: str = "patch") -> 
 
 def expand(package: str, spec: str, python: str, options: Options = Options(), *, refresh: bool = False,
            offline: bool = False) -> Expansion:
+    """The releases of `package` in `spec`, oldest first. A release without a file for this
+    Python and platform is kept -- its cells become `unavailable` with pip's own reason, which
+    is a finding for a compatibility table -- and noted in `unfit`; a yanked one is left out.
+    `minor` keeps the newest release of each minor that fits, else its newest."""
     proj = project(package, refresh=refresh, offline=offline)
     releases = proj.releases()
-    versions, uploaded, skipped = [], {}, {}
-    for v in candidates(releases, spec, options.pre, options.every if options.every != "minor" else "patch"):
+    fit, unfit, skipped = [], {}, {}
+    for v in candidates(releases, spec, options.pre):
         why = installable(releases[v], python)
-        if why:
+        if why == "yanked":
             skipped[str(v)] = why
+        elif why:
+            unfit[v] = why
         else:
-            versions.append(v)
+            fit.append(v)
+    chosen = sorted([*fit, *unfit])
     if options.every == "minor":
-        versions = candidates(versions, spec, True, "minor")
-    for v in versions:
-        uploaded[str(v)] = proj.uploaded(str(v))
+        newest: dict[tuple, Version] = {}
+        for v in chosen:  # oldest first: a newer release replaces one that does not fit, or when it fits
+            current = newest.get(v.release[:2])
+            if current is None or v in fit or current not in fit:
+                newest[v.release[:2]] = v
+        chosen = sorted(newest.values())
     return Expansion(package=proj.name, spec=str(SpecifierSet(spec)), python=python,
-                     versions=[str(v) for v in versions], uploaded=uploaded, skipped=skipped,
+                     versions=[str(v) for v in chosen], uploaded={str(v): proj.uploaded(str(v)) for v in chosen},
+                     unfit={str(v): why for v, why in unfit.items() if v in chosen}, skipped=skipped,
                      index=proj.index, fetched=proj.fetched, note=proj.stale)
 
 
@@ -567,12 +579,13 @@ def describe(resolver: Resolver) -> list[str]:
         versions = exp.get("versions") or []
         text = (f"{exp['package']} {exp['spec']} for Python {exp['python']}: {len(versions)} release(s) "
                 f"{', '.join(versions)} (from {exp.get('index')}, listed {when})")
-        skipped = exp.get("skipped") or {}
-        if skipped:
+        for what, label in (("unfit", f"no file for Python {exp['python']} here (their cells will be "
+                                         "unavailable with pip's reason)"), ("skipped", "left out")):
             reasons: dict[str, list[str]] = {}
-            for v, why in skipped.items():
+            for v, why in (exp.get(what) or {}).items():
                 reasons.setdefault(why, []).append(v)
-            text += "; left out: " + "; ".join(f"{', '.join(vs)} ({why})" for why, vs in reasons.items())
+            if reasons:
+                text += f"; {label}: " + "; ".join(f"{', '.join(vs)} ({why})" for why, vs in reasons.items())
         if exp.get("note"):
             text += f"; {exp['note']}"
         lines.append(text)

@@ -42,12 +42,16 @@ def test_a_range_expands_to_the_index_releases_in_version_order(cache):
     assert "2.3.0rc1" not in releases.expand("numpy", ">=2.2.6,<2.4", "3.11").versions
 
 
-def test_releases_that_do_not_fit_the_python_are_left_out_with_the_reason(cache):
+def test_releases_that_do_not_fit_the_python_stay_with_the_reason(cache):
+    """They become cells that pip refuses (`unavailable` with pip's reason): a finding."""
     found = releases.expand("numpy", ">=1.26,<2.1", "3.6")
-    assert found.versions == []
-    assert all("requires Python" in why for why in found.skipped.values())
-    old = releases.expand("numpy", ">=1.16,<1.20", "3.6")
-    assert old.versions and all(v.startswith(("1.16", "1.17", "1.18", "1.19")) for v in old.versions)
+    assert found.versions == NUMPY_126_TO_20
+    assert set(found.unfit) == set(NUMPY_126_TO_20)
+    assert all("requires Python" in why for why in found.unfit.values())
+    tf = releases.expand("tensorflow", ">=2.10,<2.13", "3.11", releases.Options(every="minor"))
+    assert tf.versions == ["2.10.1", "2.11.1", "2.12.1"]
+    assert tf.unfit == {"2.10.1": "no wheel for Python 3.11 on this platform",
+                        "2.11.1": "no wheel for Python 3.11 on this platform"}
 
 
 def test_the_cache_answers_offline_and_when_the_index_is_unreachable(cache, monkeypatch):
