@@ -155,3 +155,24 @@ def test_pip_26_is_the_first_with_the_option():
     assert releases.pip_has_cutoff("26.0") and releases.pip_has_cutoff("26.3")
     assert not releases.pip_has_cutoff("25.3") and not releases.pip_has_cutoff("21.3.1")
     assert not releases.pip_has_cutoff(None)
+
+
+def test_an_old_pip_gets_the_cutoff_through_the_harness_index(tmp_path):
+    """Python 3.6 needs pip 21.3.1, which has no --uploaded-prior-to: TF 1.12 with Keras 2.2.5
+    (a range) resolves its unpinned NumPy, h5py and protobuf as of August 2019 through the
+    loopback index, in a real virtualenv, and trains."""
+    path = tmp_path / "tf1.yaml"
+    path.write_text(textwrap.dedent("""
+        name: tf1-range
+        environments:
+          - {python: "3.6", tensorflow: "1.12.0", keras: ">=2.2.5,<2.2.6", packages: ["numpy<1.17", "h5py<3"]}
+        workloads:
+          - {model: rnn, layers: 1, units: 8, dense: 4, timesteps: 4, features: 4, samples: 256}
+        """))
+    proc = harness("run", str(path), "--engine", "venv", "--results", str(tmp_path / "results"), timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = next(json.loads(p.read_text()) for p in (tmp_path / "results" / "tf1-range").rglob("result.json"))
+    assert result["status"] == "ok" and result["seen"]["keras"] == "2.2.5"
+    assert result["seen"]["numpy"] == "1.16.4"            # the newest NumPy < 1.17 of August 2019 (1.16.6 came later)
+    cutoff = result["provenance"]["cutoff"]
+    assert cutoff["uploaded_before"] == "2019-08-23T16:47:06Z" and "harness index on 127.0.0.1" in cutoff["via"]
