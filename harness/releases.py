@@ -592,6 +592,26 @@ def describe(resolver: Resolver) -> list[str]:
     return lines
 
 
+BUILD_VIA = ("a harness index on 127.0.0.1 listing files uploaded before the cut-off, read by pip in the "
+             "image build (docker build --network host)")
+
+
+def cutoff_note(env, via: str) -> dict:
+    """What provenance says about an environment's cut-off."""
+    return {"uploaded_before": env.uploaded_before, "ranges": [list(r) for r in env.ranges],
+            "index": pip_settings().index, "via": via}
+
+
+@contextlib.contextmanager
+def build_index(env):
+    """The cut-off index's URL for an image build while it lasts; None without a cut-off."""
+    if not getattr(env, "uploaded_before", None):
+        yield None
+        return
+    with CutoffIndex(env.uploaded_before) as index:
+        yield index.url
+
+
 @contextlib.contextmanager
 def applied_cutoff(env, python: str):
     """pip arguments that make `python`'s pip resolve as of `env.uploaded_before`, and
@@ -609,15 +629,15 @@ def applied_cutoff(env, python: str):
     settings = pip_settings()
     keep = ((["--cert", settings.cert] if settings.cert else [])
             + (["--proxy", settings.proxy] if settings.proxy else []))
-    note = {"uploaded_before": env.uploaded_before, "ranges": [list(r) for r in env.ranges], "index": settings.index,
-            "isolated": "pip's configuration is left out under a cut-off but for its index, CA bundle and proxy: "
-                        "find-links folders and extra indexes carry no upload times"}
+    isolated = ("pip's configuration is left out under a cut-off but for its index, CA bundle and proxy: "
+                "find-links folders and extra indexes carry no upload times")
     pip = pip_version_of(python)
     if pip_has_cutoff(pip):
         yield (["--isolated", "--index-url", settings.index, *keep, f"--uploaded-prior-to={env.uploaded_before}"],
-               {**note, "via": f"pip {pip} --uploaded-prior-to"})
+               {**cutoff_note(env, f"pip {pip} --uploaded-prior-to"), "isolated": isolated})
         return
     with CutoffIndex(env.uploaded_before) as index:
         yield (["--isolated", "--index-url", index.url, *keep],
-               {**note, "via": f"a harness index on 127.0.0.1 listing files uploaded before the cut-off "
-                               f"(pip {pip} has no --uploaded-prior-to; pip >= {PIP_WITH_CUTOFF} does)"})
+               {**cutoff_note(env, f"a harness index on 127.0.0.1 listing files uploaded before the cut-off "
+                                  f"(pip {pip} has no --uploaded-prior-to; pip >= {PIP_WITH_CUTOFF} does)"),
+                "isolated": isolated})

@@ -16,7 +16,7 @@ import pytest
 from harness import releases
 from harness.matrix import load
 
-from .conftest import harness
+from .conftest import ROOT, harness
 
 NUMPY_126_TO_20 = ["1.26.0", "1.26.1", "1.26.2", "1.26.3", "1.26.4", "2.0.0", "2.0.1", "2.0.2"]
 
@@ -176,3 +176,19 @@ def test_an_old_pip_gets_the_cutoff_through_the_harness_index(tmp_path):
     assert result["seen"]["numpy"] == "1.16.4"            # the newest NumPy < 1.17 of August 2019 (1.16.6 came later)
     cutoff = result["provenance"]["cutoff"]
     assert cutoff["uploaded_before"] == "2019-08-23T16:47:06Z" and "harness index on 127.0.0.1" in cutoff["via"]
+
+
+def test_an_image_build_gets_the_cutoff_too(docker_client, tmp_path):
+    """The Docker engine: pip in the build reads the loopback cut-off index. NumPy 2.0.0's
+    environment gets June 2024's SciPy, and JAX 0.4.25 still fails on NumPy 2's copy=False."""
+    matrix = ROOT / "examples" / "numpy2-copy" / "matrix.yaml"
+    proc = harness("run", str(matrix), "--engine", "docker", "--only", "*numpy2.0.0*",
+                   "--results", str(tmp_path / "results"), timeout=1800)
+    result = next(json.loads(p.read_text()) for p in (tmp_path / "results").rglob("result.json"))
+    assert result["engine"] == "docker", proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert result["status"] == "error" and "Unable to avoid copy" in result["error"]["signature"]
+    cutoff = result["provenance"]["cutoff"]
+    assert cutoff["uploaded_before"] == "2024-06-17T13:24:44Z" and "--network host" in cutoff["via"]
+    lock = docker_client.containers.run(result["provenance"]["image"], ["cat", "/opt/env/requirements.lock"],
+                                        remove=True).decode()
+    assert "scipy==1.13.1" in lock and "numpy==2.0.0" in lock    # SciPy as of June 2024, not today's
