@@ -19,7 +19,7 @@ from .markdown import md_escape, md_table
 
 CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devices", "batch_size", "repeat",
               "engine", "python", "tensorflow", "keras", "backend", "val_accuracy", "accuracy",
-              "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason")
+              "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason", "releases")
 
 
 def load(roots: list[Path]) -> list[tuple[Path, dict]]:
@@ -112,7 +112,8 @@ def _csv_row(r: dict) -> dict:
             "accuracy": metrics.get("accuracy"), "steady_epoch_seconds": timing.get("steady_epoch_seconds"),
             "steady_samples_per_sec": timing.get("steady_samples_per_sec"),
             "total_seconds": timing.get("total_seconds"), "signature": err.get("signature"),
-            "reason": r.get("reason")}
+            "reason": r.get("reason"),
+            "releases": " ".join(f"{p}=={v}" for p, _, v in (r.get("releases") or []))}
 
 
 def markdown(results: list[dict], title: str, plot_links: list[tuple[str, str]], link=None) -> str:
