@@ -45,6 +45,7 @@ from rich.markup import escape
 from . import releases, stacks, status
 from .cells import Cell, Environment
 from .errors import UserError
+from .result import Result
 from .stats import Spread, spread_of, steady
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
@@ -157,16 +158,16 @@ class Criteria:
     speed_drop: float | None = None      # percent of steady samples/s below the good end's median
 
 
-def evidence(results: list[dict]) -> dict:
+def evidence(results: list[Result]) -> dict:
     """What a release's cells showed: status(es), signature, val_accuracy and samples/s with spread."""
-    statuses = Counter(r["status"] for r in results)
-    failed = [r for r in results if r["status"] != status.OK]
-    ok = [r for r in results if r["status"] == status.OK]
-    acc = spread_of((r.get("metrics") or {}).get("val_accuracy") for r in ok)
-    speed = spread_of(e.get("samples_per_sec") for r in ok for e in steady(r.get("epochs")))
+    statuses = Counter(r.status for r in results)
+    failed = [r for r in results if r.status != status.OK]
+    ok = [r for r in results if r.status == status.OK]
+    acc = spread_of(r.metric("val_accuracy") for r in ok)
+    speed = spread_of(e.get("samples_per_sec") for r in ok for e in steady(r.epochs))
     return {"status": statuses.most_common(1)[0][0] if statuses else None,
             "statuses": dict(statuses), "signature": status.failure_text(failed[0]) if failed else "",
-            "val_accuracy": acc, "samples_per_sec": speed, "cells": [r["cell"] for r in results]}
+            "val_accuracy": acc, "samples_per_sec": speed, "cells": [r.cell for r in results]}
 
 
 def _show(ev: dict) -> str:
@@ -180,18 +181,18 @@ def _show(ev: dict) -> str:
     return "; ".join(parts)
 
 
-def judge(results: list[dict], good: dict | None, criteria: Criteria = Criteria()) -> Verdict:
+def judge(results: list[Result], good: dict | None, criteria: Criteria = Criteria()) -> Verdict:
     """A release's verdict from its cells' results, against the good end's evidence
     (None: this *is* the good end, judged on its own: it must not fail)."""
     ev = evidence(results)
     if not results:
         return Verdict(SKIP, "no result", evidence=ev)
-    not_run = [r for r in results if r["status"] in status.NOT_RUN]
+    not_run = [r for r in results if r.status in status.NOT_RUN]
     if not_run:
         r = not_run[0]
-        return Verdict(SKIP, f"{r['status']}: {r.get('reason') or status.failure_text(r)}"[:300], evidence=ev)
+        return Verdict(SKIP, f"{r.status}: {r.reason or r.failure_text}"[:300], evidence=ev)
     want = good["status"] if good else status.OK
-    changed = [r for r in results if r["status"] != want]
+    changed = [r for r in results if r.status != want]
     if changed:
         return Verdict(BAD, _show(ev), flaky=len(changed) < len(results), evidence=ev)
     if good and criteria.accuracy_drop is not None and ev["val_accuracy"] and good["val_accuracy"]:
@@ -297,7 +298,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
         return cells_of[version]
 
     run_matrix = dataclasses.replace(m, cells=[])
-    results_of: dict[str, list[dict]] = {}
+    results_of: dict[str, list[Result]] = {}
     good_evidence: dict | None = None
     runs = {"cells": 0, "ran": 0}
 
@@ -307,7 +308,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
         console.rule(f"testing {package} {', '.join(asked)}")
         runner = Runner(run_matrix, engine, results_root, console)
         runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c))
-        got = {r["cell"]: r for r in runner.run(cells)}
+        got = {r.cell: r for r in runner.run(cells)}
         runs["cells"] += len(cells)
         out = {}
         for v in asked:
@@ -355,17 +356,17 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
                       f"a linear sweep tests all {len(versions)} releases; {time.monotonic() - started:.0f} s")
         bad_v = found.candidates[-1]
         bad_results = results_of.get(bad_v) or []
-        failing = next((r for r in bad_results if r["status"] != status.OK), bad_results[0] if bad_results else None)
+        failing = next((r for r in bad_results if r.status != status.OK), bad_results[0] if bad_results else None)
         if failing:
-            cell = next(c for c in cells_for(bad_v) if c.id == failing["cell"])
+            cell = next(c for c in cells_for(bad_v) if c.id == failing.cell)
             from .paths import inside
             from .report.tables import slug
             bundle = inside(bundles, bundles / slug(cell.id))
-            write_bundle(bundle, cell, engine, failing.get("provenance"), bad_results)
+            write_bundle(bundle, cell, engine, failing.provenance, bad_results)
             attempts = bundle / "attempts"
             shutil.rmtree(attempts, ignore_errors=True)
             for n, r in enumerate(bad_results, 1):  # the evidence itself: result, events and logs
-                folder = results_root / m.name / r["cell"]
+                folder = results_root / m.name / r.cell
                 if folder.is_dir():
                     shutil.copytree(folder, attempts / str(n))
             console.print(f"bundle of the first bad cell: {bundle}")

@@ -22,13 +22,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from . import selfcheck
+from . import selfcheck, status
 from .cells import Cell, Environment
 from .engines.base import Engine
 from .errors import EnvironmentUnavailable
-from .runner import stage_workloads
+from .lifecycle import stage_workloads
 
-STATUS_COLOUR = {"built": "green", "reused": "green", "unavailable": "yellow"}
+STATUS_COLOUR = {"built": "green", "reused": "green", status.UNAVAILABLE: "yellow"}
 
 
 @dataclass
@@ -79,19 +79,19 @@ def _one(env: Environment, engine: Engine, workloads_root: Path, log_path: Path,
     try:
         prepared = engine.prepare(env, log_path)
     except EnvironmentUnavailable as exc:
-        return Outcome(env, "unavailable", reason=f"{exc.reason} (log: {log_path})")
-    status = "reused" if prepared.reused else "built"
+        return Outcome(env, status.UNAVAILABLE, reason=f"{exc.reason} (log: {log_path})")
+    how = "reused" if prepared.reused else "built"
     report = None
     if selfcheck.needed(env):
         try:
             report = selfcheck.check(engine, prepared, workloads_root, log_path)
         except EnvironmentUnavailable as exc:
-            return Outcome(env, "unavailable", reason=f"{exc.reason} (log: {log_path})",
+            return Outcome(env, status.UNAVAILABLE, reason=f"{exc.reason} (log: {log_path})",
                            provenance=prepared.provenance)
         add_labels = getattr(engine, "add_labels", None)
         if add_labels is not None:
             add_labels(prepared, selfcheck.labels(report))
-    outcome = Outcome(env, status, check=report, provenance=prepared.provenance)
+    outcome = Outcome(env, how, check=report, provenance=prepared.provenance)
     if export is not None:
         outcome.exported = export_environment(engine, prepared.provenance, env, export)
     return outcome

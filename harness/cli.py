@@ -17,9 +17,10 @@ from rich.markup import escape
 
 from . import matrix as matrix_mod
 from . import status
+from .engines import CHOICES as ENGINE_CHOICES
 from .errors import UserError
 from .paths import check_writable
-from .store import iter_results
+from .store import scan
 
 DEFAULT_MATRIX = "matrices/smoke.yaml"
 DEFAULT_RESULTS = "results"
@@ -37,7 +38,7 @@ def _pythons(values: list[str]) -> dict[str, str]:
 
 
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=("auto", "docker", "venv", "local"), default="auto",
+    p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
                    help="where environments live: Docker images, virtualenvs, or (local) an interpreter "
                         "that already holds the pinned stack (auto: Docker if it answers)")
     p.add_argument("--python", action="append", metavar="VERSION=PATH", default=[],
@@ -102,12 +103,8 @@ def _add_resource_args(p: argparse.ArgumentParser) -> None:
 def _add_slurm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "slurm"), default="local",
                    help="where cells run: this host, or one Slurm job-array task per cell (submits and returns)")
-    g = p.add_argument_group("slurm executor (override the matrix's slurm: section)")
-    g.add_argument("--partition", help="Slurm partition")
-    g.add_argument("--account", help="Slurm account")
-    g.add_argument("--throttle", type=int, metavar="K", help="at most K tasks of each array run at once (%%K)")
-    g.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
-                   help="extra sbatch option, e.g. --sbatch-arg=--qos=long (repeatable)")
+    from .executors.slurm.options import add_arguments
+    add_arguments(p.add_argument_group("slurm executor (override the matrix's slurm: section)"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -230,44 +227,41 @@ def cmd_run(args, console: Console) -> int:
     check_writable(Path(args.results), "--results")
     if m.resolver:
         m.resolver.record(Path(args.results) / m.name)
-    engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
     if args.executor == "slurm":
-        return _submit_to_slurm(args, m, cells, engine, console)
-    runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
-                    gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
-    try:
+        return _submit_to_slurm(args, m, cells, console)
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
+        runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
+                        gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
         results = runner.run(cells)
-    finally:
-        engine.close()
     console.print()
     print("\n".join(md_table(t) for t in tables.summary(results)))
-    missed = [r for r in results if (r.get("expectation") or {}).get("met") is False]
+    missed = [r for r in results if r.met is False]
     for r in missed:
-        want = r["expectation"]
-        got = status.failure_text(r)
+        want = r.expectation
         expected = want["status"] + (f" with '{want['signature']}'" if want.get("signature") else "")
-        console.print(f"[red]expectation not met[/]: {escape(r['cell'])} is {r['status']} ({escape(got[:160])}), "
+        console.print(f"[red]expectation not met[/]: {escape(r.cell)} is {r.status} ({escape(r.failure_text[:160])}), "
                       f"the matrix expects {escape(expected)}", highlight=False)
     console.print(f"results: {runner.store.run_dir}")
     return 1 if missed else 0
 
 
-def _submit_to_slurm(args, m, cells, engine, console: Console) -> int:
-    from .executors import slurm
-    opts = slurm.SlurmOptions.merged(m.slurm, partition=args.partition, account=args.account,
-                                     throttle=args.throttle, sbatch_args=args.sbatch_arg)
-    try:
-        slurm.submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),
+def _submit_to_slurm(args, m, cells, console: Console) -> int:
+    from .engines import select_engine
+    from .executors.slurm.options import SlurmOptions
+    from .executors.slurm.submit import submit
+    opts = SlurmOptions.merged(m.slurm, args)
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
+        submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),
                      engine_args={"pythons": _pythons(args.python), "ca_bundle": args.ca_bundle})
-    finally:
-        engine.close()
     console.print(f"follow it with: python -m harness status {args.matrix} --results {args.results}")
     return 0
 
 
 def cmd_status(args, console: Console) -> int:
-    from .executors import slurm
-    entries = slurm.status(_load(args), Path(args.results), console, wait=args.wait)
+    from .executors.slurm.board import status as board_status
+    entries = board_status(_load(args), Path(args.results), console, wait=args.wait)
     return 1 if any(e.drifted for e in entries) else 0
 
 
@@ -283,13 +277,11 @@ def cmd_build(args, console: Console) -> int:
     if m.resolver:  # what is built is what a later run of this results folder runs
         check_writable(Path(args.results), "--results")
         m.resolver.record(Path(args.results) / m.name)
-    engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
-    try:
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
         outcomes = build(cells, engine, Path(args.results) / m.name, console,
                          export=Path(args.export) if args.export else None)
-    finally:
-        engine.close()
-    missing = [o for o in outcomes if o.status == "unavailable"]
+    missing = [o for o in outcomes if o.status == status.UNAVAILABLE]
     console.print(f"{len(outcomes) - len(missing)} of {len(outcomes)} environment(s) usable ({engine.name})")
     return 1 if missing else 0
 
@@ -300,18 +292,21 @@ def cmd_report(args, console: Console) -> int:
         if len(args.results) != 3:
             raise UserError("usage: report compare RUN_A RUN_B (two results folders)")
         for folder in args.results[1:]:
-            if not any(iter_results(Path(folder))):
+            if not any(scan(Path(folder))):
                 raise UserError(f"no result.json below {folder}")
-        text, regressions = report.compare(Path(args.results[1]), Path(args.results[2]))
+        text, regressions = report.compare(Path(args.results[1]), Path(args.results[2]), notes=_quarantined(console))
         print(text)
         return 1 if regressions else 0
     roots = [Path(p) for p in args.results]
-    if not any(True for root in roots for _ in iter_results(root)):
+    if not any(True for root in roots for _ in scan(root)):
         raise UserError(f"no result.json below {', '.join(args.results)}")
     check_writable(Path(args.out), "--out")
+    notes: list[str] = []
     with console.status("writing the report"):
         written = report.publish(roots, Path(args.out), title=args.title,
-                                 markdown_path=Path(args.markdown) if args.markdown else None)
+                                 markdown_path=Path(args.markdown) if args.markdown else None, notes=notes.append)
+    for note in notes:
+        _quarantined(console)(note)
     console.print(f"{written['cells']} cells, {written['plots']} plots")
     console.print(f"site: {written['site']}  (open it in a browser; it works from disk)")
     console.print(f"markdown: {written['markdown']}" + (f", {written['markdown_copy']}"
@@ -320,17 +315,22 @@ def cmd_report(args, console: Console) -> int:
     return 0
 
 
+def _quarantined(console: Console):
+    """How a command tells of a file it left out because it is not what it claims to be."""
+    def tell(note: str) -> None:
+        console.print(f"[yellow]quarantined[/] {escape(note)}", highlight=False)
+    return tell
+
+
 def cmd_repro(args, console: Console) -> int:
     from .engines import select_engine
     from .repro import run_command
     if args.repeat < 1:
         raise UserError("--repeat must be at least 1")
     check_writable(Path(args.out), "--out")
-    engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
-    try:
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
         return run_command(args, console, engine)
-    finally:
-        engine.close()
 
 
 def cmd_bisect(args, console: Console) -> int:
@@ -360,14 +360,12 @@ def cmd_bisect(args, console: Console) -> int:
                              resolver=resolver)
     console.print(f"bisecting {args.package} over {len(versions)} releases ({versions[0]} ... {versions[-1]}) for "
                   f"{len(cells)} cell(s) of {env.name} (Python {env.python}), {args.jobs} release(s) per round")
-    engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
-    try:
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
         found, _ = bisect.run(m=m, base_cells=cells, package=args.package, versions=versions, engine=engine,
                               results_root=Path(args.results), console=console, jobs=args.jobs,
                               repeats=args.repeats, cutoff=not args.no_cutoff, bundles=Path(args.out),
                               criteria=bisect.Criteria(args.accuracy_drop, args.speed_drop), resolver=resolver)
-    finally:
-        engine.close()
     return 0 if not found.problem else 1
 
 

@@ -33,6 +33,8 @@ from packaging.version import InvalidVersion, Version
 from . import names, releases, stacks, status
 from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
 from .errors import MatrixError
+from .executors.slurm.options import SLURM_KEYS
+from .executors.slurm.options import problems as slurm_problems
 from .workloads.protocol import FAULTS, RNN_CELLS, TRAPS
 
 # Patterns are matched with fullmatch: '$' would let a trailing newline through.
@@ -125,9 +127,6 @@ TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": 
 # How version ranges expand (harness.releases.Options); the README's "Version ranges" lists them.
 RELEASES_KEYS = {"pre": bool, "every": str, "cutoff": bool, "margin_days": (int, float)}
 TIMEOUT_KEYS = {"wall": (int, float), "progress": (int, float)}
-# How the cells are handed to Slurm (harness.executors.slurm reads them; the command line overrides).
-SLURM_KEYS = {"partition": str, "account": str, "throttle": int, "cpus_per_task": int, "mem": str,
-              "time_margin": (int, float), "sbatch_args": list, "python": str}
 
 
 @dataclass
@@ -419,17 +418,11 @@ def _environments(check: _Checker, where: str, raw: dict) -> list[Environment] |
 
 
 def _slurm(check: _Checker, raw: dict) -> None:
+    """How the cells are handed to Slurm: the keys, types and checks are SlurmOptions' own."""
     check.keys("slurm", raw, SLURM_KEYS)
-    for key in ("throttle", "cpus_per_task"):
-        if check.typed(raw, key, int, "slurm") and raw[key] < 1:
-            check.problem(f"slurm.{key}", f"expected at least 1, got {raw[key]}")
-    if check.typed(raw, "time_margin", (int, float), "slurm") and raw["time_margin"] < 0:
-        check.problem("slurm.time_margin", f"expected seconds >= 0, got {raw['time_margin']}")
-    if check.typed(raw, "mem", str, "slurm") and size_bytes(raw["mem"]) is None:
-        check.problem("slurm.mem", f"expected a size like '16g' or '512m', got {raw['mem']!r}")
-    for i, arg in enumerate(raw.get("sbatch_args") if check.typed(raw, "sbatch_args", list, "slurm") else []):
-        if not isinstance(arg, str) or not arg.startswith("-"):
-            check.problem(f"slurm.sbatch_args[{i}]", f"expected an sbatch option such as '--qos=long', got {arg!r}")
+    typed = {k: v for k, v in raw.items() if k in SLURM_KEYS and check.typed(raw, k, SLURM_KEYS[k], "slurm")}
+    for key, why in slurm_problems(typed):
+        check.problem(f"slurm.{key}", why)
 
 
 def _keras_api(check: _Checker, where: str, raw: dict, tf: str | None, keras: str | None) -> str | None:

@@ -11,6 +11,7 @@ not a traceback after an hour of image builds.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -50,3 +51,18 @@ def check_writable(folder: Path, what: str) -> Path:
         raise UserError(f"{what} {folder}: only {free >> 20} MiB free on its filesystem "
                         f"(at least {MIN_FREE_BYTES >> 20} MiB needed)")
     return folder
+
+
+def write_json(path: Path, data) -> None:
+    """Write JSON atomically: a reader sees the old file or the new one, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path):
+    """Parsed JSON, or None when the file is missing or not JSON (its shape is the caller's to check)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

@@ -17,8 +17,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from . import stacks
+from .cellenv import CELL_ENV, hardening_flags
 from .cells import Cell, size_bytes
-from .engines.base import CELL_ENV
 from .errors import UserError
 
 
@@ -82,7 +82,6 @@ exit "$code"
 
 
 def docker_script(cell: Cell, prov: dict) -> str:
-    from .engines.docker import hardening_flags  # the engine's own container settings
     env = {**_variables(cell), "PYTHONPATH": "/opt/harness", "HOME": "/tmp"}
     run_flags = ["--rm", "--init", "--network", "none", "-u", '"$(id -u):$(id -g)"', "-w", "/tmp",
                  *(_q(flag) for flag in hardening_flags())]

@@ -51,8 +51,8 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from .paths import inside, read_json, write_json
 from .stacks import keras_package
-from .store import read_json, write_json
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -185,7 +185,6 @@ def _cache_root() -> Path:
 
 
 def _cache_path(settings: PipSettings, name: str) -> Path:
-    from .paths import inside
     return inside(_cache_root(), _cache_root() / settings.key / f"{name}.json")
 
 

@@ -22,13 +22,16 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import matrix as matrix_mod
+from . import status
 from .cells import Cell
 from .engines.base import Engine
 from .errors import EnvironmentUnavailable, UserError
+from .lifecycle import WORKLOADS_SRC
 from .matrix import Matrix
 from .paths import inside
 from .report.tables import slug
-from .runner import WORKLOADS_SRC, Runner
+from .result import Result
+from .runner import Runner
 
 DEFAULT_OUT = "bundles"
 
@@ -83,7 +86,7 @@ class LiveLog:
 
 
 def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, console: Console,
-              live: bool = True) -> tuple[Path, list[dict]]:
+              live: bool = True) -> tuple[Path, list[Result]]:
     bundle = inside(out, out / slug(cell.id))
     attempts_root = bundle / "attempts"
     results = []
@@ -98,21 +101,20 @@ def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, con
         else:
             results += runner.run([cell])
     # The environment's provenance (image, venv, base) is in every result the engine could run.
-    prov = next((r.get("provenance") for r in results if r["status"] != "unavailable"), None)
+    prov = next((r.provenance for r in results if r.status != status.UNAVAILABLE), None)
     write_bundle(bundle, cell, engine, prov, results)
     return bundle, results
 
 
-def summary(results: list[dict]) -> str:
-    failed = [r for r in results if r["status"] != "ok"]
-    kinds = sorted({f"{r['status']}: {(r.get('error') or {}).get('signature') or r.get('reason') or ''}"
-                    for r in failed})
+def summary(results: list[Result]) -> str:
+    failed = [r for r in results if r.status != status.OK]
+    kinds = sorted({f"{r.status}: {r.failure_text}" for r in failed})
     text = f"{len(failed)}/{len(results)} attempts failed"
     return text + (" -- " + "; ".join(kinds) if kinds else "")
 
 
 # -- the bundle --------------------------------------------------------------------
-def write_bundle(bundle: Path, cell: Cell, engine: Engine, prov: dict | None, results: list[dict]) -> None:
+def write_bundle(bundle: Path, cell: Cell, engine: Engine, prov: dict | None, results: list[Result]) -> None:
     """`prov` is the environment's provenance; None when it could not be had,
     and then the bundle holds the attempts and their build log but no run.sh.
     How the environment is remade is the engine's to say (`Engine.write_replay`)."""
@@ -135,14 +137,13 @@ def write_bundle(bundle: Path, cell: Cell, engine: Engine, prov: dict | None, re
     (bundle / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def readme(cell: Cell, engine: Engine, results: list[dict]) -> str:
-    seen = next((r.get("seen") for r in results if r.get("seen")), {}) or {}
+def readme(cell: Cell, engine: Engine, results: list[Result]) -> str:
+    seen = next((r.seen for r in results if r.seen), {})
     lines = [f"# Reproduction of `{cell.id}`", "", f"Outcome here: **{summary(results)}**", "",
              "| attempt | status | signature | exit |", "|---|---|---|---|"]
     for i, r in enumerate(results, 1):
-        err = r.get("error") or {}
-        sig = (err.get("signature") or r.get("reason") or "").replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {i} | {r['status']} | {sig} | {(r.get('exit') or {}).get('code')} |")
+        sig = r.failure_text.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {i} | {r.status} | {sig} | {(r.exit or {}).get('code')} |")
     lines += ["", "Environment as seen from inside: " + ", ".join(
         f"{k} {seen.get(k)}" for k in ("python", "tensorflow", "keras", "numpy", "backend") if seen.get(k)), "",
         f"Run it again: `./run.sh` ({engine.replay_words}). "

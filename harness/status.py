@@ -1,9 +1,10 @@
 """The result model's fixed words, and the judgements made about a result.
 
 The status vocabulary is fixed (reports, tests and outside checks depend on
-it); it is spelled here once. So are the two judgements every command makes
-about a stored result: what its failure says in one line, and whether a
-control cell gave the answer its matrix expects. `run`, `report` and `repro`
+it); it is spelled here once, and host code names a status only through these
+constants. So are the two judgements every command makes about a stored
+result: what its failure says in one line, and whether a control cell gave
+the answer its matrix expects. `run`, `report` and `repro`
 all ask this module, so they cannot disagree about the same folder.
 """
 
@@ -25,13 +26,15 @@ NOT_RUN = (UNAVAILABLE, UNSUPPORTED)      # it could not run here
 RETRIED_ALWAYS = frozenset({UNAVAILABLE})
 
 
-def failure_text(result: dict) -> str:
-    """What a result's failure says in one line: its signature, else its reason."""
+def failure_text(result) -> str:
+    """What a result's failure says in one line: its signature, else its reason
+    (`result.Result.failure_text`; this spelling also reads a raw result dict)."""
     return (result.get("error") or {}).get("signature") or result.get("reason") or ""
 
 
-def judge(expect: dict | None, result: dict) -> dict | None:
-    """Did a control cell give the answer its matrix expects? None for other cells."""
+def judge(expect: dict | None, result) -> dict | None:
+    """Did a control cell give the answer its matrix expects? None for other cells.
+    `result` is a `result.Result` (or a raw result dict)."""
     if not expect:
         return None
     status_ok = result["status"] == expect["status"]

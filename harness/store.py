@@ -23,11 +23,12 @@ import shutil
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .cells import Cell
-from .paths import inside
+from .paths import inside, read_json, write_json  # noqa: F401 - write_json: the store's writer
+from .result import Quarantined, Result, load, load_folder
 from .status import RETRIED_ALWAYS
 from .workloads.protocol import RESULT_FILE, SPEC_FILE
 
@@ -36,19 +37,6 @@ SPEC = SPEC_FILE
 OWNER = "owner.json"
 PARTIAL = ".partial-"
 LOCKS = ".locks"
-
-
-def write_json(path: Path, data) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 class Claim:
@@ -71,26 +59,52 @@ class ResultStore:
         self.run_dir = inside(self.root, self.root / run)
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
+        self.notes: list[str] = []   # files found here that are not what they claim (quarantined)
+        self._told: set[str] = set()
 
     def final_dir(self, cell: Cell) -> Path:
         return inside(self.run_dir, self.run_dir / cell.id)
 
-    def existing(self, cell: Cell) -> dict | None:
-        return read_json(self.final_dir(cell) / RESULT)
+    def existing(self, cell: Cell) -> Result | None:
+        """The cell's stored result; None when there is none or it is quarantined
+        (then the cell counts as missing, runs again, and `notes` says why once)."""
+        found = load_folder(self.final_dir(cell))
+        if isinstance(found, Result) and found.cell != cell.id:  # copied here from another cell's folder
+            found = Quarantined(self.final_dir(cell) / RESULT, f"the result of another cell ({found.cell[:200]!r})")
+        if isinstance(found, Quarantined):
+            self.note(found.note().replace("; left out", "; the cell counts as missing"))
+            return None
+        return found
+
+    def note(self, text: str) -> None:
+        with self._held_lock:
+            if text not in self._told:
+                self._told.add(text)
+                self.notes.append(text)
+
+    def take_notes(self) -> list[str]:
+        """The quarantine notes gathered since the last call; each file is told once."""
+        with self._held_lock:
+            out, self.notes = self.notes, []
+        return out
 
     def needs_run(self, cell: Cell, rerun: frozenset[str] = frozenset()) -> bool:
         result = self.existing(cell)
         if result is None:
             return True
-        status = result.get("status")
+        status = result.status
         return status in RETRIED_ALWAYS or status in rerun or "all" in rerun or self.is_stale(cell)
 
     def is_stale(self, cell: Cell) -> bool:
         """True when the stored result answers a different question than the cell
         asks now (a pin, a model size, a limit changed under the same id). The
-        expected answer is left out: changing it does not change the run."""
-        stored = read_json(self.final_dir(cell) / SPEC)
-        if stored is None:
+        expected answer is left out: changing it does not change the run. A
+        spec.json that is not a JSON object (written by someone else) is stale."""
+        path = self.final_dir(cell) / SPEC
+        stored = read_json(path)
+        if not isinstance(stored, dict):
+            if stored is not None or path.exists():
+                self.note(f"{path}: not a cell spec (expected a JSON object); the cell runs again")
             return True
         now = json.loads(json.dumps(cell.spec()))
         stored.pop("expect", None)
@@ -188,7 +202,8 @@ def _end_leftover(owner: dict) -> int:
 
 
 def iter_results(*roots: Path) -> Iterator[tuple[Path, dict]]:
-    """Every result.json below the given folders (a checker finds them by name)."""
+    """Every result.json below the given folders as raw dicts, the way an outside checker reads
+    them (tests and bench scripts do); the harness itself reads through `scan` / `read_all`."""
     for root in roots:
         root = Path(root)
         files = [root] if root.is_file() else sorted(root.rglob(RESULT))
@@ -198,3 +213,27 @@ def iter_results(*roots: Path) -> Iterator[tuple[Path, dict]]:
             data = read_json(path)
             if isinstance(data, dict) and "status" in data:
                 yield path.parent, data
+
+
+def scan(*roots: Path) -> Iterator[tuple[Path, Result | Quarantined]]:
+    """Every result.json below the given folders (or the files themselves), as (folder, answer);
+    half-written cell folders are skipped. A checker finds results by this file name."""
+    for root in roots:
+        root = Path(root)
+        files = [root] if root.is_file() else sorted(root.rglob(RESULT))
+        for path in files:
+            if PARTIAL in str(path):
+                continue
+            yield path.parent, load(path)
+
+
+def read_all(roots: Iterable[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:
+    """The results below `roots`; each quarantined file is told to `notes` in one line and left out."""
+    out = []
+    for folder, found in scan(*roots):
+        if isinstance(found, Quarantined):
+            if notes:
+                notes(found.note())
+            continue
+        out.append((folder, found))
+    return out

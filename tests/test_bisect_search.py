@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from harness import status
 from harness.bisect import BAD, GOOD, SKIP, Criteria, Verdict, judge, probes, search
+from harness.result import Result
 
 VERSIONS = [f"1.{i}.0" for i in range(16)]
 
@@ -72,8 +73,8 @@ def test_a_skip_away_from_the_change_does_not_blur_the_answer():
 def test_a_flaky_middle_is_reported_as_where_it_started_and_flagged():
     """1.5.0 .. 1.9.0 fail one repeat in three; from 1.10.0 on every repeat fails. The change is
     that the cell stops always working: 1.5.0, marked flaky, and each release is asked once."""
-    ok = {"status": status.OK, "metrics": {"val_accuracy": 0.9}, "epochs": [], "cell": "c"}
-    err = {"status": status.ERROR, "error": {"signature": "exception: ValueError: x"}, "cell": "c"}
+    ok = Result(cell="c", status=status.OK, metrics={"val_accuracy": 0.9})
+    err = Result(cell="c", status=status.ERROR, error={"signature": "exception: ValueError: x"})
     calls = []
 
     def repeats_of(i):
@@ -120,8 +121,8 @@ def test_probes_spread_evenly():
 
 
 def _ok(acc, rates):
-    return {"status": status.OK, "cell": "c", "metrics": {"val_accuracy": acc},
-            "epochs": [{"samples_per_sec": None}] + [{"samples_per_sec": r} for r in rates]}
+    return Result(cell="c", status=status.OK, metrics={"val_accuracy": acc},
+                  epochs=[{"samples_per_sec": None}] + [{"samples_per_sec": r} for r in rates])
 
 
 def test_metric_criteria_are_noise_aware():
@@ -139,9 +140,9 @@ def test_metric_criteria_are_noise_aware():
 def test_timeouts_and_crashes_are_bad_and_unavailable_is_a_skip():
     good = judge([_ok(0.9, [1000])], None).evidence
     for word in (status.TIMEOUT, status.CRASH, status.OOM, status.ERROR):
-        assert judge([{"status": word, "cell": "c"}], good).kind == BAD
-    skip = judge([{"status": status.UNAVAILABLE, "cell": "c",
-                   "reason": "pip install failed: No matching distribution found for numpy==9"}], good)
+        assert judge([Result(cell="c", status=word)], good).kind == BAD
+    skip = judge([Result(cell="c", status=status.UNAVAILABLE,
+                         reason="pip install failed: No matching distribution found for numpy==9")], good)
     assert skip.kind == SKIP and "No matching distribution" in skip.why
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import __version__, bases, releases, stacks
+from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..outcome import signal_name
@@ -39,25 +40,8 @@ OUT_MOUNT = "/out"
 # number of processes and threads, and a read-only root filesystem with a
 # tmpfs for /tmp (HOME; Keras' and the frameworks' caches). /tmp keeps `exec`:
 # compilers that load what they just built from /tmp would fail without it.
-PIDS_LIMIT = 4096
-TMPFS = {"/tmp": "rw,exec,nosuid,nodev,size=2g,mode=1777"}
 MEMORY_MARGIN = 0.10        # of the daemon host's memory, left to the host when the matrix sets no limit
 MEMORY_MARGIN_MIN = 1 << 30
-
-
-def hardening() -> dict:
-    """docker-py keyword arguments for every cell container."""
-    return {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "pids_limit": PIDS_LIMIT,
-            "read_only": True, "tmpfs": dict(TMPFS)}
-
-
-def hardening_flags() -> list[str]:
-    """The same settings as docker CLI flags, for a bundle's run.sh."""
-    flags = ["--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--pids-limit", str(PIDS_LIMIT),
-             "--read-only"]
-    for where, options in TMPFS.items():
-        flags += ["--tmpfs", f"{where}:{options}"]
-    return flags
 
 
 def default_memory_limit(client) -> int | None:

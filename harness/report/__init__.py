@@ -11,9 +11,11 @@ import json
 import os
 import shutil
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
-from ..store import iter_results
+from ..result import Result
+from ..store import read_all
 from . import plots, site, tables
 from .markdown import md_escape, md_table
 
@@ -22,25 +24,23 @@ CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devic
               "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason", "releases")
 
 
-def load(roots: list[Path]) -> list[tuple[Path, dict]]:
-    found = []
-    for root in roots:
-        found += list(iter_results(Path(root)))
-    return found
+def load(roots: list[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:
+    """The results below `roots`, read through the result model; a file that is not a result is
+    told to `notes` in one line and left out."""
+    return read_all([Path(root) for root in roots], notes)
 
 
-def report_tables(results: list[dict]) -> list[tables.Table]:
+def report_tables(results: list[Result]) -> list[tables.Table]:
     return tables.report(results)
 
 
 def provenance_lines(results: list[dict]) -> list[str]:
-    statuses = Counter(r["status"] for r in results)
-    prov = [r.get("provenance") or {} for r in results]
-    hosts = sorted({(p.get("host") or {}).get("name", "?") for p in prov})
-    commits = sorted({(p.get("harness_commit") or "?")[:12] for p in prov})
-    matrices = sorted({p.get("matrix") or "?" for p in prov})
-    engines = sorted({r.get("engine") or "?" for r in results})
-    gpus = sorted({g for r in results for g in ((r.get("seen") or {}).get("gpus") or [])})
+    statuses = Counter(r.status for r in results)
+    hosts = sorted({r.host for r in results})
+    commits = sorted({(r.provenance.get("harness_commit") or "?")[:12] for r in results})
+    matrices = sorted({r.matrix or "?" for r in results})
+    engines = sorted({r.engine or "?" for r in results})
+    gpus = sorted({g for r in results for g in (r.seen.get("gpus") or [])})
     return [
         f"{len(results)} cells: " + ", ".join(f"{n} {s}" for s, n in statuses.most_common()),
         f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; {len(hosts)} host(s); "
@@ -55,18 +55,17 @@ def gpu_lines(results: list[dict]) -> list[str]:
     frameworks reported from inside the cells."""
     hosts: dict[tuple, dict] = {}
     for r in results:
-        res = (r.get("provenance") or {}).get("host_resources") or {}
+        res = r.provenance.get("host_resources") or {}
         gpus = res.get("gpus") or []
         if not gpus or not any(g.get("name") for g in gpus):
             continue
         g = gpus[0]
         links = sorted(set((res.get("topology") or {}).values()))
-        key = ((r.get("provenance") or {}).get("host") or {}).get("name", "?"), len(gpus)
+        key = r.host, len(gpus)
         hosts[key] = {"text": f"{len(gpus)} x {g.get('name')} ({(g.get('memory_mib') or 0) // 1024} GiB, "
                               f"compute capability {g.get('compute_capability')}, driver {g.get('driver')})"
                               + (f", GPU links: {', '.join(links)}" if links else "")}
-    stacks = sorted({_cuda_seen(r["seen"]) for r in results
-                     if (r.get("seen") or {}).get("gpus") and r["seen"].get("cuda")})
+    stacks = sorted({_cuda_seen(r.seen) for r in results if r.seen.get("gpus") and r.seen.get("cuda")})
     lines = [f"GPU host {name}: {h['text']}" for (name, _), h in sorted(hosts.items())]
     if stacks:
         lines.append("CUDA as the frameworks report it: " + "; ".join(stacks))
@@ -85,7 +84,7 @@ def coverage_lines(results: list[dict]) -> list[str]:
     from ..matrix import load as load_matrix
     have: dict[str, set] = defaultdict(set)
     for r in results:
-        have[(r.get("provenance") or {}).get("matrix") or ""].add(r["cell"])
+        have[r.matrix].add(r.cell)
     lines = []
     for path, cells in sorted(have.items()):
         if not path or not Path(path).is_file():
@@ -101,18 +100,14 @@ def coverage_lines(results: list[dict]) -> list[str]:
     return lines
 
 
-def _csv_row(r: dict) -> dict:
-    seen, par, timing = r.get("seen") or {}, r.get("parallelism") or {}, r.get("timing") or {}
-    metrics, err = r.get("metrics") or {}, r.get("error") or {}
-    return {"cell": r["cell"], "status": r["status"], "environment": r.get("environment"),
-            "workload": r.get("workload"), "parallelism": par.get("label"), "devices": par.get("devices"),
-            "batch_size": r.get("batch_size"), "repeat": r.get("repeat"), "engine": r.get("engine"),
-            "python": seen.get("python"), "tensorflow": seen.get("tensorflow"), "keras": seen.get("keras"),
-            "backend": seen.get("backend"), "val_accuracy": metrics.get("val_accuracy"),
-            "accuracy": metrics.get("accuracy"), "steady_epoch_seconds": timing.get("steady_epoch_seconds"),
-            "steady_samples_per_sec": timing.get("steady_samples_per_sec"),
-            "total_seconds": timing.get("total_seconds"), "signature": err.get("signature"),
-            "reason": r.get("reason"),
+def _csv_row(r: Result) -> dict:
+    return {"cell": r.cell, "status": r.status, "environment": r.environment, "workload": r.workload,
+            "parallelism": r.parallelism.get("label"), "devices": r.parallelism.get("devices"),
+            "batch_size": r.batch_size, "repeat": r.repeat, "engine": r.engine,
+            **{k: r.seen.get(k) for k in ("python", "tensorflow", "keras", "backend")},
+            "val_accuracy": r.metric("val_accuracy"), "accuracy": r.metric("accuracy"),
+            **{k: r.timing_of(k) for k in ("steady_epoch_seconds", "steady_samples_per_sec", "total_seconds")},
+            "signature": r.signature, "reason": r.reason,
             "releases": " ".join(f"{p}=={v}" for p, _, v in (r.get("releases") or []))}
 
 
@@ -126,8 +121,8 @@ def markdown(results: list[dict], title: str, plot_links: list[tuple[str, str]],
 
 
 def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
-            markdown_path: Path | None = None) -> dict:
-    found = load(roots)
+            markdown_path: Path | None = None, notes: Callable[[str], None] | None = None) -> dict:
+    found = load(roots, notes)
     results = [r for _, r in found]
     out.mkdir(parents=True, exist_ok=True)
     for sub in ("cells", "plots"):
@@ -141,9 +136,10 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows(_csv_row(r) for r in results)
-    (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True, default=str))
+    (out / "results.json").write_text(json.dumps([r.to_dict() for r in results], indent=1, sort_keys=True,
+                                                 default=str))
     for folder, r in found:
-        (out / "cells" / f"{tables.slug(r['cell'])}.html").write_text(site.cell_page(r, folder))
+        (out / "cells" / f"{tables.slug(r.cell)}.html").write_text(site.cell_page(r, folder))
     (out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
                                                ["report.md", "results.csv", "results.json"]))
     written = {"site": out / "index.html", "markdown": out / "report.md", "cells": len(results),
@@ -162,11 +158,11 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
     return written
 
 
-def compare(run_a: Path, run_b: Path) -> tuple[str, int]:
+def compare(run_a: Path, run_b: Path, notes: Callable[[str], None] | None = None) -> tuple[str, int]:
     """Markdown of what changed from run A to run B, and how many regressions."""
     from .analysis import compare_runs
-    a = [r for _, r in load([run_a])]
-    b = [r for _, r in load([run_b])]
+    a = [r for _, r in load([run_a], notes)]
+    b = [r for _, r in load([run_b], notes)]
     diff = compare_runs(a, b)
     parts = [f"# {run_a} -> {run_b}", "",
              f"- {len(diff['regressions'])} regressions, {len(diff['fixes'])} fixes, {len(diff['slower'])} slower, "
