@@ -52,6 +52,8 @@ MAX_TEXT = 2_000                  # description, why, signature, a fault's messa
 MAX_REQUIREMENT = 200             # one pip requirement string
 MIN_MEMORY = 64 << 20             # a limit below this cannot start Python + numpy
 MAX_PROBLEMS = 20                 # problems listed in one message
+MAX_RANGES = 50                   # version ranges in one matrix: each may ask the package index once
+MAX_RANGE_ENVIRONMENTS = 500      # environments the ranges of one matrix may expand to
 # (low, high) inclusive for integers; for floats, `open_low` / `open_high` exclude the bound.
 TOP_LIMITS = {"epochs": (1, 10_000), "repeats": (1, 1_000), "seed": (0, 2**32 - 1)}
 BATCH_LIMITS = (1, 1_000_000)
@@ -155,6 +157,8 @@ class _Checker:
         self.problems: list[str] = []
         self.resolver = resolver
         self.release_options = releases.Options()
+        self.ranges = 0    # version ranges seen so far (MAX_RANGES)
+        self.expanded = 0  # environments they expanded to (MAX_RANGE_ENVIRONMENTS)
 
     def problem(self, where: str, message: str) -> None:
         self.problems.append(f"{where}: {message}" if where else message)
@@ -364,6 +368,10 @@ def _environments(check: _Checker, where: str, raw: dict) -> list[Environment] |
         placeholder = {k: ("1.0" if releases.is_range(v) else v) for k, v in raw.items() if k != "packages"}
         _environment(check, where, placeholder)  # reports what else is wrong (the python, keys)
         return None
+    check.ranges += len(ranges)
+    if check.ranges > MAX_RANGES:
+        check.problem(where, f"at most {MAX_RANGES} version ranges in one matrix (each may ask the package index)")
+        return None
     resolver = check.resolver = check.resolver or releases.Resolver()
     options = check.release_options
     lists = []
@@ -382,11 +390,14 @@ def _environments(check: _Checker, where: str, raw: dict) -> list[Environment] |
         lists.append([(fld, index, package, spec, v) for v in found.versions])
     if len(check.problems) > before:
         return None
+    count = math.prod(len(options) for options in lists)
+    check.expanded += count
+    if check.expanded > MAX_RANGE_ENVIRONMENTS:
+        check.problem(where, f"the version ranges expand to more than {MAX_RANGE_ENVIRONMENTS} environments "
+                             f"({count} here); narrow them, or use releases: {{every: minor}}")
+        return None
     out = []
     for combo in itertools.product(*lists):
-        if len(out) >= MAX_CELLS:
-            check.problem(where, f"the ranges expand to more than {MAX_CELLS} environments; narrow them")
-            return None
         new = dict(raw)
         packages = list(raw.get("packages") or [])
         for fld, index, package, _spec, version in combo:

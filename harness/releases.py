@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import html
 import json
@@ -164,14 +165,24 @@ class Project:
     files: list[File]
     cached: bool = False      # read from the cache, not the index
     stale: str = ""           # why a cached copy older than FRESH_SECONDS was used
+    _by_version: dict | None = field(default=None, repr=False, compare=False)
+    _fit: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def why_not(self, version: Version, python: str) -> str | None:
+        """None if a file of this release fits `python` here, else why not (asked once each)."""
+        if (version, python) not in self._fit:
+            self._fit[(version, python)] = installable(self.releases()[version], python)
+        return self._fit[(version, python)]
 
     def releases(self) -> dict[Version, list[File]]:
-        out: dict[Version, list[File]] = {}
-        for f in self.files:
-            v = f.version
-            if v is not None:
-                out.setdefault(v, []).append(f)
-        return out
+        if self._by_version is None:  # parsed once: a big project has thousands of files
+            out: dict[Version, list[File]] = {}
+            for f in self.files:
+                v = f.version
+                if v is not None:
+                    out.setdefault(v, []).append(f)
+            self._by_version = out
+        return self._by_version
 
     def uploaded(self, version: str) -> str | None:
         """When a release was uploaded: its last file's time (the release is whole from then)."""
@@ -225,7 +236,21 @@ def _iso(text: str) -> str:
     return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_down: dict[str, str] = {}  # index -> why it could not be reached: asked once per process, not per project
+
+
 def _fetch(settings: PipSettings, name: str) -> list[File]:
+    if settings.index in _down:
+        raise ReleasesUnavailable(_down[settings.index])
+    try:
+        return _fetch_once(settings, name)
+    except ReleasesUnavailable as exc:
+        if str(exc).startswith("cannot reach"):
+            _down[settings.index] = str(exc)
+        raise
+
+
+def _fetch_once(settings: PipSettings, name: str) -> list[File]:
     url = f"{settings.index}/{name}/"
     if url.startswith("file:"):
         path = Path(urllib.parse.urlparse(url).path)
@@ -252,9 +277,19 @@ def _fetch(settings: PipSettings, name: str) -> list[File]:
     return _parse_html(body.decode(errors="replace"), final)
 
 
+_read: dict[tuple, Project] = {}  # what this process already read: a matrix asks for one project many times
+
+
 def project(name: str, *, refresh: bool = False, offline: bool = False) -> Project:
     """A project's files from the cache when fresh, else from the index (and cached);
     a cached copy of any age when the index cannot be reached or `offline` is set."""
+    memo = (pip_settings().index, str(name).lower(), refresh, offline)
+    if memo not in _read:
+        _read[memo] = _project(name, refresh=refresh, offline=offline)
+    return _read[memo]
+
+
+def _project(name: str, *, refresh: bool = False, offline: bool = False) -> Project:
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ReleasesUnavailable(f"{name!r} is not a package name (letters, digits, '.', '_', '-')")
     settings = pip_settings()
@@ -294,6 +329,7 @@ def _age(seconds: float | None) -> str:
 
 
 # -- which files fit a Python ------------------------------------------------------------
+@functools.lru_cache(maxsize=32)
 def _tags(python: str) -> frozenset:
     major, minor = (int(p) for p in python.split(".")[:2])
     platforms = list(ptags.platform_tags())  # this host's: cells run here (or in a Linux container like it)
@@ -387,7 +423,7 @@ def expand(package: str, spec: str, python: str, options: Options = Options(), *
     releases = proj.releases()
     fit, unfit, skipped = [], {}, {}
     for v in candidates(releases, spec, options.pre):
-        why = installable(releases[v], python)
+        why = proj.why_not(v, python)
         if why == "yanked":
             skipped[str(v)] = why
         elif why:

@@ -192,3 +192,23 @@ def test_an_image_build_gets_the_cutoff_too(docker_client, tmp_path):
     lock = docker_client.containers.run(result["provenance"]["image"], ["cat", "/opt/env/requirements.lock"],
                                         remove=True).decode()
     assert "scipy==1.13.1" in lock and "numpy==2.0.0" in lock    # SciPy as of June 2024, not today's
+
+
+def test_many_ranges_are_refused_within_seconds(tmp_path):
+    """Bounded work for any matrix: ranges are counted, and what they expand to, before
+    anything is built (each range may ask the index; each release is an environment)."""
+    import time
+    many = "\n".join(f'  - {{python: "3.11", keras: "3.0.5", backend: jax, name: e{i}, '
+                     f'packages: [{{numpy: ">=1.{i}"}}]}}' for i in range(60))
+    path = tmp_path / "many.yaml"
+    path.write_text(f"environments:\n{many}\nworkloads: [{{model: dense}}]\n")
+    started = time.monotonic()
+    proc = harness("list", str(path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "the version ranges expand to more than 500 environments" in proc.stderr
+    assert time.monotonic() - started < 30
+    ranges = "\n".join(f'  - {{python: "3.11", keras: "3.0.5", backend: jax, name: e{i}, '
+                       f'packages: [{{numpy: ">=2.0.0,<2.0.1"}}]}}' for i in range(51))
+    path.write_text(f"environments:\n{ranges}\nworkloads: [{{model: dense}}]\n")
+    proc = harness("list", str(path))
+    assert proc.returncode == 2 and "environments[50]: at most 50 version ranges in one matrix" in proc.stderr
