@@ -40,13 +40,15 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from rich.console import Console
-from rich.markup import escape
 
 from . import releases, stacks, status
 from .cells import Cell, Environment
 from .errors import UserError
+from .names import file_name
+from .paths import inside
 from .result import Result
 from .stats import Spread, spread_of, steady
+from .terminal import shown
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
 
@@ -305,7 +307,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
     def oracle(asked: list[str]) -> dict[str, Verdict]:
         nonlocal good_evidence
         cells = [c for v in asked for c in cells_for(v)]
-        console.rule(f"testing {package} {', '.join(asked)}")
+        console.rule(f"testing {shown(package)} {shown(', '.join(asked))}")
         # timings are compared only within one run: a speed criterion measures every release afresh
         rerun = frozenset({"all"}) if criteria.speed_drop is not None else frozenset()
         runner = Runner(run_matrix, engine, results_root, console, rerun=rerun)
@@ -327,32 +329,33 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
         for v, verdict in step.tested:
             colour = {GOOD: "green", BAD: "red", SKIP: "yellow"}[verdict.kind]
             flaky = " (flaky)" if verdict.flaky else ""
-            console.print(f"  {package} {v}: [{colour}]{verdict.kind}[/]{flaky}  {escape(verdict.why)}",
+            console.print(f"  {shown(package)} {shown(v)}: [{colour}]{verdict.kind}[/]{flaky}  {shown(verdict.why)}",
                           highlight=False)
-        console.print(f"[bold]step {step.round}[/]: last good {step.last_good}, first bad {step.first_bad}, "
-                      f"{step.left} untested release(s) between", highlight=False)
+        console.print(f"[bold]step {step.round}[/]: last good {shown(step.last_good)}, first bad "
+                      f"{shown(step.first_bad)}, {step.left} untested release(s) between", highlight=False)
 
     started = time.monotonic()
     found = search(versions, oracle, jobs=jobs, on_step=on_step)
     bundle = None
     console.rule("bisect")
     if found.problem:
-        console.print(f"[red]no answer[/]: {escape(found.problem)}", highlight=False)
+        console.print(f"[red]no answer[/]: {shown(found.problem)}", highlight=False)
     else:
         tested = len(found.tested)
         if found.first_bad:
-            console.print(f"[bold]first bad: {package} {found.first_bad}[/]   last good: {package} {found.last_good}",
+            console.print(f"[bold]first bad: {shown(package)} {shown(found.first_bad)}[/]   last good: "
+                          f"{shown(package)} {shown(found.last_good)}",
                           highlight=False)
         else:
-            console.print(f"[bold]first bad is one of: {', '.join(found.candidates)}[/] (the others cannot be "
-                          f"installed); last good: {package} {found.last_good}", highlight=False)
+            console.print(f"[bold]first bad is one of: {shown(', '.join(found.candidates))}[/] (the others cannot "
+                          f"be installed); last good: {shown(package)} {shown(found.last_good)}", highlight=False)
         for label, v in (("last good", found.last_good), ("first bad", found.candidates[-1])):
             ev = found.tested[v].evidence
-            console.print(f"  {label} {v}: {escape(_show(ev))}", highlight=False)
+            console.print(f"  {label} {shown(v)}: {shown(_show(ev))}", highlight=False)
             for cell_id in ev.get("cells", [])[:3]:
-                console.print(f"    {escape(cell_id)}", highlight=False)
+                console.print(f"    {shown(cell_id)}", highlight=False)
         for w in found.warnings:
-            console.print(f"[yellow]warning[/]: {escape(w)}", highlight=False)
+            console.print(f"[yellow]warning[/]: {shown(w)}", highlight=False)
         console.print(f"{tested} of {len(versions)} releases tested, {runs['cells']} cell(s) "
                       f"({runs['ran']} run now, {runs['cells'] - runs['ran']} reused from earlier runs); "
                       f"a linear sweep tests all {len(versions)} releases; {time.monotonic() - started:.0f} s")
@@ -361,9 +364,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
         failing = next((r for r in bad_results if r.status != status.OK), bad_results[0] if bad_results else None)
         if failing:
             cell = next(c for c in cells_for(bad_v) if c.id == failing.cell)
-            from .paths import inside
-            from .report.tables import slug
-            bundle = inside(bundles, bundles / slug(cell.id))
+            bundle = inside(bundles, bundles / file_name(cell.id))  # as repro names its bundles
             write_bundle(bundle, cell, engine, failing.provenance, bad_results)
             attempts = bundle / "attempts"
             shutil.rmtree(attempts, ignore_errors=True)
@@ -371,7 +372,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
                 folder = results_root / m.name / r.cell
                 if folder.is_dir():
                     shutil.copytree(folder, attempts / str(n))
-            console.print(f"bundle of the first bad cell: {bundle}")
+            console.print(f"bundle of the first bad cell: {shown(bundle)}", highlight=False)
     _record(found, package, results_root / m.name, runs)
     return found, bundle
 

@@ -122,7 +122,8 @@ class Stack:
         if s.get("keras"):
             api = s.get("api") or "keras"
             if api == "keras3":
-                parts.append(f"Keras {s['keras']} on {s.get('backend') or '?'}")
+                # results from before the backend was always recorded: Keras 3 without one ran on TF
+                parts.append(f"Keras {s['keras']} on {s.get('backend') or 'tensorflow'}")
             else:
                 parts.append(f"{'Keras' if api == 'keras' else api} {s['keras']}")
         if s.get("python"):

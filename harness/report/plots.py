@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from ..names import file_name
 from ..status import OK
 from . import analysis
-from .tables import slug
 
 
 def _pyplot():
@@ -33,7 +33,9 @@ def _title(run: str, env: str, workload: str) -> str:
 
 
 def _file(kind: str, run: str, env: str, workload: str) -> str:
-    return f"{kind}-{slug('-'.join((Path(run).stem or 'run', env, workload)))}.png"
+    """One file per (run, environment, workload): the run is its matrix path, not
+    only the file's stem (two folders may each hold a smoke.yaml)."""
+    return f"{kind}-{file_name(run or 'run', env, workload)}.png"
 
 
 def _save(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> Path:
@@ -155,7 +157,7 @@ def draw_trends(results: list[dict], out: Path) -> list[tuple[str, Path]]:
             ax.set_xticks(range(len(versions)))
             ax.set_xticklabels(versions, rotation=45, ha="right", fontsize=8)
             title = f"{Path(run).stem or 'run'}: {workload}, {stack.replace('*', 'X')}"
-            name = f"trend-{metric}-{slug('-'.join((Path(run).stem or 'run', workload, stack)))}.png"
+            name = f"trend-{metric}-{file_name(run or 'run', workload, package, stack)}.png"
             made.append((f"{ylabel} across {package} releases: {title}",
                          _save(plt, fig, ax, f"{package} release", ylabel, title, out / name)))
     return made

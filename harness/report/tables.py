@@ -16,8 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..names import file_name
 from ..result import Result
-from ..status import OK
+from ..status import OK, failure_line
 from . import analysis
 from .analysis import Spread
 
@@ -45,8 +46,8 @@ class Table:
 
 
 def slug(cell_id: str) -> str:
-    """A file name for a cell page that every file system and browser accepts."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", cell_id.replace("/", "__"))
+    """A cell page's file name: one per cell id (`names.file_name`)."""
+    return file_name(cell_id)
 
 
 def cut(text: object, limit: int = CUT) -> str:
@@ -117,7 +118,10 @@ def group_summary(g: analysis.Group, ctx: Context | None = None) -> Entry:
         return Entry(" ".join(parts), link=g.first.cell, mark=OK)
     worst = next(r for r in g.results if r.status != OK)
     if ctx is None:  # a line on its own (the live run output): say what happened right there
-        return Entry(f"{g.status}: {cut(worst.failure_text, 90)}".rstrip(": "), link=worst.cell, mark=worst.status)
+        line = failure_line(worst)  # says its status once, with the real reason
+        if g.status != worst.status:
+            line = f"{g.status}: {line}"
+        return Entry(cut(line, 140), link=worst.cell, mark=worst.status)
     return Entry(g.status, link=worst.cell, mark=worst.status, ref=ctx.key_of.get(worst.cell))
 
 

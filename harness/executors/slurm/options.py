@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ...cells import size_bytes
+from ...cells import MAX_MEMORY, size_bytes
 from ...errors import UserError
 
 DEFAULT_TIME_MARGIN = 300.0  # seconds on top of the cell's wall limit: start-up, environment check, writing
@@ -81,6 +81,8 @@ def _margin(value: float) -> str | None:
 def _size(value: str) -> str | None:
     if text_problem(value) or size_bytes(value) is None:
         return f"expected a size like '16g' or '512m', got '{visible(value)}'"
+    if size_bytes(value) > MAX_MEMORY:
+        return f"at most {MAX_MEMORY >> 40}t (64 TiB), got '{visible(value)}'"
     return None
 
 
