@@ -236,17 +236,18 @@ def _iso(text: str) -> str:
     return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-_down: dict[str, str] = {}  # index -> why it could not be reached: asked once per process, not per project
+_down: dict[tuple, str] = {}  # (index, proxy) -> why it could not be reached: once per process, not per project
 
 
 def _fetch(settings: PipSettings, name: str) -> list[File]:
-    if settings.index in _down:
-        raise ReleasesUnavailable(_down[settings.index])
+    route = (settings.index, os.environ.get("https_proxy"), os.environ.get("HTTPS_PROXY"))
+    if route in _down:
+        raise ReleasesUnavailable(_down[route])
     try:
         return _fetch_once(settings, name)
     except ReleasesUnavailable as exc:
         if str(exc).startswith("cannot reach"):
-            _down[settings.index] = str(exc)
+            _down[route] = str(exc)
         raise
 
 
@@ -283,7 +284,7 @@ _read: dict[tuple, Project] = {}  # what this process already read: a matrix ask
 def project(name: str, *, refresh: bool = False, offline: bool = False) -> Project:
     """A project's files from the cache when fresh, else from the index (and cached);
     a cached copy of any age when the index cannot be reached or `offline` is set."""
-    memo = (pip_settings().index, str(name).lower(), refresh, offline)
+    memo = (_cache_root(), pip_settings().index, str(name).lower(), refresh, offline)
     if memo not in _read:
         _read[memo] = _project(name, refresh=refresh, offline=offline)
     return _read[memo]
