@@ -150,7 +150,9 @@ def assemble(cell: Cell, engine: str, provenance: dict, verdict: Verdict, eviden
         logs={"stdout_tail": evidence.stdout_tail, "stderr_tail": evidence.stderr_tail},
         started=started,
         finished=now(),
-        extra=dict(evidence.extra),
+        # the releases a version range (or a bisect) chose: [package, range, version] each
+        extra={**evidence.extra, **({"releases": [list(r) for r in cell.environment.ranges]}
+                                    if cell.environment.ranges else {})},
     )
 
 

@@ -23,7 +23,7 @@ from .markdown import md_escape, md_table
 
 CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devices", "batch_size", "repeat",
               "engine", "python", "tensorflow", "keras", "backend", "val_accuracy", "accuracy",
-              "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason")
+              "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason", "releases")
 
 
 def load(roots: list[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:
@@ -120,7 +120,8 @@ def _csv_row(r: Result) -> dict:
             **{k: r.seen.get(k) for k in ("python", "tensorflow", "keras", "backend")},
             "val_accuracy": r.metric("val_accuracy"), "accuracy": r.metric("accuracy"),
             **{k: r.timing_of(k) for k in ("steady_epoch_seconds", "steady_samples_per_sec", "total_seconds")},
-            "signature": r.signature, "reason": r.reason}
+            "signature": r.signature, "reason": r.reason,
+            "releases": " ".join(f"{p}=={v}" for p, _, v in (r.get("releases") or []))}
 
 
 REPORT_FILES = ("index.html", "report.md", "results.csv", "results.json")
