@@ -122,7 +122,8 @@ class Lifecycle:
                 return self.finish(cell, work, started, outcome.Verdict(status.UNAVAILABLE, error=error,
                                                                         reason=str(exc)),
                                    Evidence(), prepared.provenance, slot)
-            ctx = RunContext(slot=slot, cancel=cancel, on_start=lambda pgid: self.store.note_process(work, pgid))
+            ctx = RunContext(slot=slot, cancel=cancel, on_start=lambda pgid: self.store.note_process(work, pgid),
+                             run_id=self.store.run_id)
             raw = engine.run(prepared, cell, work, workloads_root, ctx)
         except CellUnsupported as exc:
             return self.finish(cell, work, started, outcome.Verdict(status.UNSUPPORTED, reason=str(exc)),

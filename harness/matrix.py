@@ -12,6 +12,7 @@ in a MatrixError within milliseconds (tests/test_fuzz_matrix.py).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import difflib
 import fnmatch
 import hashlib
@@ -29,8 +30,8 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from . import chains, names, stacks, status, usercode, values
-from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
+from . import chains, names, releases, stacks, status, terminal, usercode, values
+from .cells import FEEDS, MAX_MEMORY, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
 from .errors import MatrixError
 from .executors.slurm.options import SLURM_KEYS
 from .executors.slurm.options import problems as slurm_problems
@@ -47,10 +48,13 @@ MAX_DEPTH = 32                    # nesting (after aliases); real matrices use 4
 MAX_VALUES = 20_000               # values after aliases are expanded: an alias bomb stops here
 MAX_CELLS = 100_000               # cells one matrix may expand to
 MAX_RULES = 200                   # entries in each of include / exclude / expect
+MAX_MATCH_WORK = 2_000_000        # pattern tests include / exclude / expect may cost (_Rules.work)
 MAX_TEXT = 2_000                  # description, why, signature, a fault's message
 MAX_REQUIREMENT = 200             # one pip requirement string
 MIN_MEMORY = 64 << 20             # a limit below this cannot start Python + numpy
 MAX_PROBLEMS = 20                 # problems listed in one message
+MAX_RANGES = 50                   # version ranges in one matrix: each may ask the package index once
+MAX_RANGE_ENVIRONMENTS = 500      # environments the ranges of one matrix may expand to
 # (low, high) inclusive for integers; for floats, `open_low` / `open_high` exclude the bound.
 TOP_LIMITS = {"epochs": (1, 10_000), "repeats": (1, 1_000), "seed": (0, 2**32 - 1)}
 BATCH_LIMITS = (1, 1_000_000)
@@ -130,7 +134,9 @@ EXPECT_KEYS = {**{k: v for k, v in RULE_KEYS.items() if k != "repeat"},
 TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": list,
             "parallelism": list, "batch_sizes": list, "epochs": int, "repeats": int, "seed": int,
             "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
-            "slurm": dict}
+            "slurm": dict, "releases": dict}
+# How version ranges expand (harness.releases.Options); the README's "Version ranges" lists them.
+RELEASES_KEYS = {"pre": bool, "every": str, "cutoff": bool, "margin_days": (int, float)}
 TIMEOUT_KEYS = {"wall": (int, float), "progress": (int, float)}
 
 
@@ -142,6 +148,7 @@ class Matrix:
     sha256: str
     cells: list[Cell]
     slurm: dict = field(default_factory=dict)  # the validated `slurm:` section, as written
+    resolver: releases.Resolver | None = None  # what its version ranges expanded to (None: it has none)
 
     @property
     def environments(self) -> list[Environment]:
@@ -154,10 +161,14 @@ class Matrix:
 class _Checker:
     """Collects problems, so one run of validation reports all of them."""
 
-    def __init__(self, path: Path, base: Path | None = None):
+    def __init__(self, path: Path, resolver: releases.Resolver | None = None, base: Path | None = None):
         self.path = path
         self.base = Path(base) if base else path.parent  # where the matrix's relative paths start
         self.problems: list[str] = []
+        self.resolver = resolver
+        self.release_options = releases.Options()
+        self.ranges = 0    # version ranges seen so far (MAX_RANGES)
+        self.expanded = 0  # environments they expanded to (MAX_RANGE_ENVIRONMENTS)
 
     def problem(self, where: str, message: str) -> None:
         self.problems.append(f"{where}: {message}" if where else message)
@@ -301,12 +312,149 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
                        keras_api=keras_api, tensorflow_package=tf_package, env=variables)
 
 
+# -- version ranges (harness.releases) ---------------------------------------------------
+RANGE_EXAMPLE = "e.g. '2.15.1', or a range such as '>=2.10,<2.17'"
+
+
+def _release_options(check: _Checker, raw) -> releases.Options:
+    if not isinstance(raw, dict):
+        return releases.Options()
+    check.keys("releases", raw, RELEASES_KEYS)
+    every = raw.get("every", "patch")
+    if every not in releases.EVERY:
+        check.problem("releases.every", f"expected one of {', '.join(releases.EVERY)}, got {_show(every)}")
+    if "margin_days" in raw:
+        check.bounded("releases.margin_days", raw["margin_days"], 0, 3650)
+    pick = {k: raw[k] for k in RELEASES_KEYS if k in raw and _is_type(raw[k], RELEASES_KEYS[k])}
+    if pick.get("every") not in (None, *releases.EVERY):
+        pick.pop("every")
+    return releases.Options(**pick)
+
+
+def _ranges_of(check: _Checker, where: str, raw: dict) -> list[tuple[str, int | None, str, str]]:
+    """The ranges an environment asks to expand: (field, index in packages, package, range)."""
+    found = []
+    for fld in ("tensorflow", "keras"):
+        value = raw.get(fld)
+        if releases.is_range(value):
+            if len(value) > MAX_REQUIREMENT or releases.parse_range(value) is None:
+                check.problem(f"{where}.{fld}", f"{_show(value)} is not a version or a range (PEP 440), "
+                              f"{RANGE_EXAMPLE}")
+            else:
+                package = "tf_keras" if fld == "keras" and raw.get("keras_api") == "tf_keras" else fld
+                found.append((fld, None, package, value))
+    packages = raw.get("packages")
+    for i, entry in enumerate(packages if isinstance(packages, list) else []):
+        if not isinstance(entry, dict):
+            continue
+        at = f"{where}.packages[{i}]"
+        if len(entry) != 1:
+            check.problem(at, f"a range is one package and its range, e.g. {{numpy: '>=1.26,<2.1'}}; "
+                              f"got {_show(entry)}")
+            continue
+        name, spec = next(iter(entry.items()))
+        if not isinstance(name, str) or not releases.NAME_RE.fullmatch(name):
+            check.problem(at, f"{_show(name)} is not a package name")
+        elif not isinstance(spec, str) or len(spec) > MAX_REQUIREMENT or not releases.is_range(spec) \
+                or releases.parse_range(spec) is None:
+            check.problem(f"{at}.{_key(name)}", f"{_show(spec)} is not a range (PEP 440), e.g. '>=1.26,<2.1'")
+        else:
+            found.append(("packages", i, name, spec))
+    return found
+
+
+def _short(package: str) -> str:
+    return {"tensorflow": "tf", "tf_keras": "tf_keras"}.get(package, package)
+
+
+def _environments(check: _Checker, where: str, raw: dict) -> list[Environment] | Environment | None:
+    """One environment, or one per release of each range it holds (every combination)."""
+    before = len(check.problems)
+    ranges = _ranges_of(check, where, raw)
+    if not ranges:
+        return _environment(check, where, raw) if len(check.problems) == before else None
+    python = raw.get("python")
+    if len(check.problems) > before or not isinstance(python, str) or not PYTHON_RE.fullmatch(python):
+        placeholder = {k: ("1.0" if releases.is_range(v) else v) for k, v in raw.items() if k != "packages"}
+        _environment(check, where, placeholder)  # reports what else is wrong (the python, keys)
+        return None
+    check.ranges += len(ranges)
+    if check.ranges > MAX_RANGES:
+        check.problem(where, f"at most {MAX_RANGES} version ranges in one matrix (each may ask the package index)")
+        return None
+    resolver = check.resolver = check.resolver or releases.Resolver()
+    options = check.release_options
+    lists = []
+    for fld, index, package, spec in ranges:
+        at = f"{where}.{fld}" + (f"[{index}]" if index is not None else "")
+        try:
+            found = resolver.expand(package, spec, python, options)
+        except releases.ReleasesUnavailable as exc:
+            check.problem(at, f"cannot list the releases of {package}: {exc}")
+            continue
+        if not found.versions:
+            why = "; ".join(f"{v}: {r}" for v, r in list(found.skipped.items())[:3])  # all yanked
+            check.problem(at, f"no release of {package} in {spec} for Python {python} on {found.index}"
+                              + (f" ({why})" if why else ""))
+            continue
+        lists.append([(fld, index, package, spec, v) for v in found.versions])
+    if len(check.problems) > before:
+        return None
+    count = math.prod(len(options) for options in lists)
+    check.expanded += count
+    if check.expanded > MAX_RANGE_ENVIRONMENTS:
+        check.problem(where, f"the version ranges expand to more than {MAX_RANGE_ENVIRONMENTS} environments "
+                             f"({count} here); narrow them, or use releases: {{every: minor}}")
+        return None
+    out = []
+    for combo in itertools.product(*lists):
+        new = dict(raw)
+        packages = list(raw.get("packages") or [])
+        for fld, index, package, _spec, version in combo:
+            if fld == "packages":
+                packages[index] = f"{package}=={version}"
+            else:
+                new[fld] = version
+        if "packages" in raw:
+            new["packages"] = packages
+        # the name says which release: the derived name has tf / keras already, a given one has nothing
+        tags = [f"{_short(p)}{v}" for fld, _, p, _, v in combo if fld == "packages" or "name" in raw]
+        if "name" in raw and isinstance(raw["name"], str):
+            new["name"] = "-".join([raw["name"], *tags])
+        env = _environment(check, where, new)
+        if env is None:
+            return None
+        if "name" not in raw and tags:
+            name = "-".join([env.name, *tags])
+            check.name(where, name, derived=True)
+            env = dataclasses.replace(env, name=name)
+        cutoff = None
+        if options.cutoff:
+            cutoff = releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)],
+                                        options.margin_days)
+        out.append(dataclasses.replace(env, ranges=tuple((p, str(releases.parse_range(s)), v)
+                                                         for _, _, p, s, v in combo),
+                                       uploaded_before=cutoff))
+    return out
+
+
 def _slurm(check: _Checker, raw: dict) -> None:
     """How the cells are handed to Slurm: the keys, types and checks are SlurmOptions' own."""
     check.keys("slurm", raw, SLURM_KEYS)
     typed = {k: v for k, v in raw.items() if k in SLURM_KEYS and check.typed(raw, k, SLURM_KEYS[k], "slurm")}
     for key, why in slurm_problems(typed):
         check.problem(f"slurm.{key}", why)
+
+
+def _size(check: _Checker, where: str, text: str, low: int) -> None:
+    """A memory size: one the engines and Slurm can read, from `low` bytes to MAX_MEMORY."""
+    size = size_bytes(text)
+    if size is None:
+        check.problem(where, f"expected a size like '4g' or '512m', got {_show(text)}")
+    elif size < low:
+        check.problem(where, f"at least {low >> 20}m, got {_show(text)}")
+    elif size > MAX_MEMORY:
+        check.problem(where, f"at most {MAX_MEMORY >> 40}t (64 TiB), got {_show(text)}")
 
 
 def _keras_api(check: _Checker, where: str, raw: dict, tf: str | None, keras: str | None) -> str | None:
@@ -349,8 +497,14 @@ def _variables(check: _Checker, where: str, raw) -> tuple[tuple[str, str], ...]:
             why = ("keras_api / backend set it" if name in stacks.KERAS_SWITCHES
                    else "the harness sets it for every cell")
             check.problem(key, f"{name} cannot be set here: {why}")
+        elif stacks.loads_code(name):
+            check.problem(key, f"{name} cannot be set here: {stacks.loads_code(name)}")
         elif not isinstance(value, str):
-            check.problem(key, f"expected a string, got {_type_name(type(value))} {value!r} (quote it: \"{value}\")")
+            check.problem(key, f"expected a string, got {_type_name(type(value))} {_show(value)} "
+                               f"(quote it: \"{_show(value)}\")")
+        elif not terminal.is_plain(value):
+            # it is written into run.sh and docker's -e, shown in reports and terminals: one plain line
+            check.problem(key, f"one line without control characters, got {_show(value)}")
         else:
             check.text(key, value)
             out.append((name, value))
@@ -501,20 +655,60 @@ def _parallelism(check: _Checker, where: str, raw: dict, default_kind: str) -> P
                        ratios=tuple(ratios) if ratios else None, feed=feed)
 
 
-def _matches(rule: dict, fields: dict) -> bool:
-    for key, want in rule.items():
-        if key not in fields:
-            continue
-        have = fields[key]
-        options = want if isinstance(want, list) else [want]
-        if not any(fnmatch.fnmatchcase(str(have), str(opt)) for opt in options):
-            return False
-    return True
+class _Rules:
+    """Which of a list of rules (include, exclude or expect) match which cells,
+    in time linear in the cells, whatever the number of rules.
 
+    A rule matches a cell when, for each field it names, the cell's value fits
+    one of its glob patterns. Each field takes few distinct values (a handful
+    of environments, batch sizes, repeats), so each pattern is compiled once
+    and tried once per distinct value, giving per value a bit mask of the rules
+    it satisfies; a cell's matching rules are then the AND of its fields'
+    masks. Checking every rule against every cell instead cost cells x rules x
+    patterns, hours for a matrix well within the size limits.
+    """
 
-def _cell_fields(env: Environment, work: Workload, par: Parallelism, batch: int, repeat: int) -> dict:
-    return {"environment": env.name, "workload": work.name, "wrapper": par.wrapper, "devices": par.devices,
-            "device_kind": par.device_kind, "feed": par.feed, "batch_size": batch, "repeat": repeat}
+    def __init__(self, rules: list[dict], domains: dict[str, list]):
+        self.rules = rules
+        everything = (1 << len(rules)) - 1
+        self.masks: dict[str, dict] = {}
+        for key, seen in domains.items():
+            named = []  # (bit, pattern) for the rules that name this field
+            for bit, rule in enumerate(rules):
+                if key in rule:
+                    options = rule[key] if isinstance(rule[key], list) else [rule[key]]
+                    named.append((bit, re.compile("|".join(f"(?:{fnmatch.translate(str(o))})" for o in options))
+                                  if options else None))
+            free = everything & ~sum(1 << bit for bit, _ in named)  # rules that do not name the field
+            self.masks[key] = {value: free | sum(1 << bit for bit, pattern in named
+                                                 if pattern is not None and pattern.match(str(value)))
+                               for value in seen}
+
+    @staticmethod
+    def work(rule_lists: list[list[dict]], domains: dict[str, list]) -> int:
+        """Pattern tests the masks cost: distinct values x patterns, per field."""
+        total = 0
+        for rules in rule_lists:
+            for rule in rules:
+                for key, want in rule.items():
+                    if key in domains:
+                        total += len(domains[key]) * (len(want) if isinstance(want, list) else 1)
+        return total
+
+    def mask(self, key: str, value) -> int:
+        return self.masks[key][value]
+
+    def first(self, mask: int) -> dict | None:
+        return self.rules[(mask & -mask).bit_length() - 1] if mask else None
+
+    def every(self, mask: int) -> list[dict]:
+        """The matching rules, in order (an expectation's status rule and every value rule)."""
+        out = []
+        while mask:
+            low = mask & -mask
+            out.append(self.rules[low.bit_length() - 1])
+            mask ^= low
+        return out
 
 
 def _rules(check: _Checker, raw: dict, key: str, allowed: dict) -> list[dict]:
@@ -552,7 +746,9 @@ def _entries(check: _Checker, raw: dict, key: str, parse_one) -> list:
             check.problem(f"{key}[{i}]", f"expected a mapping, got {_show(item)}")
             continue
         parsed = parse_one(check, f"{key}[{i}]", item)
-        if parsed:
+        if isinstance(parsed, list):
+            out.extend(parsed)
+        elif parsed:
             out.append(parsed)
     return out
 
@@ -679,9 +875,12 @@ def _read(path: Path) -> bytes:
     return data
 
 
-def load(path: str | Path, base: str | Path | None = None) -> Matrix:
-    """`base`: the folder relative code paths start from (default: the matrix file's folder;
-    a Slurm task loads the submission's copy of the matrix with the original folder)."""
+def load(path: str | Path, resolver: releases.Resolver | None = None,
+         base: str | Path | None = None) -> Matrix:
+    """Read, validate and expand a matrix file. `resolver` expands version ranges
+    (``harness.releases``; by default from the cache or the index, without a record).
+    `base`: the folder the user's code paths start from (default: the matrix file's folder; a
+    Slurm task loads the submission's copy of the matrix with the original folder)."""
     path = Path(path)
     data = _read(path)
     try:
@@ -708,7 +907,7 @@ def load(path: str | Path, base: str | Path | None = None) -> Matrix:
         _measure(raw)
     except _TooBig as exc:
         raise MatrixError(path, [f"the document is too large: {exc}"]) from None
-    return parse(raw, path, hashlib.sha256(data).hexdigest(), base=base)
+    return parse(raw, path, hashlib.sha256(data).hexdigest(), resolver, base=base)
 
 
 def _raise(path: Path, problems: list[str]) -> None:
@@ -717,8 +916,9 @@ def _raise(path: Path, problems: list[str]) -> None:
     raise MatrixError(path, problems)
 
 
-def parse(raw: dict, path: Path, sha256: str = "", base: str | Path | None = None) -> Matrix:
-    check = _Checker(path, base)
+def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver | None = None,
+          base: str | Path | None = None) -> Matrix:
+    check = _Checker(path, resolver, base)
     check.keys("", raw, TOP_KEYS, required=("environments", "workloads"))
     if "name" in raw:
         if isinstance(raw["name"], str):
@@ -729,8 +929,11 @@ def parse(raw: dict, path: Path, sha256: str = "", base: str | Path | None = Non
         if names.problem(run_name):
             check.problem("", f"the file name {names.problem(run_name)}; set 'name:'")
     check.text("description", raw.get("description"))
+    check.release_options = _release_options(check, raw.get("releases"))
+    if resolver is not None and isinstance(run_name, str) and not names.problem(run_name):
+        resolver.bind(run_name)
 
-    envs = _entries(check, raw, "environments", _environment)
+    envs = _entries(check, raw, "environments", _environments)
     workloads = _entries(check, raw, "workloads", _workload)
     par_raw = _list_of(raw, "parallelism") or [{"wrapper": "none", "devices": 1}]
 
@@ -758,11 +961,7 @@ def parse(raw: dict, path: Path, sha256: str = "", base: str | Path | None = Non
                 check.bounded(f"timeouts.{key}", timeouts[key], *TIMEOUT_LIMITS, open_low=True)
     memory = raw.get("memory_limit")
     if isinstance(memory, str):
-        size = size_bytes(memory)
-        if size is None:
-            check.problem("memory_limit", f"expected a size like '4g' or '512m', got {_show(memory)}")
-        elif size < MIN_MEMORY:
-            check.problem("memory_limit", f"at least {MIN_MEMORY >> 20}m, got {_show(memory)}")
+        _size(check, "memory_limit", memory, MIN_MEMORY)
     slurm = raw.get("slurm", {})
     if isinstance(slurm, dict):
         _slurm(check, slurm)
@@ -788,30 +987,47 @@ def parse(raw: dict, path: Path, sha256: str = "", base: str | Path | None = Non
         _raise(path, [f"the matrix expands to {count} cells, more than {MAX_CELLS}; split it, or narrow it "
                       "with include/exclude"])
 
-    cells = []
-    limits = Limits(wall=float(timeouts.get("wall", Limits.wall)),
-                    progress=float(timeouts.get("progress", Limits.progress)), memory=memory)
-    for env in envs:
-        pars = []
+    pars_of: dict[str, list[Parallelism]] = {}  # by the environment's device: the default device_kind
+    for device in dict.fromkeys(env.device for env in envs):
+        pars_of[device] = []
         for i, p_raw in enumerate(par_raw):
             if not isinstance(p_raw, dict):
                 check.problem(f"parallelism[{i}]", f"expected a mapping, got {_show(p_raw)}")
                 continue
-            par = _parallelism(check, f"parallelism[{i}]", p_raw, env.device)
+            par = _parallelism(check, f"parallelism[{i}]", p_raw, device)
             if par:
-                pars.append(par)
+                pars_of[device].append(par)
         if check.problems:
             _raise(path, check.problems)
-        for work, par, batch, repeat in itertools.product(workloads, pars, batches, range(repeats)):
-            fields = _cell_fields(env, work, par, batch, repeat)
-            if includes and not any(_matches(rule, fields) for rule in includes):
-                continue
-            if any(_matches(rule, fields) for rule in excludes):
-                continue
-            expect = values.expectation(r for r in expects if _matches(r, fields))
-            cells.append(Cell(environment=env, workload=work, parallelism=par, batch_size=batch,
-                              epochs=raw.get("epochs", 1), repeat=repeat, seed=raw.get("seed", 1234),
-                              limits=limits, expect=expect))
+    all_pars = [par for pars in pars_of.values() for par in pars]
+    domains = {"environment": [e.name for e in envs], "workload": [w.name for w in workloads],
+               "wrapper": sorted({p.wrapper for p in all_pars}), "devices": sorted({p.devices for p in all_pars}),
+               "device_kind": sorted({p.device_kind for p in all_pars}), "feed": sorted({p.feed for p in all_pars}),
+               "batch_size": list(dict.fromkeys(batches)), "repeat": list(range(repeats))}
+    work = _Rules.work([includes, excludes, expects], domains)
+    if work > MAX_MATCH_WORK:
+        _raise(path, [f"include / exclude / expect: {work} pattern tests (each field's distinct values x the "
+                      f"patterns naming that field), more than {MAX_MATCH_WORK}; use fewer patterns, or one "
+                      "pattern with wildcards for many values"])
+    rules = [_Rules(r, domains) for r in (includes, excludes, expects)]
+
+    cells = []
+    limits = Limits(wall=float(timeouts.get("wall", Limits.wall)),
+                    progress=float(timeouts.get("progress", Limits.progress)), memory=memory)
+    for env in envs:
+        env_masks = [r.mask("environment", env.name) for r in rules]
+        for work_, par in itertools.product(workloads, pars_of[env.device]):
+            par_masks = [m & r.mask("workload", work_.name) & r.mask("wrapper", par.wrapper)
+                         & r.mask("devices", par.devices) & r.mask("device_kind", par.device_kind)
+                         & r.mask("feed", par.feed) for m, r in zip(env_masks, rules, strict=True)]
+            for batch, repeat in itertools.product(batches, range(repeats)):
+                inc, exc, exp = (m & r.mask("batch_size", batch) & r.mask("repeat", repeat)
+                                 for m, r in zip(par_masks, rules, strict=True))
+                if (includes and not inc) or exc:
+                    continue
+                cells.append(Cell(environment=env, workload=work_, parallelism=par, batch_size=batch,
+                                  epochs=raw.get("epochs", 1), repeat=repeat, seed=raw.get("seed", 1234),
+                                  limits=limits, expect=values.expectation(rules[2].every(exp))))
     counts = collections.Counter(c.id for c in cells)
     dupes = sorted(i for i, k in counts.items() if k > 1)
     if dupes:
@@ -822,4 +1038,5 @@ def parse(raw: dict, path: Path, sha256: str = "", base: str | Path | None = Non
     if check.problems:
         _raise(path, check.problems)
     return Matrix(path=path, name=run_name, description=raw.get("description", ""),
-                  sha256=sha256, cells=cells, slurm=slurm if isinstance(slurm, dict) else {})
+                  sha256=sha256, cells=cells, slurm=slurm if isinstance(slurm, dict) else {},
+                  resolver=check.resolver if check.resolver and check.resolver.used else None)

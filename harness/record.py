@@ -43,6 +43,13 @@ def harness_commit() -> str | None:
     return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
+@cache
+def harness_files() -> str:
+    """A hash over the harness's own source files (`sha256_of_tree`): what ran, named even
+    where there is no checkout to take a commit from (an installed package)."""
+    return sha256_of_tree(Path(__file__).resolve().parent)
+
+
 def timing(epochs: list[dict], workload_timing: dict, raw_seconds: float | None) -> dict:
     """Startup, first epoch and steady state kept apart: epoch 1 carries graph
     building and compilation, so steady-state figures use epochs 2..N only."""
@@ -134,6 +141,7 @@ def assemble(cell: Cell, engine: str, provenance: dict, verdict: Verdict, eviden
             **provenance,
             "harness_version": __version__,
             "harness_commit": harness_commit(),
+            "harness_files_sha256": harness_files(),
             "matrix": matrix_path,
             "matrix_sha256": matrix_sha256,
             "host": {"name": platform.node(), "platform": platform.platform(),
@@ -142,7 +150,9 @@ def assemble(cell: Cell, engine: str, provenance: dict, verdict: Verdict, eviden
         logs={"stdout_tail": evidence.stdout_tail, "stderr_tail": evidence.stderr_tail},
         started=started,
         finished=now(),
-        extra=dict(evidence.extra),
+        # the releases a version range (or a bisect) chose: [package, range, version] each
+        extra={**evidence.extra, **({"releases": [list(r) for r in cell.environment.ranges]}
+                                    if cell.environment.ranges else {})},
     )
 
 

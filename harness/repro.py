@@ -19,7 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from . import chains, status, usercode
 from . import matrix as matrix_mod
@@ -28,10 +27,12 @@ from .engines.base import Engine
 from .errors import EnvironmentUnavailable, UserError
 from .lifecycle import WORKLOADS_SRC
 from .matrix import Matrix
+from .names import file_name
 from .paths import inside
-from .report.tables import slug
 from .result import Result
 from .runner import Runner
+from .status import failure_line
+from .terminal import shown
 from .workloads.protocol import INPUTS_DIR
 
 DEFAULT_OUT = "bundles"
@@ -83,17 +84,17 @@ class LiveLog:
             except OSError:
                 continue
             for line in data.decode(errors="replace").splitlines():
-                self.console.print(f"[dim]{path.stem:>6} |[/] {escape(line)}", highlight=False)
+                self.console.print(f"[dim]{path.stem:>6} |[/] {shown(line)}", highlight=False)
 
 
 def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, console: Console,
               live: bool = True) -> tuple[Path, list[Result]]:
-    bundle = inside(out, out / slug(cell.id))
+    bundle = inside(out, out / file_name(cell.id))
     attempts_root = bundle / "attempts"
     results = []
     run_cells = chains.producers_of(cell, m.cells) + [cell]  # a consumer needs its producers' files
     for k in range(1, repeat + 1):
-        console.rule(f"attempt {k}/{repeat}: {escape(cell.id)}")
+        console.rule(f"attempt {k}/{repeat}: {shown(cell.id)}")
         attempt = replace(m, name=f"attempt-{k}", cells=run_cells)
         runner = Runner(attempt, engine, attempts_root, console, rerun=frozenset({"all"}),
                         matrix_label=str(m.path))
@@ -111,7 +112,7 @@ def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, con
 
 def summary(results: list[Result]) -> str:
     failed = [r for r in results if r.status != status.OK]
-    kinds = sorted({f"{r.status}: {r.failure_text}" for r in failed})
+    kinds = sorted({failure_line(r) for r in failed})
     text = f"{len(failed)}/{len(results)} attempts failed"
     return text + (" -- " + "; ".join(kinds) if kinds else "")
 
@@ -185,7 +186,7 @@ def run_command(args, console: Console, engine: Engine) -> int:
     out = Path(args.out)
     if args.shell or getattr(args, "shell_command", None):
         cell, _ = found[0]
-        bundle = inside(out, out / slug(cell.id))
+        bundle = inside(out, out / file_name(cell.id))
         try:
             prepared = engine.prepare(cell.environment, bundle / "environment-build.log")
         except EnvironmentUnavailable as exc:
@@ -202,8 +203,8 @@ def run_command(args, console: Console, engine: Engine) -> int:
         started = time.monotonic()
         bundle, results = reproduce(cell, m, engine, out, args.repeat, console)
         console.rule()
-        console.print(f"[bold]{escape(cell.id)}[/]: {escape(summary(results))}", highlight=False)
+        console.print(f"[bold]{shown(cell.id)}[/]: {shown(summary(results))}", highlight=False)
         how = ("./run.sh reproduces it without the harness" if (bundle / "run.sh").exists()
                else "no run.sh: the environment could not be had; see attempts/ for the build log")
-        console.print(f"bundle: {bundle}  ({how}; {time.monotonic() - started:.0f} s)")
+        console.print(f"bundle: {shown(bundle)}  ({how}; {time.monotonic() - started:.0f} s)")
     return 0

@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -43,6 +42,7 @@ from .report.tables import group_summary
 from .resources import Pool, Slot
 from .result import Result
 from .store import Claim, ResultStore
+from .terminal import shown
 
 
 def select(cells: Iterable[Cell], patterns: list[str] | None) -> list[Cell]:
@@ -95,7 +95,7 @@ class Runner:
 
     def _notes(self) -> None:
         for note in self.store.take_notes():
-            self.console.print(f"[yellow]quarantined[/] {escape(note)}", highlight=False)
+            self.console.print(f"[yellow]quarantined[/] {shown(note)}", highlight=False)
 
     def _run_all(self, todo: list[Cell]) -> None:
         self.inventory = resources.discover(self.gpus)
@@ -127,7 +127,7 @@ class Runner:
         try:
             prepared = self.life.prepare(self.engine, env)
         except EnvironmentUnavailable as exc:
-            self.console.print(f"[yellow]{status.UNAVAILABLE}[/] {env.name}: {escape(exc.reason)}")
+            self.console.print(f"[yellow]{status.UNAVAILABLE}[/] {env.name}: {shown(exc.reason)}")
             raise
         how = "reused" if prepared.reused else "built"
         self.console.print(f"environment {env.name}: {how} ({self.engine.name})")
@@ -178,8 +178,8 @@ class Runner:
         flag = {None: "", True: " [green]as expected[/]", False: " [red]NOT as expected[/]"}[result.met]
         if result.expectation and result.met is None:  # a value `same_as` a cell that has not run yet
             flag = " [dim](expectation judged when its peer has run)[/]"
-        self.console.print(f"[{colour}]{word:>11}[/] {escape(result.cell)}  "
-                           f"{escape(group_summary(Group([result])).text)}{took}{where}{flag}",
+        self.console.print(f"[{colour}]{word:>11}[/] {shown(result.cell)}  "
+                           f"{shown(group_summary(Group([result])).text)}{took}{where}{flag}",
                            highlight=False)
 
 

@@ -32,6 +32,20 @@ def failure_text(result) -> str:
     return (result.get("error") or {}).get("signature") or result.get("reason") or ""
 
 
+def failure_line(result) -> str:
+    """'status: what happened' for one failed result, said once: a signature carries its
+    kind as a prefix ('unavailable: ...'), which is not repeated after the status word;
+    a cell that never ran (unavailable, unsupported) is told by its reason, whole, since
+    the signature's normalised '<path>' and '<n>' hide the very path and version that
+    explain it."""
+    word = result.get("status") or "?"
+    text = (result.get("reason") if word in NOT_RUN else None) or failure_text(result)
+    text = str(text)
+    if text.lower().startswith(f"{word}: "):
+        text = text[len(word) + 2:]
+    return f"{word}: {text}" if text else word
+
+
 def judge(expect: dict | None, result, peer=None) -> dict | None:
     """Did a control cell give the answer its matrix expects? None for other cells.
     `result` is a `result.Result` (or a raw result dict).

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from rich.console import Console
 
 from ..errors import EngineUnavailable
+from ..terminal import shown
 from .base import Engine
 
 
@@ -50,5 +51,5 @@ def select_engine(name: str, pythons: dict[str, str] | None = None, ca_bundle: s
         return ENGINES["docker"](pythons, ca_bundle, console)
     except EngineUnavailable as exc:
         if console:
-            console.print(f"no Docker engine ({exc}); using virtualenvs")
+            console.print(f"no Docker engine ({shown(exc)}); using virtualenvs", highlight=False)
         return ENGINES["venv"](pythons, ca_bundle, console)

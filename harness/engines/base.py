@@ -18,6 +18,7 @@ from ..cellenv import CELL_ENV, INHERITED, INHERITED_PREFIXES, cell_variables, i
 from ..cells import Cell, Environment, size_bytes
 from ..outcome import signal_name
 from ..resources import Slot
+from ..store import OWNER_VARIABLE
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
@@ -72,6 +73,7 @@ class RunContext:
     slot: Slot = field(default_factory=Slot)
     cancel: threading.Event | None = None
     on_start: Callable[[int], None] | None = None
+    run_id: str | None = None  # given to the cell process (store.OWNER_VARIABLE): whose cell it is
 
 
 class Engine(ABC):
@@ -180,6 +182,8 @@ class ProcessEngine(Engine):
         ctx = ctx or RunContext()
         workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
         env = self.environ(cell, ctx.slot, workloads_root)
+        if ctx.run_id:
+            env[OWNER_VARIABLE] = ctx.run_id
         limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
         cpus = ctx.slot.cpus
 

@@ -21,11 +21,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import __version__, bases, stacks
+from .. import __version__, bases, releases, stacks
 from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..outcome import signal_name
+from ..store import boot_id, process_start
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, INPUTS_DIR, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure
@@ -69,9 +70,27 @@ def docker_client():
         client.ping()
     except docker.errors.DockerException as exc:
         where = os.environ.get("DOCKER_HOST") or "the default socket (/var/run/docker.sock)"
-        raise EngineUnavailable(f"no Docker engine answers at {where}: {_first_line(exc)}; "
+        raise EngineUnavailable(f"no Docker engine answers at {where}: {_root_cause(exc)}; "
                                 "start dockerd, or use --engine venv") from None
     return client
+
+
+def _root_cause(exc: BaseException) -> str:
+    """Why a connection failed, in words: the operating system's reason ('No such file or
+    directory', 'Connection refused', 'Permission denied') found below docker-py's,
+    requests' and urllib3's wrappers, instead of their nested reprs."""
+    seen, todo = set(), [exc]
+    while todo:
+        e = todo.pop(0)
+        if id(e) in seen or not isinstance(e, BaseException):
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.strerror:
+            path = f" ({e.filename})" if e.filename else ""
+            hint = "; is your user allowed to use Docker (the docker group)?" if isinstance(e, PermissionError) else ""
+            return f"{e.strerror}{path}{hint}"
+        todo += [e.__cause__, e.__context__, getattr(e, "reason", None), *getattr(e, "args", ())]
+    return _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -201,12 +220,14 @@ class DockerEngine(Engine):
 
     # -- containers left by a run that was killed ---------------------------
     def remove_leftovers(self) -> int:
+        """Remove the cell containers whose harness is provably dead: started on this host,
+        and either before the last reboot or by a process that no longer runs (its pid
+        gone, or reused by a process that started at another time). A container of
+        another host, or with labels that do not say all this, is not ours to judge."""
         removed = 0
         for container in self.client.containers.list(all=True, filters={"label": LABEL}):
-            labels = container.labels or {}
-            owner = labels.get(f"{LABEL}.pid")
-            if labels.get(f"{LABEL}.host") == os.uname().nodename and owner and _alive(int(owner)):
-                continue  # belongs to a harness that is still running
+            if not _owner_is_dead(container.labels or {}):
+                continue
             container.remove(force=True)
             removed += 1
         if removed:
@@ -215,9 +236,11 @@ class DockerEngine(Engine):
 
     # -- images ---------------------------------------------------------------
     def image_tag(self, env: Environment, base_used: str, dockerfile: str, build_args: dict) -> str:
-        blob = json.dumps({"dockerfile": dockerfile, "args": build_args, "requirements": _requirements(env),
-                           "force": list(env.force),
-                           "base": base_used}, sort_keys=True)
+        what = {"dockerfile": dockerfile, "args": build_args, "requirements": _requirements(env),
+                "force": list(env.force), "base": base_used}
+        if env.uploaded_before:  # only then: other images keep their tags
+            what["uploaded_before"] = env.uploaded_before
+        blob = json.dumps(what, sort_keys=True)
         digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
         return f"{LABEL}/env:{env.name.replace('+', '_')}-{digest}"  # a tag takes no '+'
 
@@ -236,6 +259,8 @@ class DockerEngine(Engine):
                           "base_route": base.route, "base_id": base.image_id, "dockerfile": f"images/{fam}/Dockerfile",
                           "dockerfile_sha256": hashlib.sha256(dockerfile.encode()).hexdigest(),
                           "requirements": _requirements(env), "force": list(env.force), "ca_bundle": bool(self.ca)}
+            if env.uploaded_before:
+                provenance["cutoff"] = releases.cutoff_note(env, releases.BUILD_VIA)
             try:
                 image = self.client.images.get(tag)
                 return Prepared(env, {**provenance, "image": image.id}, handle=image.id, reused=True)
@@ -259,11 +284,15 @@ class DockerEngine(Engine):
             f"{LABEL}.environment": json.dumps(env.describe(), sort_keys=True),
             f"{LABEL}.dockerfile-sha256": hashlib.sha256(dockerfile.read_bytes()).hexdigest(),
         }
-        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx:
+        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx, releases.build_index(env) as index:
+            # under a cut-off, pip in the build reads the loopback cut-off index (the build shares the
+            # host's network for it; the image's pip has no configuration of its own to isolate)
+            first = [f"--index-url {index}"] if index else []
             shutil.copy(dockerfile, Path(ctx) / "Dockerfile")
-            (Path(ctx) / "requirements.txt").write_text("\n".join(_requirements(env)) + "\n")
-            (Path(ctx) / "forced.txt").write_text("".join(f"{r}\n" for r in env.force))
-            args = [self.cli, "build", "--progress=plain", "-t", tag]
+            (Path(ctx) / "requirements.txt").write_text("\n".join(first + _requirements(env)) + "\n")
+            (Path(ctx) / "forced.txt").write_text("".join(f"{r}\n" for r in (first + list(env.force))
+                                                          if env.force))
+            args = [self.cli, "build", "--progress=plain", "-t", tag] + (["--network", "host"] if index else [])
             for key, value in build_args.items():
                 args += ["--build-arg", f"{key}={value}"]
             for key, value in labels.items():
@@ -320,8 +349,7 @@ class DockerEngine(Engine):
                 detach=True, init=True, network_mode="none", environment=environment,
                 user=f"{os.getuid()}:{os.getgid()}", working_dir="/tmp",
                 volumes=volumes,
-                labels={LABEL: "1", f"{LABEL}.cell": cell.id, f"{LABEL}.pid": str(os.getpid()),
-                        f"{LABEL}.host": os.uname().nodename},
+                labels={LABEL: "1", f"{LABEL}.cell": cell.id, **_owner_labels()},
                 **hardening(), **kwargs)
         except docker.errors.APIError as exc:
             message = _first_line(exc)
@@ -375,8 +403,7 @@ class DockerEngine(Engine):
                 environment={**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}, working_dir="/tmp",
                 user=f"{os.getuid()}:{os.getgid()}",
                 volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"}},
-                labels={LABEL: "1", f"{LABEL}.pid": str(os.getpid()), f"{LABEL}.host": os.uname().nodename,
-                        f"{LABEL}.exec": token},
+                labels={LABEL: "1", **_owner_labels(), f"{LABEL}.exec": token},
                 **kwargs)
         except docker.errors.APIError as exc:
             for left in self.client.containers.list(all=True, filters={"label": f"{LABEL}.exec={token}"}):
@@ -441,6 +468,27 @@ class DockerEngine(Engine):
 
     def close(self) -> None:
         self.client.close()
+
+
+def _owner_labels() -> dict[str, str]:
+    """Who started a container: this host, this boot, this process and when it started."""
+    return {f"{LABEL}.host": os.uname().nodename, f"{LABEL}.boot": boot_id() or "",
+            f"{LABEL}.pid": str(os.getpid()), f"{LABEL}.pid-start": str(process_start(os.getpid()))}
+
+
+def _owner_is_dead(labels: dict) -> bool:
+    """True only when the labels prove the harness that started the container is gone."""
+    if labels.get(f"{LABEL}.host") != os.uname().nodename:
+        return False
+    pid, start, boot = labels.get(f"{LABEL}.pid", ""), labels.get(f"{LABEL}.pid-start", ""), labels.get(f"{LABEL}.boot")
+    if not (pid.isdigit() and 1 < int(pid) < 1 << 22):
+        return False  # not a pid this harness wrote: leave it
+    if boot is not None and boot != boot_id():
+        return bool(boot)  # started before a reboot: no process of that boot is alive
+    if not _alive(int(pid)):
+        return True
+    # alive: the owner only if it started when recorded (labels from before this check: pid alone)
+    return start.isdigit() and process_start(int(pid)) != int(start)
 
 
 def _alive(pid: int) -> bool:

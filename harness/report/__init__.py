@@ -14,14 +14,16 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from ..outputs import Manifest
 from ..result import Result
 from ..store import read_all
+from ..workloads.protocol import cuda_version_text, cudnn_version_text
 from . import plots, reported, site, tables
 from .markdown import md_escape, md_table
 
 CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devices", "batch_size", "repeat",
               "engine", "python", "tensorflow", "keras", "backend", "val_accuracy", "accuracy",
-              "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason")
+              "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason", "releases")
 
 
 def load(roots: list[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:
@@ -37,16 +39,26 @@ def report_tables(results: list[Result]) -> list[tables.Table]:
 def provenance_lines(results: list[dict]) -> list[str]:
     statuses = Counter(r.status for r in results)
     hosts = sorted({r.host for r in results})
-    commits = sorted({(r.provenance.get("harness_commit") or "?")[:12] for r in results})
+    commits = sorted({_harness_of(r.provenance) for r in results})
     matrices = sorted({r.matrix or "?" for r in results})
     engines = sorted({r.engine or "?" for r in results})
     gpus = sorted({g for r in results for g in (r.seen.get("gpus") or [])})
     return [
         f"{len(results)} cells: " + ", ".join(f"{n} {s}" for s, n in statuses.most_common()),
         f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; {len(hosts)} host(s); "
-        f"harness commits: {', '.join(commits)}",
+        f"harness: {', '.join(commits)}",
         "devices seen: " + (", ".join(gpus) if gpus else "no GPU (CPU and virtual CPU devices only)"),
     ] + gpu_lines(results) + coverage_lines(results)
+
+
+def _harness_of(prov: dict) -> str:
+    """Which harness wrote a result: its commit from a checkout, else (installed) its
+    version and the hash of its files."""
+    if prov.get("harness_commit"):
+        return prov["harness_commit"][:12]
+    if prov.get("harness_files_sha256"):
+        return f"{prov.get('harness_version') or '?'} (installed; files {prov['harness_files_sha256'][:12]})"
+    return f"{prov['harness_version']} (no commit recorded)" if prov.get("harness_version") else "not recorded"
 
 
 def gpu_lines(results: list[dict]) -> list[str]:
@@ -74,7 +86,8 @@ def gpu_lines(results: list[dict]) -> list[str]:
 
 def _cuda_seen(seen: dict) -> str:
     framework = f"JAX {seen['jax']}" if seen.get("jax") else f"TF {seen.get('tensorflow')}"
-    return f"{framework}: CUDA {seen.get('cuda')}, cuDNN {seen.get('cudnn')}"
+    return (f"{framework}: CUDA {cuda_version_text(seen.get('cuda'))}, "
+            f"cuDNN {cudnn_version_text(seen.get('cudnn'))}")
 
 
 def coverage_lines(results: list[dict]) -> list[str]:
@@ -107,7 +120,20 @@ def _csv_row(r: Result) -> dict:
             **{k: r.seen.get(k) for k in ("python", "tensorflow", "keras", "backend")},
             "val_accuracy": r.metric("val_accuracy"), "accuracy": r.metric("accuracy"),
             **{k: r.timing_of(k) for k in ("steady_epoch_seconds", "steady_samples_per_sec", "total_seconds")},
-            "signature": r.signature, "reason": r.reason}
+            "signature": r.signature, "reason": r.reason,
+            "releases": " ".join(f"{p}=={v}" for p, _, v in (r.get("releases") or []))}
+
+
+REPORT_FILES = ("index.html", "report.md", "results.csv", "results.json")
+
+
+def _legacy_report(out: Path) -> list[str]:
+    """What a report from before manifests wrote in `out` -- only where all four of its
+    files are there to say it was one: its pages (cells/*.html) and plots (plots/*.png)."""
+    if not all((out / name).is_file() for name in REPORT_FILES):
+        return []
+    return [*REPORT_FILES, *(f"cells/{p.name}" for p in (out / "cells").glob("*.html")),
+            *(f"plots/{p.name}" for p in (out / "plots").glob("*.png"))]
 
 
 def markdown(results: list[dict], title: str, plot_links: list[tuple[str, str]], link=None) -> str:
@@ -124,37 +150,50 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
     found = load(roots, notes)
     results = [r for _, r in found]
     out.mkdir(parents=True, exist_ok=True)
-    for sub in ("cells", "plots"):
-        shutil.rmtree(out / sub, ignore_errors=True)
-    (out / "cells").mkdir()
+    # only what an earlier report wrote here goes (outputs.Manifest): a user's file, or a
+    # run that happens to be named `cells` or `plots`, stays
+    written = Manifest(out, legacy=lambda: _legacy_report(out))
+    written.clear_earlier()
+    (out / "cells").mkdir(exist_ok=True)
     drawn = plots.draw_all(results, out / "plots")
+    for _, path in drawn:
+        written.add(path)
     rel = [(caption, os.path.relpath(path, out)) for caption, path in drawn]
-    (out / "report.md").write_text(markdown(results, title, rel,
-                                            link=lambda cell: f"cells/{tables.slug(cell)}.html"))
-    with open(out / "results.csv", "w", newline="") as fh:
+    written.add(out / "report.md").write_text(markdown(results, title, rel,
+                                                       link=lambda cell: f"cells/{tables.slug(cell)}.html"))
+    with open(written.add(out / "results.csv"), "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows(_csv_row(r) for r in results)
-    (out / "results.json").write_text(json.dumps([r.to_dict() for r in results], indent=1, sort_keys=True,
-                                                 default=str))
+    written.add(out / "results.json").write_text(json.dumps([r.to_dict() for r in results], indent=1,
+                                                            sort_keys=True, default=str))
+    by_id: dict[str, list] = defaultdict(list)  # one cell id may come from several runs
     for folder, r in found:
-        (out / "cells" / f"{tables.slug(r.cell)}.html").write_text(site.cell_page(r, folder))
-    (out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
+        by_id[r.cell].append((folder, r))
+    for cell_id, entries in by_id.items():
+        text = site.cell_page(entries[0][1], entries[0][0]) if len(entries) == 1 else site.cells_page(entries)
+        written.add(out / "cells" / f"{tables.slug(cell_id)}.html").write_text(text)
+    written.add(out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
                                                ["report.md", "results.csv", "results.json"]))
-    written = {"site": out / "index.html", "markdown": out / "report.md", "cells": len(results),
-               "plots": len(drawn)}
+    written.save()
+    summary = {"site": out / "index.html", "markdown": out / "report.md", "cells": len(results),
+               "plots": len(drawn), "notes": written.notes}
     if markdown_path:
         markdown_path = Path(markdown_path)
         plot_dir = markdown_path.parent / f"{markdown_path.stem}-plots"
-        shutil.rmtree(plot_dir, ignore_errors=True)
-        plot_dir.mkdir(parents=True)
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        copies = Manifest(plot_dir, legacy=lambda: [p.name for p in plot_dir.glob("*.png")]
+                          if markdown_path.exists() else [])
+        copies.clear_earlier()
         links = []
         for caption, path in drawn:
-            shutil.copy(path, plot_dir / path.name)
+            shutil.copy(path, copies.add(plot_dir / path.name))
             links.append((caption, f"{plot_dir.name}/{path.name}"))
+        copies.save()
         markdown_path.write_text(markdown(results, title, links))
-        written["markdown_copy"] = markdown_path
-    return written
+        summary["markdown_copy"] = markdown_path
+        summary["notes"] += copies.notes
+    return summary
 
 
 def compare(run_a: Path, run_b: Path, notes: Callable[[str], None] | None = None) -> tuple[str, int]:

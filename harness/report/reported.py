@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from ..names import file_name
 from . import analysis
 from .analysis import Result
-from .tables import MAX_COLUMNS, Entry, Table, slug
+from .tables import MAX_COLUMNS, Entry, Table
 
 
 def _scripts(results: list[Result]) -> list[Result]:
@@ -102,7 +103,7 @@ def draw(results: list[Result], out: Path, pyplot) -> list[tuple[str, Path]]:
             ax.set_title(title + " (red: the cell failed)", fontsize=10)
             ax.grid(alpha=0.3, axis="y")
             fig.tight_layout()
-            path = out / f"reported-{slug('-'.join((Path(run).stem or 'run', workload, name)))}.png"
+            path = out / f"reported-{file_name(Path(run).stem or 'run', workload, name)}.png"  # one-to-one
             fig.savefig(path, dpi=90)
             plt.close(fig)
             made.append((f"Reported {name} across stacks: {title}", path))

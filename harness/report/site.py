@@ -74,12 +74,26 @@ def index(title: str, intro: list[str], tables: list[Table], plots: list[tuple[s
 def cell_page(result: Result, folder: Path | None) -> str:
     """Everything known about one cell: status, error, environment as seen,
     epochs, timing, provenance and the log tails."""
+    return page(result.cell, "<p><a href=\"../index.html\">back to the index</a></p>\n" + _cell_body(result, folder))
+
+
+def cells_page(found: list[tuple[Path | None, Result]]) -> str:
+    """One page for a cell id that several runs (results folders) hold: each
+    result in its own section, none overwriting another."""
+    body = ["<p><a href=\"../index.html\">back to the index</a></p>",
+            f"<p>{len(found)} results carry this cell id, one per results folder:</p>"]
+    for folder, result in found:
+        body.append(f"<h2>{e(folder)}</h2>\n" + _cell_body(result, folder))
+    return page(found[0][1].cell, "\n".join(body))
+
+
+def _cell_body(result: Result, folder: Path | None) -> str:
     err = result.error or {}
     rows = [("status", result.status), ("engine", result.engine),
             ("signature", result.signature), ("where (your code)", err.get("where")), ("reason", result.reason),
             ("exit", json.dumps(result.exit)), ("expectation", json.dumps(result.expectation)),
             ("folder", str(folder) if folder else None)]
-    body = ["<p><a href=\"../index.html\">back to the index</a></p>", "<table>"]
+    body = ["<table>"]
     body += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in rows if v not in (None, "null")]
     body.append("</table>")
     if err:
@@ -102,7 +116,7 @@ def cell_page(result: Result, folder: Path | None) -> str:
     for key in ("stderr_tail", "stdout_tail"):
         if logs.get(key):
             body.append(f"<h2>{e(key.replace('_', ' '))}</h2><pre>{e(logs[key])}</pre>")
-    return page(result.cell, "\n".join(body))
+    return "\n".join(body)
 
 
 def _num(value) -> str:

@@ -16,8 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..names import file_name
 from ..result import Result
-from ..status import OK
+from ..status import OK, failure_line
 from . import analysis
 from .analysis import Spread
 
@@ -45,8 +46,8 @@ class Table:
 
 
 def slug(cell_id: str) -> str:
-    """A file name for a cell page that every file system and browser accepts."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", cell_id.replace("/", "__"))
+    """A cell page's file name: one per cell id (`names.file_name`)."""
+    return file_name(cell_id)
 
 
 def cut(text: object, limit: int = CUT) -> str:
@@ -117,7 +118,10 @@ def group_summary(g: analysis.Group, ctx: Context | None = None) -> Entry:
         return Entry(" ".join(parts), link=g.first.cell, mark=OK)
     worst = next(r for r in g.results if r.status != OK)
     if ctx is None:  # a line on its own (the live run output): say what happened right there
-        return Entry(f"{g.status}: {cut(worst.failure_text, 90)}".rstrip(": "), link=worst.cell, mark=worst.status)
+        line = failure_line(worst)  # says its status once, with the real reason
+        if g.status != worst.status:
+            line = f"{g.status}: {line}"
+        return Entry(cut(line, 140), link=worst.cell, mark=worst.status)
     return Entry(g.status, link=worst.cell, mark=worst.status, ref=ctx.key_of.get(worst.cell))
 
 
@@ -384,6 +388,7 @@ def report(results: list[Result]) -> list[Table]:
     seed questions (1 device against N, scaling)."""
     ctx = context(results)
     return ([drifted_controls(results), stacks_table(results, ctx)] + compatibility(results, ctx)
+            + support_grids(results, ctx)
             + [failure_families(results, ctx), not_run(results, ctx)] + seed_comparison(results, ctx)
             + scaling(results, ctx))
 
@@ -412,3 +417,46 @@ def comparison(diff: dict[str, list[dict]]) -> list[Table]:
                            Entry(f"{e['b_value'].median:.6g}")])
         tables.append(t)
     return tables
+
+
+def support_grids(results: list[Result], ctx: Context | None = None) -> list[Table]:
+    """Where a matrix swept a package's releases: releases (PEP 440 order) x parallelism,
+    each entry one word -- ok, degraded (N devices lost accuracy against 1), or the
+    status with its footnote -- the shape of a compatibility table a project publishes."""
+    ctx = ctx or context(results)
+    out = []
+    for (run, workload, package, stack), rows in analysis.trend_series(results).items():
+        batches = sorted({r["batch"] for r in rows})
+        cols = list(dict.fromkeys((r["label"], r["batch"]) for r in sorted(
+            rows, key=lambda r: (r["wrapper"] != "none", r["wrapper"], r["devices"], r["label"], r["batch"]))))
+        at = {(r["version"], r["label"], r["batch"]): r for r in rows}
+        versions = sorted({r["version"] for r in rows}, key=analysis.release_key)
+        title = f"Support: {workload} ({Path(run).stem}) across {package} releases, {stack.replace('*', 'X')}"
+        headers = [label if len(batches) == 1 else f"{label} b{batch}" for label, batch in cols]
+        first = {}
+        for r in rows:
+            first.setdefault(r["version"], r)
+        dated = any(r["as_of"] for r in rows)
+        table = Table(title, [package] + headers + ["tested with"] + (["resolved as of"] if dated else []),
+                      note="One word per cell: ok, degraded (N devices more than "
+                           f"{analysis.ACCURACY_TOLERANCE} validation accuracy below 1 device), or the status "
+                           "with its footnote. Releases in version order. Tested with: the versions the cells saw"
+                           + ("; resolved as of: everything not pinned resolved as the index was then (the "
+                              "release's upload, README: Version ranges)." if dated else "."))
+        for v in versions:
+            row = [Entry(v)]
+            for label, batch in cols:
+                r = at.get((v, label, batch))
+                if r is None:
+                    row.append(Entry(""))
+                elif r["word"] == "ok":
+                    row.append(Entry("degraded" if r["degraded"] else "ok", link=r["cell"],
+                                     mark="flag" if r["degraded"] else "ok"))
+                else:
+                    row.append(Entry(r["status"], link=r["cell"], mark=r["word"], ref=ctx.key_of.get(r["cell"])))
+            row.append(Entry(next((r["with"] for r in rows if r["version"] == v and r["with"]), "")))
+            if dated:
+                row.append(Entry(first[v]["as_of"]))
+            table.rows.append(row)
+        out.append(table)
+    return out

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from ...cells import Cell
 from ...lifecycle import judge
 from ...matrix import Matrix
 from ...result import Result
 from ...store import ResultStore
+from ...terminal import shown
 from .queue import ACTIVE, DEFAULT_POLL, RUNNING, queue_states, task_state, watch
 from .submissions import Submission, submissions
 from .verdicts import VERDICTS, killed_for_memory, record_verdict
@@ -94,8 +94,8 @@ def _where(matrix: Matrix, store: ResultStore, cell: Cell, latest: tuple[Submiss
         if written is None:
             return Entry(cell.id, MISSING, None, task, state, "another process is writing down Slurm's verdict")
         if console:
-            console.print(f"[red]{written.status:>11}[/] {escape(cell.id)}  "
-                          f"{escape(written.error['message'])}", highlight=False)
+            console.print(f"[red]{written.status:>11}[/] {shown(cell.id)}  "
+                          f"{shown(written.error['message'])}", highlight=False)
         return Entry(cell.id, FINISHED, written.status, task, state)
     if task is None:
         why = "its array was never sent to Slurm (the submission was interrupted) or its job id was lost"
@@ -118,15 +118,15 @@ def show(entries: list[Entry], console: Console, run_dir: Path) -> None:
     for kind in (LIVE, QUEUED):
         console.print(f"  {kind} {where[kind]}")
         for e in [e for e in entries if e.where == kind][:20]:
-            console.print(f"    {escape(e.cell)}  task {e.task} {e.state}", highlight=False)
+            console.print(f"    {shown(e.cell)}  task {e.task} {e.state}", highlight=False)
     console.print(f"  missing {where[MISSING]} (no result and nothing queued: the next submission runs them)")
     for e in [e for e in entries if e.drifted]:
-        console.print(f"  [red]NOT as expected[/]: {escape(e.cell)} is {e.status}", highlight=False)
+        console.print(f"  [red]NOT as expected[/]: {shown(e.cell)} is {e.status}", highlight=False)
     notes = [e for e in entries if e.note]
     if notes:
         console.print("notes:")
         for e in notes[:50]:
-            console.print(f"  {escape(e.cell)}: {escape(e.note)}", highlight=False)
+            console.print(f"  {shown(e.cell)}: {shown(e.note)}", highlight=False)
         if len(notes) > 50:
             console.print(f"  ... and {len(notes) - 50} more")
 
@@ -140,7 +140,7 @@ def status(matrix: Matrix, results_root: Path, console: Console, wait: float | N
     def look() -> bool:
         entries[:] = board(matrix, store, console)
         for note in store.take_notes():
-            console.print(f"[yellow]quarantined[/] {escape(note)}", highlight=False)
+            console.print(f"[yellow]quarantined[/] {shown(note)}", highlight=False)
         return wait is None or not any(e.where in (QUEUED, LIVE) for e in entries)
 
     watch(look, wait or 0, poll)

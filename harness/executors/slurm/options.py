@@ -24,8 +24,9 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ...cells import size_bytes
+from ...cells import MAX_MEMORY, size_bytes
 from ...errors import UserError
+from ...terminal import visible
 
 DEFAULT_TIME_MARGIN = 300.0  # seconds on top of the cell's wall limit: start-up, environment check, writing
 MAX_COUNT = 100_000
@@ -35,11 +36,6 @@ _SLURM_WORD = re.compile(r"[A-Za-z0-9_.+:@-]+(,[A-Za-z0-9_.+:@-]+)*")
 _SBATCH_ARG = re.compile(r"--[A-Za-z][A-Za-z0-9-]*(=.*)?|-[A-Za-z].*", re.DOTALL)
 # sbatch options that would replace what the harness's script runs or where its files go
 _REFUSED = ("--wrap", "--array", "-a", "--output", "-o", "--error", "-e", "--chdir", "-D", "--parsable")
-
-
-def visible(text: str) -> str:
-    """A value as it can be shown in one line: control characters escaped."""
-    return str(text).encode("unicode_escape").decode("ascii")
 
 
 def text_problem(value: str) -> str | None:
@@ -81,6 +77,8 @@ def _margin(value: float) -> str | None:
 def _size(value: str) -> str | None:
     if text_problem(value) or size_bytes(value) is None:
         return f"expected a size like '16g' or '512m', got '{visible(value)}'"
+    if size_bytes(value) > MAX_MEMORY:
+        return f"at most {MAX_MEMORY >> 40}t (64 TiB), got '{visible(value)}'"
     return None
 
 

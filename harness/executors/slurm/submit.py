@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from ... import record, status
 from ...cells import Cell, size_bytes
@@ -31,10 +30,12 @@ from ...engines.base import Engine
 from ...errors import EnvironmentUnavailable, UserError
 from ...lifecycle import Lifecycle, stage_workloads
 from ...matrix import Matrix
+from ...recipes import _comment  # one line, escaped: as a bundle's run.sh writes comments
 from ...store import ResultStore, write_json
+from ...terminal import shown, visible
 from ...usercode import codes_of
 from .board import LIVE, QUEUED, board
-from .options import SlurmOptions, text_problem, visible
+from .options import SlurmOptions, text_problem
 from .queue import run_slurm
 from .submissions import SLURM_DIR
 
@@ -111,11 +112,6 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _comment(text: str) -> str:
-    """Text for a '#' line of the script: one line, control and non-ASCII characters escaped."""
-    return str(text).encode("unicode_escape").decode("ascii")
-
-
 def _directive(name: str, value) -> str:
     return f"#SBATCH {name}={shlex.quote(str(value))}"
 
@@ -175,7 +171,7 @@ def prepare_environments(cells: list[Cell], engine: Engine, store: ResultStore, 
                 prepared = engine.prepare(env, log_path)
             except EnvironmentUnavailable as exc:
                 failed[env.name] = exc
-                console.print(f"[yellow]{status.UNAVAILABLE}[/] {env.name}: {escape(exc.reason)}")
+                console.print(f"[yellow]{status.UNAVAILABLE}[/] {env.name}: {shown(exc.reason)}")
                 continue
         console.print(f"environment {env.name}: {'reused' if prepared.reused else 'built'} ({engine.name})")
     return failed
@@ -216,7 +212,7 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
                 written = life.unavailable(cell, failed[cell.environment.name])
             finally:
                 claim.release()
-            console.print(f"[yellow]{written.status:>11}[/] {escape(cell.id)}", highlight=False)
+            console.print(f"[yellow]{written.status:>11}[/] {shown(cell.id)}", highlight=False)
         todo = [c for c in todo if c.environment.name not in failed]
         if not todo:
             return 0
