@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.names import file_name
+
 from .conftest import ROOT, harness
 
 STACKS = """\
@@ -197,7 +199,7 @@ def test_repro_bundle_of_the_crash_replays_with_the_users_code(ran, tmp_path):
     cell = f"{TF2}/crashes/none-c1/b128/r0"
     proc = harness("repro", cell, "--matrix", str(matrix), "--engine", engine, "--out", str(out), check=True)
     assert "1/1 attempts failed" in proc.stdout and "at bug.py:9 in explode" in proc.stdout
-    bundle = out / cell.replace("/", "__")
+    bundle = out / file_name(cell)
     staged = list((bundle / "user").glob("*/bug.py"))
     assert len(staged) == 1 and "the user's own failure" in staged[0].read_text()
     clean = tmp_path / "elsewhere"
