@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches (repeatable)")
     p.add_argument("--rerun", action="append", choices=STATUSES, default=[], metavar="STATUS",
                    help="run finished cells with this status again (repeatable; 'all' for every cell)")
+    p.add_argument("--fresh", action="store_true",
+                   help="clean-room run: every cell in a new interpreter, no compile or data caches, no "
+                        "unsupported verdicts decided before launch (default: warm where safe; README)")
     _add_engine_args(p)
     _add_resource_args(p)
     _add_slurm_args(p)
@@ -162,6 +165,7 @@ def cmd_run(args, console: Console) -> int:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
     check_writable(Path(args.results), "--results")
     engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
+    engine.warm = not args.fresh
     if args.executor == "slurm":
         return _submit_to_slurm(args, m, cells, engine, console)
     runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,

@@ -85,6 +85,7 @@ class LiveLog:
 def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, console: Console,
               live: bool = True) -> tuple[Path, list[dict]]:
     bundle = inside(out, out / slug(cell.id))
+    engine.warm = False  # a reproduction is clean-room: a new interpreter, no caches (README: warm cells)
     attempts_root = bundle / "attempts"
     results = []
     for k in range(1, repeat + 1):

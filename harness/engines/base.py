@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cells import Cell, Environment, size_bytes
+from ..errors import CellUnsupported
 from ..outcome import signal_name
 from ..resources import Slot
 from ..supervise import RawOutcome, watch
-from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
+from ..workloads.protocol import ENV_LAUNCH, EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
 # Variables every cell process gets, whatever the engine.
 CELL_ENV = {
@@ -56,6 +57,36 @@ def cell_argv(python: str, spec: str, outdir: str, wall: float) -> list[str]:
     """
     backstop = ["timeout", "-k", "10", str(int(wall) + BACKSTOP_GRACE)] if wall else []
     return [*backstop, python, "-m", "workloads", spec, outdir]
+
+
+@dataclass
+class Warmth:
+    """How warm a cell starts: the cache variables it gets and notes on what was not used."""
+
+    variables: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    warm: bool = True
+
+    def detail(self, forked: bool) -> dict:
+        """What the result's `exit` records: the launch ("warm": forked from a launcher that had
+        imported the stack; "fresh": a new interpreter) and the caches offered."""
+        out = {"launch": "warm" if forked else "fresh", "caches": sorted(self.variables)}
+        if self.notes:
+            out["launch_notes"] = list(self.notes)
+        return out
+
+
+def warm_settings(engine: Engine, cell: Cell, slot: Slot) -> Warmth:
+    """The caches a cell gets, after the host's own verdict: a cell that is `unsupported` for a
+    reason the pins settle (preflight.py) is not launched at all (CellUnsupported)."""
+    if not engine.warm:
+        return Warmth(warm=False)
+    from .. import caches, preflight
+    why = preflight.unsupported(cell)
+    if why:
+        raise CellUnsupported(why)
+    variables, notes = caches.variables(cell, slot)
+    return Warmth(variables, notes)
 
 
 def cell_variables(cell: Cell, slot: Slot) -> dict[str, str]:
@@ -107,6 +138,9 @@ class RunContext:
 
 class Engine(ABC):
     name: str
+    # Warm cells (issue: the fixed cost of a cell): compile and data caches, the host's own
+    # `unsupported` verdicts and, for process engines, a warm launch. `--fresh` turns it all off.
+    warm: bool = True
     replay_words = "a virtualenv from the exact pins"   # how a bundle's run.sh remakes the environment
     recipe_words = "the exact pip lock"                 # what a bundle's environment/ holds
 
@@ -200,13 +234,34 @@ class ProcessEngine(Engine):
             return None, _text(exc.stdout), _text(exc.stderr)
         return proc.returncode, proc.stdout, proc.stderr
 
+    _launcher = None
+
+    def close(self) -> None:
+        if self._launcher is not None:
+            self._launcher.close()
+
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path,
             ctx: RunContext | None = None) -> RawOutcome:
         ctx = ctx or RunContext()
         workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
+        warmth = warm_settings(self, cell, ctx.slot)
         env = self.environ(cell, ctx.slot, workloads_root)
+        env.update(warmth.variables)
         limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
         cpus = ctx.slot.cpus
+        server = None
+        from ..launch import Launcher, fresh_because
+        why_fresh = fresh_because(cell) if self.warm else None
+        if why_fresh:
+            warmth.notes.append(f"launched fresh: {why_fresh}")
+        elif self.warm:
+            if self._launcher is None:
+                self._launcher = Launcher()
+            log = workloads_root.parent.parent / ".launch" / f"{cell.environment.name}.log"
+            server = self._launcher.server(self.interpreter(prepared), cell, env, workloads_root, log)
+            if isinstance(server, str):
+                warmth.notes.append(f"launched fresh: {server}")
+                server = None
 
         def preexec() -> None:
             _die_with_parent()
@@ -217,8 +272,16 @@ class ProcessEngine(Engine):
 
         argv = cell_argv(self.interpreter(prepared), str(workdir / SPEC_FILE), str(workdir), cell.limits.wall)
         with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
-            proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
+            if server is not None:  # forked from the stack's warm launcher: the same cell, started warm
+                proc = server.spawn({
+                    "spec": str(workdir / SPEC_FILE), "outdir": str(workdir), "cwd": str(workdir),
+                    "stdout": str(workdir / STDOUT_FILE), "stderr": str(workdir / STDERR_FILE),
+                    "cpus": sorted(cpus) if cpus else None, "memory": limit,
+                    "backstop": int(cell.limits.wall) + BACKSTOP_GRACE if cell.limits.wall else None,
+                    "env": {ENV_LAUNCH: "warm"}})
+            else:
+                proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
+                                        stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
             if ctx.on_start:
                 ctx.on_start(proc.pid)
 
@@ -241,12 +304,15 @@ class ProcessEngine(Engine):
                 kill()
                 proc.wait()
                 raise
+            finally:
+                if server is not None:
+                    proc.close()
             kill()  # whatever the cell started in its session goes with it
         # `timeout` dies of the signal that killed its child, so a SIGSEGV still reads as one
         sig = signal_name(-code) if code is not None and code < 0 else None
         return RawOutcome(exit_code=code, signal=sig, timed_out=timed_out, seconds=seconds,
                           detail={"pid": proc.pid, "memory_limit_bytes": limit,
-                                  "variables": sorted(env)})
+                                  "variables": sorted(env), **warmth.detail(server is not None)})
 
 
 def _text(data: bytes | str | None) -> str:

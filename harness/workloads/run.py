@@ -85,6 +85,8 @@ def _train(spec, log, record):
         return
     from . import compat, engagement, models, wrappers
     stack = compat.load(spec)
+    from .warmth import Watch
+    warmth = Watch(stack)
     record["timing"]["import_seconds"] = round(time.time() - T_PROCESS, 4)
     _phase(record, "imports")
     record["seen"] = stack.seen()
@@ -118,6 +120,7 @@ def _train(spec, log, record):
     record["engagement"] = engagement.collect(stack, plan, trainable, x, batch)
     last = record["epochs"][-1] if record["epochs"] else {}
     record["metrics"] = dict((k, last.get(k)) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
+    record["warmth"] = warmth.report()
 
 
 def _type_name(exc):
