@@ -112,3 +112,26 @@ def variables(cell: Cell, slot: Slot) -> tuple[dict[str, str], list[str]]:
         wanted.update(CUDA_CACHE_PATH=str(folder / "cuda"), CUDA_CACHE_MAXSIZE=str(4 << 30))
     out.update({k: v for k, v in wanted.items() if k not in own})
     return out, notes
+
+
+CONTAINER_DATA = "/harness-data"
+CONTAINER_COMPILE = "/harness-compile"
+
+
+def in_container(variables: dict[str, str]) -> tuple[dict, dict[str, str]]:
+    """The same caches for a container: (docker volumes, variables as the container sees them).
+    The data folder is mounted read-only (a container cell reads sets that process-engine cells
+    wrote; it generates a missing one in memory); the compile cache folder read-write, written
+    as the user the container runs as."""
+    volumes: dict = {}
+    env = {k: v for k, v in variables.items() if k not in (ENV_DATA_DIR, "JAX_COMPILATION_CACHE_DIR",
+                                                          "CUDA_CACHE_PATH")}
+    if ENV_DATA_DIR in variables:
+        volumes[variables[ENV_DATA_DIR]] = {"bind": CONTAINER_DATA, "mode": "ro"}
+        env[ENV_DATA_DIR] = CONTAINER_DATA
+    for name in ("JAX_COMPILATION_CACHE_DIR", "CUDA_CACHE_PATH"):
+        if name in variables:
+            path = Path(variables[name])
+            volumes[str(path.parent)] = {"bind": CONTAINER_COMPILE, "mode": "rw"}
+            env[name] = f"{CONTAINER_COMPILE}/{path.name}"
+    return volumes, env

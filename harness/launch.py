@@ -119,6 +119,8 @@ class WarmChild:
 
 
 class Server:
+    """One warm launcher process: started at once, ready (or refused) after its imports."""
+
     def __init__(self, python: str, env: dict[str, str], preload: dict, workloads: Path, log: Path):
         self.folder = Path(tempfile.mkdtemp(prefix="harness-warm-"))  # 0700: only we can connect
         self.socket = str(self.folder / "s")
@@ -131,27 +133,34 @@ class Server:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                      start_new_session=True)
         self.refused: str | None = None
-        self.ready = self._wait_ready()
+        self.ready = False
+        self.settled = threading.Event()
+        self._closed = False
 
-    def _wait_ready(self) -> bool:
+    def wait_ready(self) -> None:
+        """Read the server's first line (in a background thread): ready, or why not."""
         deadline = time.monotonic() + READY_SECONDS
         line = b""
-        while time.monotonic() < deadline:
-            if select.select([self.proc.stdout], [], [], 1.0)[0]:
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
+        try:
+            while time.monotonic() < deadline and not self._closed:
+                if select.select([self.proc.stdout], [], [], 1.0)[0]:
+                    chunk = os.read(self.proc.stdout.fileno(), 4096)
+                    if not chunk:
+                        break
+                    line += chunk
+                    if b"\n" in line:
+                        message = json.loads(line.split(b"\n", 1)[0])
+                        self.ready = bool(message.get("ready"))
+                        if not self.ready:
+                            self.refused = message.get("refused") or "the warm launcher said no"
+                        return
+                elif self.proc.poll() is not None:
                     break
-                line += chunk
-                if b"\n" in line:
-                    message = json.loads(line.split(b"\n", 1)[0])
-                    if message.get("ready"):
-                        return True
-                    self.refused = message.get("refused") or "the warm launcher said no"
-                    return False
-            elif self.proc.poll() is not None:
-                break
-        self.refused = self.refused or f"the warm launcher did not start (exit {self.proc.poll()}; see its log)"
-        return False
+            self.refused = f"the warm launcher did not start (exit {self.proc.poll()}; see its log)"
+        except (OSError, ValueError) as exc:
+            self.refused = f"the warm launcher did not start ({exc})"
+        finally:
+            self.settled.set()
 
     def spawn(self, request: dict) -> WarmChild:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -172,6 +181,7 @@ class Server:
 
     def close(self) -> None:
         """Close the lifeline: the server kills its children and exits."""
+        self._closed = True
         try:
             self.proc.stdin.close()
         except OSError:
@@ -181,45 +191,70 @@ class Server:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        self.settled.wait(timeout=5)
         self.proc.stdout.close()
         self._log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class Launcher:
-    """The warm servers of one engine, started on first use, closed with the engine."""
+    """The warm servers of one engine, closed with the engine.
+
+    The first cell of a key starts fresh while its server imports in the
+    background, so no cell waits for a launcher it would not have needed: a
+    key with one cell costs what it did before, and every later cell of the
+    key forks (waiting, if it comes early, only for the rest of the import).
+    """
 
     def __init__(self) -> None:
         self._servers: dict[str, Server] = {}
-        self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self.refusals: dict[str, str] = {}
 
     def server(self, python: str, cell: Cell, env: dict[str, str], workloads: Path, log: Path) -> Server | str:
-        """The ready server for this cell's key, or why there is none (the cell then starts fresh)."""
+        """The ready server for this cell's key, or why the cell starts fresh."""
         preload = {"api": cell.environment.api, "backend": cell.environment.backend,
                    "device_kind": cell.parallelism.device_kind, "device_count": cell.parallelism.devices,
                    "imports": imports(cell)}
         key = json.dumps([python, sorted(env.items()), preload, str(workloads)])
         with self._lock:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:  # two cells of one key starting together wait for one server
             if key in self.refusals:
                 return self.refusals[key]
             server = self._servers.get(key)
-            if server is None or not server.alive():
-                if server is not None:
-                    server.close()
+            if server is not None and server.settled.is_set() and not server.alive():
+                if server.refused:
+                    self.refusals[key] = server.refused
+                    del self._servers[key]
+                    threading.Thread(target=server.close, daemon=True).start()
+                    return server.refused
+                del self._servers[key]  # it died: start another
+                threading.Thread(target=server.close, daemon=True).start()
+                server = None
+            if server is None:
                 server = Server(python, env, preload, workloads, log)
-                if not server.ready:
-                    self.refusals[key] = server.refused or "refused"
-                    server.close()
-                    return self.refusals[key]
+                threading.Thread(target=server.wait_ready, daemon=True, name="warm launcher").start()
                 self._servers[key] = server
-            return server
+                return "its warm launcher was starting (the first cell of each launcher starts fresh)"
+        server.settled.wait()
+        if not server.ready:
+            return server.refused or "refused"
+        return server
 
     def close(self) -> None:
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
         for server in servers:
             server.close()
+
+
+def warmth_record(workload: dict, raw) -> dict | None:
+    """result.json's `warmth`: how the cell launched (warm / fresh, and why fresh on a warm run),
+    which caches it was offered, whether its compilation hit one and where its data came from --
+    so a warm first epoch is never compared with a cold one as if equal. None: never launched."""
+    if raw is None:
+        return None
+    inside = workload.get("warmth") or {}
+    detail = raw.detail or {}
+    return {"launch": detail.get("launch", "fresh"), "notes": detail.get("launch_notes", []),
+            "caches": detail.get("caches", []), "compile_cache": inside.get("compile_cache"),
+            "data": inside.get("data")}

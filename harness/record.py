@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import SCHEMA, __version__
 from .cells import Cell
+from .launch import warmth_record
 from .outcome import Verdict
 from .stats import spread_of, steady
 from .store import read_json
@@ -151,6 +152,7 @@ def assemble(cell: Cell, engine: str, provenance: dict, raw: RawOutcome | None, 
         "metrics": workload.get("metrics") or {},
         "epochs": epochs,
         "timing": timing_,
+        "warmth": warmth_record(workload, raw),
         "error": verdict.error,
         "exit": None if raw is None else {"code": raw.exit_code, "signal": raw.signal,
                                           "oom_killed": raw.oom_killed, "timed_out": raw.timed_out,

@@ -9,6 +9,7 @@ import resource
 import signal
 import subprocess
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,11 +67,13 @@ class Warmth:
     variables: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     warm: bool = True
+    waited: float = 0.0   # seconds spent starting (or waiting for) the warm launcher
 
     def detail(self, forked: bool) -> dict:
         """What the result's `exit` records: the launch ("warm": forked from a launcher that had
         imported the stack; "fresh": a new interpreter) and the caches offered."""
-        out = {"launch": "warm" if forked else "fresh", "caches": sorted(self.variables)}
+        out = {"launch": "warm" if forked else "fresh", "caches": sorted(self.variables),
+               "launcher_wait_seconds": round(self.waited, 3)}
         if self.notes:
             out["launch_notes"] = list(self.notes)
         return out
@@ -258,7 +261,10 @@ class ProcessEngine(Engine):
             if self._launcher is None:
                 self._launcher = Launcher()
             log = workloads_root.parent.parent / ".launch" / f"{cell.environment.name}.log"
+            began = time.monotonic()
             server = self._launcher.server(self.interpreter(prepared), cell, env, workloads_root, log)
+            # the cell that waited for its launcher's imports paid them: they count in its time
+            warmth.waited = time.monotonic() - began
             if isinstance(server, str):
                 warmth.notes.append(f"launched fresh: {server}")
                 server = None
@@ -310,7 +316,7 @@ class ProcessEngine(Engine):
             kill()  # whatever the cell started in its session goes with it
         # `timeout` dies of the signal that killed its child, so a SIGSEGV still reads as one
         sig = signal_name(-code) if code is not None and code < 0 else None
-        return RawOutcome(exit_code=code, signal=sig, timed_out=timed_out, seconds=seconds,
+        return RawOutcome(exit_code=code, signal=sig, timed_out=timed_out, seconds=seconds + warmth.waited,
                           detail={"pid": proc.pid, "memory_limit_bytes": limit,
                                   "variables": sorted(env), **warmth.detail(server is not None)})
 

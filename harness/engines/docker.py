@@ -22,12 +22,13 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import __version__, bases, stacks
+from ..caches import in_container
 from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..outcome import signal_name
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
-from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure
+from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure, warm_settings
 
 LABEL = "tfkeras-harness"
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
@@ -312,7 +313,10 @@ class DockerEngine(Engine):
         from docker.types import DeviceRequest
 
         ctx = ctx or RunContext()
-        environment = {**cell_variables(cell, ctx.slot), "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}
+        warmth = warm_settings(self, cell, ctx.slot)  # a cell the host decides is never started
+        cache_volumes, cache_env = in_container(warmth.variables)
+        environment = {**cell_variables(cell, ctx.slot), **cache_env, "PYTHONPATH": WORKLOADS_MOUNT,
+                       "HOME": "/tmp"}
         environment.pop("CUDA_VISIBLE_DEVICES", None)  # the runtime exposes exactly the requested GPUs
         kwargs = {}
         if ctx.slot.gpus:
@@ -332,7 +336,7 @@ class DockerEngine(Engine):
                 detach=True, init=True, network_mode="none", environment=environment,
                 user=f"{os.getuid()}:{os.getgid()}", working_dir="/tmp",
                 volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"},
-                         str(workdir.resolve()): {"bind": OUT_MOUNT, "mode": "rw"}},
+                         str(workdir.resolve()): {"bind": OUT_MOUNT, "mode": "rw"}, **cache_volumes},
                 labels={LABEL: "1", f"{LABEL}.cell": cell.id, f"{LABEL}.pid": str(os.getpid()),
                         f"{LABEL}.host": os.uname().nodename},
                 **hardening(), **kwargs)
@@ -371,7 +375,7 @@ class DockerEngine(Engine):
         return RawOutcome(exit_code=code, signal=sig, oom_killed=bool(state.get("OOMKilled")) and code != 0,
                           timed_out=timed_out, seconds=seconds,
                           detail={"container_oom_flag": bool(state.get("OOMKilled")), "image": prepared.handle,
-                                  "memory_limit": memory})
+                                  "memory_limit": memory, **warmth.detail(False)})
 
     def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
              gpus: bool = False) -> tuple[int | None, str, str]:

@@ -92,7 +92,7 @@ def cell_page(result: dict, folder: Path | None) -> str:
         for ep in epochs:
             body.append("<tr>" + "".join(f"<td>{e(_num(ep.get(k)))}</td>" for k in keys) + "</tr>")
         body.append("</table>")
-    for key in ("timing", "engagement", "resources", "metrics", "seen", "placement", "samples", "parallelism",
+    for key in ("timing", "warmth", "engagement", "resources", "metrics", "seen", "placement", "samples", "parallelism",
                 "provenance"):
         if result.get(key):
             body.append(f"<h2>{e(key)}</h2><pre>{e(json.dumps(result[key], indent=2, sort_keys=True))}</pre>")
