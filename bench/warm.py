@@ -1,15 +1,17 @@
 """Benchmark: the fixed cost of a cell, fresh against warm, in one invocation.
 
     python bench/warm.py [MATRIX] [--engine venv|local|docker] [--only GLOB ...] [--jobs N] [--gpus IDS]
-                         [--python X.Y=PATH ...]
+                         [--python X.Y=PATH ...] [--rounds R] [--repeats N]
 
 Environments are prepared first (`harness build`, not timed). Then the matrix
-runs three times into temporary results folders, one after the other:
-
-1. `--fresh`: every cell in a new interpreter, no caches (today's behaviour);
-2. warm, first pass: forked from a warm launcher, with whatever the compile
-   and data caches already hold;
-3. warm, second pass: the same again, caches now certainly warm.
+runs into temporary results folders: one warm run first (it starts the
+caches: its fixed costs are printed apart), then `--rounds` times a `--fresh`
+run (every cell in a new interpreter, no caches: the clean-room behaviour)
+followed by a warm run (forked from warm launchers, caches warm). Fresh and
+warm alternate so that a load that drifts over time hits both alike; each
+cell's figures are medians over the rounds. `--repeats N` replaces the
+matrix's repeats: in a real matrix many cells share an environment, and the
+first cell of each warm launcher starts fresh while the launcher imports.
 
 Printed per cell: its wall (the cell process's life, on the host's clock)
 and its fixed cost (wall minus steady epoch seconds x epochs) in each run,
@@ -62,6 +64,8 @@ def main() -> None:
     p.add_argument("--jobs")
     p.add_argument("--gpus")
     p.add_argument("--python", action="append", default=[])
+    p.add_argument("--rounds", type=int, default=1,
+                   help="fresh and warm runs alternate this many times; per cell the median (a loaded machine)")
     p.add_argument("--repeats", type=int,
                    help="run each cell this many times (the matrix's `repeats:` replaced): cells of one "
                         "environment share a warm launcher, as in a real matrix")
@@ -86,40 +90,53 @@ def main() -> None:
                 Path(a.matrix).unlink(missing_ok=True)
 
 
+def _median(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
 def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]) -> None:
     harness("build", a.matrix, *common, *select, "--results", str(tmp / "build"))
+    order = [("warm-up", [])] + [(f"{kind}-{k}", flags) for k in range(1, a.rounds + 1)
+                                 for kind, flags in (("fresh", ["--fresh"]), ("warm", []))]
     runs = {}
-    for label, flags in (("fresh", ["--fresh"]), ("warm-1", []), ("warm-2", [])):
+    for label, flags in order:  # fresh and warm alternate, so a drifting load hits both alike
         wall = harness("run", a.matrix, *common, *select, *extra, *flags, "--results", str(tmp / label))
         record = run_records(tmp / label)[-1]
         runs[label] = (wall, {r["cell"]: r for r in results(tmp / label)}, record)
-    fresh, warm1, warm = runs["fresh"][1], runs["warm-1"][1], runs["warm-2"][1]
-    print(f"{a.matrix} ({a.engine}): cell wall and fixed cost (wall - steady epoch x epochs), seconds")
-    print("| cell | status | fresh wall | warm wall | fresh/warm | fixed fresh | fixed warm-1 | fixed warm | "
-          "epoch 1 fresh | epoch 1 warm | launch | compile cache | same accuracy |")
+    fresh = [runs[f"fresh-{k}"][1] for k in range(1, a.rounds + 1)]
+    warm = [runs[f"warm-{k}"][1] for k in range(1, a.rounds + 1)]
+    first = runs["warm-up"][1]
+    print(f"{a.matrix} ({a.engine}), {a.rounds} round(s) of fresh then warm after a warm-up run; "
+          "per cell the median over rounds, seconds; fixed = wall - steady epoch x epochs")
+    print("| cell | status | fresh wall | warm wall | fresh/warm | fixed fresh | fixed warm (warm-up run) | "
+          "fixed warm | epoch 1 fresh | epoch 1 warm | warm launches | compile cache | same accuracy |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratios, fixed_f, fixed_w = [], [], []
-    for cell in sorted(fresh):
-        f, w, w1 = fresh[cell], warm.get(cell), warm1.get(cell)
-        if w is None:
-            continue
-        tf, tw = f["timing"].get("total_seconds"), w["timing"].get("total_seconds")
+    for cell in sorted(fresh[0]):
+        fs, ws = [r[cell] for r in fresh if cell in r], [r[cell] for r in warm if cell in r]
+        f = fs[0]
+        tf, tw = _median([x["timing"].get("total_seconds") for x in fs]), \
+            _median([x["timing"].get("total_seconds") for x in ws])
         ratio = tf / tw if tf and tw else None
         if ratio and f["status"] == "ok":
             ratios.append(ratio)
-        ff, fw = fixed_cost(f), fixed_cost(w)
+        ff, fw = _median([fixed_cost(x) for x in fs]), _median([fixed_cost(x) for x in ws])
         if ff is not None and fw is not None:
             fixed_f.append(ff)
             fixed_w.append(fw)
-        warmth = (w.get("warmth") or {})
-        cache = (warmth.get("compile_cache") or {}).get("hit", "none offered")
-        same = f["metrics"].get("val_accuracy") == w["metrics"].get("val_accuracy")
-        status = f["status"] if f["status"] == w["status"] else f"{f['status']} / {w['status']} (DIFFERS)"
-        launch = (w.get("warmth") or {}).get("launch", "not launched")
-        first_f, first_w = f["timing"].get("first_epoch_seconds"), w["timing"].get("first_epoch_seconds")
+        caches = sorted({((x.get("warmth") or {}).get("compile_cache") or {}).get("hit", "none offered")
+                         for x in ws})
+        same = all(x["metrics"].get("val_accuracy") == f["metrics"].get("val_accuracy") for x in fs + ws)
+        statuses = {x["status"] for x in fs + ws}
+        status = f["status"] if len(statuses) == 1 else f"{sorted(statuses)} (DIFFERS)"
+        launches = sum(1 for x in ws if (x.get("warmth") or {}).get("launch") == "warm")
+        up = first.get(cell)
         print(f"| {cell} | {status} | {fmt(tf)} | {fmt(tw)} | {fmt(ratio)} | {fmt(ff)} | "
-              f"{fmt(fixed_cost(w1) if w1 else None)} | {fmt(fw)} | {fmt(first_f)} | {fmt(first_w)} | {launch} "
-              f"| {cache} | {'bitwise' if same else 'no'} |")
+              f"{fmt(fixed_cost(up) if up else None)} | {fmt(fw)} | "
+              f"{fmt(_median([x['timing'].get('first_epoch_seconds') for x in fs]))} | "
+              f"{fmt(_median([x['timing'].get('first_epoch_seconds') for x in ws]))} | {launches}/{len(ws)} "
+              f"| {', '.join(caches)} | {'bitwise' if same else 'no'} |")
     if ratios:
         print(f"\nfresh / warm cell wall: median {statistics.median(ratios):.2f}x "
               f"[{min(ratios):.2f}-{max(ratios):.2f}] over {len(ratios)} ok cells")
@@ -130,7 +147,7 @@ def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]
         n, what = divisor(record)
         b = bound(list(rs.values()), n)
         ratio = f"{record['wall_seconds'] / b:.2f}x the bound" if b else "no steady work"
-        print(f"run {label:>6}: command {wall:.1f} s, cells' run {record['wall_seconds']:.1f} s; steady-work bound "
+        print(f"run {label:>7}: command {wall:.1f} s, cells' run {record['wall_seconds']:.1f} s; steady-work bound "
               f"{b:.1f} s ({n} {what}): {ratio}")
 
 

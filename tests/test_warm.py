@@ -36,7 +36,7 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         runs[label] = _results(tmp_path / label / "warm-control")
     fresh, warm, again = runs["fresh"], runs["warm"], runs["again"]
-    assert set(fresh) == set(warm) == set(again) and len(fresh) == 5
+    assert set(fresh) == set(warm) == set(again) and len(fresh) == 10
     for cell, f in fresh.items():
         for w in (warm[cell], again[cell]):
             assert (w["status"], w["reason"]) == (f["status"], f["reason"]), cell
@@ -47,7 +47,10 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
             continue
         assert f["status"] == "ok", (cell, f["error"])
         assert f["warmth"]["launch"] == "fresh" and not f["warmth"]["caches"]
-        assert warm[cell]["warmth"]["launch"] == "warm", warm[cell]["warmth"]
+        if cell.endswith("/r1"):  # one repeat starts fresh while its launcher imports; the other forks from it
+            for run in (warm, again):
+                launches = {run[cell]["warmth"]["launch"], run[cell[:-1] + "0"]["warmth"]["launch"]}
+                assert "warm" in launches, (run[cell]["warmth"], run[cell[:-1] + "0"]["warmth"])
         w = again[cell]
         if "jax" in cell:  # JAX on the CPU is deterministic: the same bits, warm or fresh, cached or not
             assert w["metrics"] == f["metrics"], cell

@@ -123,11 +123,8 @@ def _child(request, keep_out):
         for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        for fd in keep_out:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for sock in keep_out:  # the server's sockets: closed as objects, so no later close hits a reused fd
+            sock.close()
         os.chdir(request["cwd"])
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -230,8 +227,7 @@ class Server(object):
         if b"\n" not in self.reading[conn]:
             return
         request = json.loads(self.reading.pop(conn).split(b"\n", 1)[0].decode())
-        keep_out = [self.listener.fileno(), sys.stdin.fileno()] + \
-            [c.fileno() for c in list(self.reading) + list(self.children.values())]
+        keep_out = [self.listener] + list(self.reading) + list(self.children.values())
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
