@@ -37,6 +37,7 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
         runs[label] = _results(tmp_path / label / "warm-control")
     fresh, warm, again = runs["fresh"], runs["warm"], runs["again"]
     assert set(fresh) == set(warm) == set(again) and len(fresh) == 10
+    ratios = {}
     for cell, f in fresh.items():
         for w in (warm[cell], again[cell]):
             assert (w["status"], w["reason"]) == (f["status"], f["reason"]), cell
@@ -59,9 +60,12 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
         else:
             assert abs(w["metrics"]["val_accuracy"] - f["metrics"]["val_accuracy"]) <= 0.02, cell
         assert [d["source"] for d in w["warmth"]["data"]] == ["mapped"], w["warmth"]
-        # steady speed within the spread of a shared machine: the medians within 2x of each other
-        ratio = statistics.median(_steady(w)) / statistics.median(_steady(f))
-        assert 0.5 < ratio < 2.0, (cell, ratio)
+        ratios[cell] = statistics.median(_steady(w)) / statistics.median(_steady(f))
+    # steady speed within the spread of a shared 2-core machine (other jobs come and go, a steady
+    # epoch here is 0.1-0.3 s): each cell within 3x, the median over cells within 1.5x;
+    # bench/warm.py measures it properly, alternating fresh and warm runs
+    assert all(1 / 3 < r < 3 for r in ratios.values()), ratios
+    assert 1 / 1.5 < statistics.median(ratios.values()) < 1.5, ratios
 
 
 def _cell(env: Environment, wrapper: str = "none", devices: int = 1, feed: str = "arrays", model: str = "rnn",
