@@ -61,11 +61,18 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
             assert abs(w["metrics"]["val_accuracy"] - f["metrics"]["val_accuracy"]) <= 0.02, cell
         assert [d["source"] for d in w["warmth"]["data"]] == ["mapped"], w["warmth"]
         ratios[cell] = statistics.median(_steady(w)) / statistics.median(_steady(f))
-    # steady speed within the spread of a shared 2-core machine (other jobs come and go, a steady
-    # epoch here is 0.1-0.3 s): each cell within 3x, the median over cells within 1.5x;
-    # bench/warm.py measures it properly, alternating fresh and warm runs
-    assert all(1 / 3 < r < 3 for r in ratios.values()), ratios
-    assert 1 / 1.5 < statistics.median(ratios.values()) < 1.5, ratios
+    # Steady speed. This is a shared 2-core machine where other jobs come and go and a steady epoch
+    # takes 0.1-0.3 s, so runs minutes apart differ by 2x either way. The fair pair is in one run:
+    # the repeat that forked and the one that started fresh ran side by side, under the same load.
+    for run in (warm, again):
+        by_launch: dict[str, dict[str, float]] = {}
+        for cell, r in run.items():
+            if r["status"] == "ok":
+                by_launch.setdefault(cell.rsplit("/", 1)[0], {})[r["warmth"]["launch"]] = \
+                    statistics.median(_steady(r))
+        pairs = {g: v["warm"] / v["fresh"] for g, v in by_launch.items() if len(v) == 2}
+        assert pairs and all(0.5 < p < 2 for p in pairs.values()), pairs
+    assert 0.5 < statistics.median(ratios.values()) < 2, ratios  # and across runs, over all cells
 
 
 def _cell(env: Environment, wrapper: str = "none", devices: int = 1, feed: str = "arrays", model: str = "rnn",
