@@ -28,12 +28,47 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cells import Cell
+from .errors import CellUnsupported
+from .workloads.protocol import ENV_LAUNCH, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
 READY_SECONDS = 600.0   # importing TensorFlow on a loaded machine can take minutes
+
+
+@dataclass
+class Warmth:
+    """How warm one cell starts: the cache variables it gets, notes on what it did not get, and
+    the seconds it waited for its launcher (they count in its time)."""
+
+    variables: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    waited: float = 0.0
+
+    def detail(self, forked: bool) -> dict:
+        """What the result's `exit` records: the launch ("warm": forked from a launcher that had
+        imported the stack; "fresh": a new interpreter) and the caches offered."""
+        out = {"launch": "warm" if forked else "fresh", "caches": sorted(self.variables),
+               "launcher_wait_seconds": round(self.waited, 3)}
+        if self.notes:
+            out["launch_notes"] = list(self.notes)
+        return out
+
+
+def warm_settings(engine, cell: Cell, slot) -> Warmth:
+    """A cell's warmth on this engine: nothing with `--fresh`; else the host's own verdict first
+    (a cell `unsupported` for a reason its pins settle raises CellUnsupported and is never
+    started: preflight.py), then the caches it gets (caches.py)."""
+    if not engine.warm:
+        return Warmth()
+    from . import caches, preflight
+    why = preflight.unsupported(cell)
+    if why:
+        raise CellUnsupported(why)
+    variables, notes = caches.variables(cell, slot)
+    return Warmth(variables, notes)
 
 
 # Workloads that import nothing before they fire (a planted fault, an idle cell): a bare server.
@@ -176,6 +211,14 @@ class Server:
         line, rest = buffer.split(b"\n", 1)
         return WarmChild(pid=int(json.loads(line)["pid"]), conn=conn, _buffer=rest)
 
+    def start_cell(self, workdir: Path, cpus, memory: int | None, backstop: float | None) -> WarmChild:
+        """Fork the cell whose spec is in `workdir`: it runs there, writes its logs there, on
+        `cpus`, under an address-space limit of `memory`, and ends itself after `backstop` s."""
+        return self.spawn({"spec": str(workdir / SPEC_FILE), "outdir": str(workdir), "cwd": str(workdir),
+                           "stdout": str(workdir / STDOUT_FILE), "stderr": str(workdir / STDERR_FILE),
+                           "cpus": sorted(cpus) if cpus else None, "memory": memory,
+                           "backstop": int(backstop) if backstop else None, "env": {ENV_LAUNCH: "warm"}})
+
     def alive(self) -> bool:
         return self.ready and self.proc.poll() is None
 
@@ -238,6 +281,22 @@ class Launcher:
         server.settled.wait()
         if not server.ready:
             return server.refused or "refused"
+        return server
+
+    def for_cell(self, python: str, cell: Cell, env: dict[str, str], workloads: Path,
+                 warmth: Warmth) -> Server | None:
+        """The server to fork this cell from, or None (start it fresh; `warmth.notes` says why)."""
+        why = fresh_because(cell)
+        if why:
+            warmth.notes.append(f"launched fresh: {why}")
+            return None
+        log = workloads.parent.parent / ".launch" / f"{cell.environment.name}.log"
+        began = time.monotonic()
+        server = self.server(python, cell, env, workloads, log)
+        warmth.waited = time.monotonic() - began  # a cell that waited for its launcher's imports paid them
+        if isinstance(server, str):
+            warmth.notes.append(f"launched fresh: {server}")
+            return None
         return server
 
     def close(self) -> None:

@@ -9,18 +9,17 @@ import resource
 import signal
 import subprocess
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cells import Cell, Environment, size_bytes
-from ..errors import CellUnsupported
+from ..launch import warm_settings
 from ..outcome import signal_name
 from ..resources import Slot
 from ..supervise import RawOutcome, watch
-from ..workloads.protocol import ENV_LAUNCH, EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
+from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
 # Variables every cell process gets, whatever the engine.
 CELL_ENV = {
@@ -58,38 +57,6 @@ def cell_argv(python: str, spec: str, outdir: str, wall: float) -> list[str]:
     """
     backstop = ["timeout", "-k", "10", str(int(wall) + BACKSTOP_GRACE)] if wall else []
     return [*backstop, python, "-m", "workloads", spec, outdir]
-
-
-@dataclass
-class Warmth:
-    """How warm a cell starts: the cache variables it gets and notes on what was not used."""
-
-    variables: dict = field(default_factory=dict)
-    notes: list = field(default_factory=list)
-    warm: bool = True
-    waited: float = 0.0   # seconds spent starting (or waiting for) the warm launcher
-
-    def detail(self, forked: bool) -> dict:
-        """What the result's `exit` records: the launch ("warm": forked from a launcher that had
-        imported the stack; "fresh": a new interpreter) and the caches offered."""
-        out = {"launch": "warm" if forked else "fresh", "caches": sorted(self.variables),
-               "launcher_wait_seconds": round(self.waited, 3)}
-        if self.notes:
-            out["launch_notes"] = list(self.notes)
-        return out
-
-
-def warm_settings(engine: Engine, cell: Cell, slot: Slot) -> Warmth:
-    """The caches a cell gets, after the host's own verdict: a cell that is `unsupported` for a
-    reason the pins settle (preflight.py) is not launched at all (CellUnsupported)."""
-    if not engine.warm:
-        return Warmth(warm=False)
-    from .. import caches, preflight
-    why = preflight.unsupported(cell)
-    if why:
-        raise CellUnsupported(why)
-    variables, notes = caches.variables(cell, slot)
-    return Warmth(variables, notes)
 
 
 def cell_variables(cell: Cell, slot: Slot) -> dict[str, str]:
@@ -239,6 +206,13 @@ class ProcessEngine(Engine):
 
     _launcher = None
 
+    def launcher(self):
+        """The engine's warm launchers (launch.py), made on first use, closed with the engine."""
+        if self._launcher is None:
+            from ..launch import Launcher
+            self._launcher = Launcher()
+        return self._launcher
+
     def close(self) -> None:
         if self._launcher is not None:
             self._launcher.close()
@@ -247,27 +221,13 @@ class ProcessEngine(Engine):
             ctx: RunContext | None = None) -> RawOutcome:
         ctx = ctx or RunContext()
         workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
-        warmth = warm_settings(self, cell, ctx.slot)
+        warmth = warm_settings(self, cell, ctx.slot)  # the host's verdict, the caches (launch.py)
         env = self.environ(cell, ctx.slot, workloads_root)
         env.update(warmth.variables)
         limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
         cpus = ctx.slot.cpus
-        server = None
-        from ..launch import Launcher, fresh_because
-        why_fresh = fresh_because(cell) if self.warm else None
-        if why_fresh:
-            warmth.notes.append(f"launched fresh: {why_fresh}")
-        elif self.warm:
-            if self._launcher is None:
-                self._launcher = Launcher()
-            log = workloads_root.parent.parent / ".launch" / f"{cell.environment.name}.log"
-            began = time.monotonic()
-            server = self._launcher.server(self.interpreter(prepared), cell, env, workloads_root, log)
-            # the cell that waited for its launcher's imports paid them: they count in its time
-            warmth.waited = time.monotonic() - began
-            if isinstance(server, str):
-                warmth.notes.append(f"launched fresh: {server}")
-                server = None
+        server = self.launcher().for_cell(self.interpreter(prepared), cell, env, workloads_root, warmth) \
+            if self.warm else None
 
         def preexec() -> None:
             _die_with_parent()
@@ -279,12 +239,8 @@ class ProcessEngine(Engine):
         argv = cell_argv(self.interpreter(prepared), str(workdir / SPEC_FILE), str(workdir), cell.limits.wall)
         with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
             if server is not None:  # forked from the stack's warm launcher: the same cell, started warm
-                proc = server.spawn({
-                    "spec": str(workdir / SPEC_FILE), "outdir": str(workdir), "cwd": str(workdir),
-                    "stdout": str(workdir / STDOUT_FILE), "stderr": str(workdir / STDERR_FILE),
-                    "cpus": sorted(cpus) if cpus else None, "memory": limit,
-                    "backstop": int(cell.limits.wall) + BACKSTOP_GRACE if cell.limits.wall else None,
-                    "env": {ENV_LAUNCH: "warm"}})
+                proc = server.start_cell(workdir, cpus, limit,
+                                         cell.limits.wall + BACKSTOP_GRACE if cell.limits.wall else None)
             else:
                 proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
                                         stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)

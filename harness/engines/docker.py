@@ -25,10 +25,11 @@ from .. import __version__, bases, stacks
 from ..caches import in_container
 from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
+from ..launch import warm_settings
 from ..outcome import signal_name
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
-from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure, warm_settings
+from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure
 
 LABEL = "tfkeras-harness"
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
