@@ -14,21 +14,22 @@ with the reason, exactly as a run would record it.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
-from . import selfcheck
+from . import selfcheck, status
 from .cells import Cell, Environment
 from .engines.base import Engine
 from .errors import EnvironmentUnavailable
-from .runner import stage_workloads
+from .lifecycle import stage_workloads
+from .terminal import shown
 
-STATUS_COLOUR = {"built": "green", "reused": "green", "unavailable": "yellow"}
+STATUS_COLOUR = {"built": "green", "reused": "green", status.UNAVAILABLE: "yellow"}
 
 
 @dataclass
@@ -70,7 +71,7 @@ def build(cells: list[Cell], engine: Engine, run_dir: Path, console: Console,
         outcome = _one(env, engine, workloads_root, log_path, export)
         outcome.seconds = time.monotonic() - started
         colour = STATUS_COLOUR[outcome.status]
-        console.print(f"[{colour}]{escape(outcome.line())}[/]", highlight=False)
+        console.print(f"[{colour}]{shown(outcome.line(), lines=True)}[/]", highlight=False)
         outcomes.append(outcome)
     return outcomes
 
@@ -79,19 +80,19 @@ def _one(env: Environment, engine: Engine, workloads_root: Path, log_path: Path,
     try:
         prepared = engine.prepare(env, log_path)
     except EnvironmentUnavailable as exc:
-        return Outcome(env, "unavailable", reason=f"{exc.reason} (log: {log_path})")
-    status = "reused" if prepared.reused else "built"
+        return Outcome(env, status.UNAVAILABLE, reason=f"{exc.reason} (log: {log_path})")
+    how = "reused" if prepared.reused else "built"
     report = None
     if selfcheck.needed(env):
         try:
             report = selfcheck.check(engine, prepared, workloads_root, log_path)
         except EnvironmentUnavailable as exc:
-            return Outcome(env, "unavailable", reason=f"{exc.reason} (log: {log_path})",
+            return Outcome(env, status.UNAVAILABLE, reason=f"{exc.reason} (log: {log_path})",
                            provenance=prepared.provenance)
         add_labels = getattr(engine, "add_labels", None)
         if add_labels is not None:
             add_labels(prepared, selfcheck.labels(report))
-    outcome = Outcome(env, status, check=report, provenance=prepared.provenance)
+    outcome = Outcome(env, how, check=report, provenance=prepared.provenance)
     if export is not None:
         outcome.exported = export_environment(engine, prepared.provenance, env, export)
     return outcome
@@ -124,9 +125,10 @@ def export_environment(engine: Engine, provenance: dict, env: Environment, folde
     lines = commands.read_text().splitlines() if commands.exists() else [
         "# Turn the saved images into what a cluster runs (pick one per image).",
         "# The harness mounts its workloads at /opt/harness and runs: python3 -m workloads SPEC OUTDIR"]
-    new = [f"apptainer build {env.name}.sif docker-archive:{archive.name}",
-           f"enroot import -o {env.name}.sqsh dockerd://{tag}   # on a host whose Docker holds the image",
-           f"docker load -i {archive.name}                        # another Docker host"]
+    q = shlex.quote  # names are validated; quoted all the same, as every generated script's values are
+    new = [f"apptainer build {q(env.name + '.sif')} {q('docker-archive:' + archive.name)}",
+           f"enroot import -o {q(env.name + '.sqsh')} {q('dockerd://' + tag)}  # where Docker holds the image",
+           f"docker load -i {q(archive.name)}                        # another Docker host"]
     lines += [line for line in new if line not in lines]
     commands.write_text("\n".join(lines) + "\n")
     return [str(archive), f"apptainer build {env.name}.sif docker-archive:{archive}"]

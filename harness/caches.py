@@ -1,6 +1,6 @@
 """Caches that outlive a cell: compiled programs and generated data.
 
-They live under the harness's cache folder (``engines.base.cache_dir()``),
+They live under the harness's cache folder (``paths.cache_dir()``),
 not under a results folder, so a re-run, a repeat and another matrix reuse
 them. What each stack offers:
 
@@ -39,6 +39,7 @@ import stat
 from pathlib import Path
 
 from .cells import Cell
+from .paths import cache_dir
 from .resources import Slot
 from .workloads.protocol import ENV_DATA_DIR
 
@@ -50,7 +51,6 @@ CUDA_VARIABLES = ("CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE")
 
 
 def root() -> Path:
-    from .engines.base import cache_dir
     return cache_dir()
 
 

@@ -103,6 +103,9 @@ class Parallelism:
 _SIZE = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,6})?)([kmg]?)", re.I)
 
 
+MAX_MEMORY = 64 << 40  # 64 TiB: more than any node has; a larger size is a typo (memory_limit, slurm.mem)
+
+
 def size_bytes(size) -> int | None:
     """Bytes in a size like '4g', '512m', '1.5g' or '1073741824'; None if it is not one.
     The matrix validates with it; engines, recipes and the Slurm executor convert with it."""

@@ -13,13 +13,16 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from . import matrix as matrix_mod
 from . import status
+from .engines import CHOICES as ENGINE_CHOICES
 from .errors import UserError
+from .outputs import check_output_folder
 from .paths import check_writable
-from .store import iter_results
+from .resources import parse_gpu_list
+from .store import scan
+from .terminal import shown, visible
 
 DEFAULT_MATRIX = "matrices/smoke.yaml"
 DEFAULT_RESULTS = "results"
@@ -37,7 +40,7 @@ def _pythons(values: list[str]) -> dict[str, str]:
 
 
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=("auto", "docker", "venv", "local"), default="auto",
+    p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
                    help="where environments live: Docker images, virtualenvs, or (local) an interpreter "
                         "that already holds the pinned stack (auto: Docker if it answers)")
     p.add_argument("--python", action="append", metavar="VERSION=PATH", default=[],
@@ -47,21 +50,48 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                         "(default: PIP_CERT, SSL_CERT_FILE or REQUESTS_CA_BUNDLE)")
 
 
-def _positive(text: str) -> int:
+def _whole(low: int, high: int):
+    """An argparse type: a whole number from `low` to `high` (a typo like 1e9 cores is
+    an error here, not an hour later)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {visible(repr(text))}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {value}")
+        return value
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: seconds, finite, from 0 to a week."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+        raise argparse.ArgumentTypeError(f"expected seconds, got {visible(repr(text))}") from None
+    if not 0 <= value <= MAX_SECONDS:  # NaN fails every comparison
+        raise argparse.ArgumentTypeError(f"expected seconds from 0 to {MAX_SECONDS:.0f}, got {text}")
     return value
+
+
+def _gpu_list(text: str) -> str:
+    try:
+        parse_gpu_list(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+MAX_SECONDS = 7 * 24 * 3600.0
+_positive = _whole(1, 4_096)  # cells at once, cores per cell
 
 
 def _add_resource_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", "-j", type=_positive, metavar="N",
                    help="run at most N cells at once (default: as many as the host's cores and GPUs allow; "
                         "--jobs 1 runs one cell at a time with every core)")
-    p.add_argument("--gpus", metavar="IDS",
+    p.add_argument("--gpus", metavar="IDS", type=_gpu_list,
                    help="the GPUs cells may use, e.g. 0,1,2,3 (default: CUDA_VISIBLE_DEVICES if set, "
                         "else every GPU NVML lists); each GPU cell is given its own")
     p.add_argument("--cpus-per-cell", type=_positive, metavar="K",
@@ -71,12 +101,8 @@ def _add_resource_args(p: argparse.ArgumentParser) -> None:
 def _add_slurm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "slurm"), default="local",
                    help="where cells run: this host, or one Slurm job-array task per cell (submits and returns)")
-    g = p.add_argument_group("slurm executor (override the matrix's slurm: section)")
-    g.add_argument("--partition", help="Slurm partition")
-    g.add_argument("--account", help="Slurm account")
-    g.add_argument("--throttle", type=int, metavar="K", help="at most K tasks of each array run at once (%%K)")
-    g.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
-                   help="extra sbatch option, e.g. --sbatch-arg=--qos=long (repeatable)")
+    from .executors.slurm.options import add_arguments
+    add_arguments(p.add_argument_group("slurm executor (override the matrix's slurm: section)"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="queued / running / finished cells of a matrix (Slurm queue and results)")
     p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
-    p.add_argument("--wait", type=float, metavar="SECONDS",
+    p.add_argument("--wait", type=_seconds, metavar="SECONDS",
                    help="poll until nothing is queued or running, at most this long")
 
     p = sub.add_parser("build", help="prepare every environment of a matrix (GPU ones too) without running cells",
@@ -129,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("cell", metavar="CELL")
     p.add_argument("--matrix", action="append", default=[], metavar="FILE",
                    help="matrix to look the cell up in (repeatable; default: every matrices/*.yaml)")
-    p.add_argument("--repeat", type=int, default=1, metavar="N", help="attempts (default 1)")
+    p.add_argument("--repeat", type=_whole(1, 1_000), default=1, metavar="N", help="attempts (default 1)")
     p.add_argument("--out", default="bundles", metavar="DIR", help="where bundles go (default: bundles)")
     p.add_argument("--shell", action="store_true", help="open a shell in the cell's environment instead of running")
     _add_engine_args(p)
@@ -163,46 +189,45 @@ def cmd_run(args, console: Console) -> int:
     cells = select(m.cells, args.only)
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    from .executors.slurm.options import SlurmOptions
+    SlurmOptions.merged(m.slurm, args)  # a bad Slurm flag is exit 2 whichever executor then runs
     check_writable(Path(args.results), "--results")
-    engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
-    engine.warm = not args.fresh
     if args.executor == "slurm":
-        return _submit_to_slurm(args, m, cells, engine, console)
-    runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
-                    gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
-    try:
+        return _submit_to_slurm(args, m, cells, console)
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
+        engine.warm = not args.fresh
+        runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
+                        gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
         results = runner.run(cells)
-    finally:
-        engine.close()
     console.print()
-    print("\n".join(md_table(t) for t in tables.summary(results)))
-    missed = [r for r in results if (r.get("expectation") or {}).get("met") is False]
+    print(visible("\n".join(md_table(t) for t in tables.summary(results)), lines=True))
+    missed = [r for r in results if r.met is False]
     for r in missed:
-        want = r["expectation"]
-        got = status.failure_text(r)
+        want = r.expectation
         expected = want["status"] + (f" with '{want['signature']}'" if want.get("signature") else "")
-        console.print(f"[red]expectation not met[/]: {escape(r['cell'])} is {r['status']} ({escape(got[:160])}), "
-                      f"the matrix expects {escape(expected)}", highlight=False)
-    console.print(f"results: {runner.store.run_dir}")
+        console.print(f"[red]expectation not met[/]: {shown(r.cell)} is {r.status} ({shown(r.failure_text[:160])}), "
+                      f"the matrix expects {shown(expected)}", highlight=False)
+    console.print(f"results: {shown(runner.store.run_dir)}", highlight=False)
     return 1 if missed else 0
 
 
-def _submit_to_slurm(args, m, cells, engine, console: Console) -> int:
-    from .executors import slurm
-    opts = slurm.SlurmOptions.merged(m.slurm, partition=args.partition, account=args.account,
-                                     throttle=args.throttle, sbatch_args=args.sbatch_arg)
-    try:
-        slurm.submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),
+def _submit_to_slurm(args, m, cells, console: Console) -> int:
+    from .engines import select_engine
+    from .executors.slurm.options import SlurmOptions
+    from .executors.slurm.submit import submit
+    opts = SlurmOptions.merged(m.slurm, args)
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
+        submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),
                      engine_args={"pythons": _pythons(args.python), "ca_bundle": args.ca_bundle})
-    finally:
-        engine.close()
     console.print(f"follow it with: python -m harness status {args.matrix} --results {args.results}")
     return 0
 
 
 def cmd_status(args, console: Console) -> int:
-    from .executors import slurm
-    entries = slurm.status(matrix_mod.load(args.matrix), Path(args.results), console, wait=args.wait)
+    from .executors.slurm.board import status as board_status
+    entries = board_status(matrix_mod.load(args.matrix), Path(args.results), console, wait=args.wait)
     return 1 if any(e.drifted for e in entries) else 0
 
 
@@ -215,13 +240,13 @@ def cmd_build(args, console: Console) -> int:
     cells = select(m.cells, args.only)
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
-    engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
-    try:
+    if args.export:
+        check_output_folder(Path(args.export), "--export", [Path(args.results)])
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
         outcomes = build(cells, engine, Path(args.results) / m.name, console,
                          export=Path(args.export) if args.export else None)
-    finally:
-        engine.close()
-    missing = [o for o in outcomes if o.status == "unavailable"]
+    missing = [o for o in outcomes if o.status == status.UNAVAILABLE]
     console.print(f"{len(outcomes) - len(missing)} of {len(outcomes)} environment(s) usable ({engine.name})")
     return 1 if missing else 0
 
@@ -232,18 +257,27 @@ def cmd_report(args, console: Console) -> int:
         if len(args.results) != 3:
             raise UserError("usage: report compare RUN_A RUN_B (two results folders)")
         for folder in args.results[1:]:
-            if not any(iter_results(Path(folder))):
+            if not any(scan(Path(folder))):
                 raise UserError(f"no result.json below {folder}")
-        text, regressions = report.compare(Path(args.results[1]), Path(args.results[2]))
-        print(text)
+        text, regressions = report.compare(Path(args.results[1]), Path(args.results[2]), notes=_quarantined(console))
+        print(visible(text, lines=True))
         return 1 if regressions else 0
     roots = [Path(p) for p in args.results]
-    if not any(True for root in roots for _ in iter_results(root)):
+    if not any(True for root in roots for _ in scan(root)):
         raise UserError(f"no result.json below {', '.join(args.results)}")
+    check_output_folder(Path(args.out), "--out", roots)
+    if args.markdown:
+        markdown = Path(args.markdown)  # the file, and its plots beside it
+        check_output_folder(markdown.parent / f"{markdown.stem}-plots", "--markdown", roots)
     check_writable(Path(args.out), "--out")
+    notes: list[str] = []
     with console.status("writing the report"):
         written = report.publish(roots, Path(args.out), title=args.title,
-                                 markdown_path=Path(args.markdown) if args.markdown else None)
+                                 markdown_path=Path(args.markdown) if args.markdown else None, notes=notes.append)
+    for note in notes:
+        _quarantined(console)(note)
+    for note in written["notes"]:
+        console.print(f"[yellow]note[/]: {shown(note)}", highlight=False)
     console.print(f"{written['cells']} cells, {written['plots']} plots")
     console.print(f"site: {written['site']}  (open it in a browser; it works from disk)")
     console.print(f"markdown: {written['markdown']}" + (f", {written['markdown_copy']}"
@@ -252,17 +286,21 @@ def cmd_report(args, console: Console) -> int:
     return 0
 
 
+def _quarantined(console: Console):
+    """How a command tells of a file it left out because it is not what it claims to be."""
+    def tell(note: str) -> None:
+        console.print(f"[yellow]quarantined[/] {shown(note)}", highlight=False)
+    return tell
+
+
 def cmd_repro(args, console: Console) -> int:
     from .engines import select_engine
     from .repro import run_command
-    if args.repeat < 1:
-        raise UserError("--repeat must be at least 1")
+    check_output_folder(Path(args.out), "--out")
     check_writable(Path(args.out), "--out")
-    engine = select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
-    try:
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
         return run_command(args, console, engine)
-    finally:
-        engine.close()
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "build": cmd_build, "status": cmd_status, "repro": cmd_repro,
@@ -283,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args, console)
     except UserError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
+        err.print(f"[bold red]error:[/] {shown(str(exc), lines=True)}", highlight=False, markup=True)
         return 2
     except BrokenPipeError:  # `python -m harness list M | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

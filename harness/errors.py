@@ -30,3 +30,7 @@ class EngineUnavailable(UserError):
 
 class CellUnsupported(Exception):
     """The engine cannot give this cell what it needs (GPUs, say): `unsupported`."""
+
+
+class EnvironmentUnsupported(Exception):
+    """The host cannot run this environment at all (a GPU stack without a GPU): `unsupported`."""

@@ -29,9 +29,11 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from . import names, stacks, status
-from .cells import FEEDS, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
+from . import names, stacks, status, terminal
+from .cells import FEEDS, MAX_MEMORY, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
 from .errors import MatrixError
+from .executors.slurm.options import SLURM_KEYS
+from .executors.slurm.options import problems as slurm_problems
 from .workloads.protocol import FAULTS, RNN_CELLS, TRAPS
 
 # Patterns are matched with fullmatch: '$' would let a trailing newline through.
@@ -45,6 +47,7 @@ MAX_DEPTH = 32                    # nesting (after aliases); real matrices use 4
 MAX_VALUES = 20_000               # values after aliases are expanded: an alias bomb stops here
 MAX_CELLS = 100_000               # cells one matrix may expand to
 MAX_RULES = 200                   # entries in each of include / exclude / expect
+MAX_MATCH_WORK = 2_000_000        # pattern tests include / exclude / expect may cost (_Rules.work)
 MAX_TEXT = 2_000                  # description, why, signature, a fault's message
 MAX_REQUIREMENT = 200             # one pip requirement string
 MIN_MEMORY = 64 << 20             # a limit below this cannot start Python + numpy
@@ -122,9 +125,6 @@ TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": 
             "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
             "slurm": dict}
 TIMEOUT_KEYS = {"wall": (int, float), "progress": (int, float)}
-# How the cells are handed to Slurm (harness.executors.slurm reads them; the command line overrides).
-SLURM_KEYS = {"partition": str, "account": str, "throttle": int, "cpus_per_task": int, "mem": str,
-              "time_margin": (int, float), "sbatch_args": list, "python": str}
 
 
 @dataclass
@@ -294,17 +294,22 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
 
 
 def _slurm(check: _Checker, raw: dict) -> None:
+    """How the cells are handed to Slurm: the keys, types and checks are SlurmOptions' own."""
     check.keys("slurm", raw, SLURM_KEYS)
-    for key in ("throttle", "cpus_per_task"):
-        if check.typed(raw, key, int, "slurm") and raw[key] < 1:
-            check.problem(f"slurm.{key}", f"expected at least 1, got {raw[key]}")
-    if check.typed(raw, "time_margin", (int, float), "slurm") and raw["time_margin"] < 0:
-        check.problem("slurm.time_margin", f"expected seconds >= 0, got {raw['time_margin']}")
-    if check.typed(raw, "mem", str, "slurm") and size_bytes(raw["mem"]) is None:
-        check.problem("slurm.mem", f"expected a size like '16g' or '512m', got {raw['mem']!r}")
-    for i, arg in enumerate(raw.get("sbatch_args") if check.typed(raw, "sbatch_args", list, "slurm") else []):
-        if not isinstance(arg, str) or not arg.startswith("-"):
-            check.problem(f"slurm.sbatch_args[{i}]", f"expected an sbatch option such as '--qos=long', got {arg!r}")
+    typed = {k: v for k, v in raw.items() if k in SLURM_KEYS and check.typed(raw, k, SLURM_KEYS[k], "slurm")}
+    for key, why in slurm_problems(typed):
+        check.problem(f"slurm.{key}", why)
+
+
+def _size(check: _Checker, where: str, text: str, low: int) -> None:
+    """A memory size: one the engines and Slurm can read, from `low` bytes to MAX_MEMORY."""
+    size = size_bytes(text)
+    if size is None:
+        check.problem(where, f"expected a size like '4g' or '512m', got {_show(text)}")
+    elif size < low:
+        check.problem(where, f"at least {low >> 20}m, got {_show(text)}")
+    elif size > MAX_MEMORY:
+        check.problem(where, f"at most {MAX_MEMORY >> 40}t (64 TiB), got {_show(text)}")
 
 
 def _keras_api(check: _Checker, where: str, raw: dict, tf: str | None, keras: str | None) -> str | None:
@@ -347,8 +352,14 @@ def _variables(check: _Checker, where: str, raw) -> tuple[tuple[str, str], ...]:
             why = ("keras_api / backend set it" if name in stacks.KERAS_SWITCHES
                    else "the harness sets it for every cell")
             check.problem(key, f"{name} cannot be set here: {why}")
+        elif stacks.loads_code(name):
+            check.problem(key, f"{name} cannot be set here: {stacks.loads_code(name)}")
         elif not isinstance(value, str):
-            check.problem(key, f"expected a string, got {_type_name(type(value))} {value!r} (quote it: \"{value}\")")
+            check.problem(key, f"expected a string, got {_type_name(type(value))} {_show(value)} "
+                               f"(quote it: \"{_show(value)}\")")
+        elif not terminal.is_plain(value):
+            # it is written into run.sh and docker's -e, shown in reports and terminals: one plain line
+            check.problem(key, f"one line without control characters, got {_show(value)}")
         else:
             check.text(key, value)
             out.append((name, value))
@@ -441,20 +452,51 @@ def _parallelism(check: _Checker, where: str, raw: dict, default_kind: str) -> P
                        ratios=tuple(ratios) if ratios else None, feed=feed)
 
 
-def _matches(rule: dict, fields: dict) -> bool:
-    for key, want in rule.items():
-        if key not in fields:
-            continue
-        have = fields[key]
-        options = want if isinstance(want, list) else [want]
-        if not any(fnmatch.fnmatchcase(str(have), str(opt)) for opt in options):
-            return False
-    return True
+class _Rules:
+    """Which of a list of rules (include, exclude or expect) match which cells,
+    in time linear in the cells, whatever the number of rules.
 
+    A rule matches a cell when, for each field it names, the cell's value fits
+    one of its glob patterns. Each field takes few distinct values (a handful
+    of environments, batch sizes, repeats), so each pattern is compiled once
+    and tried once per distinct value, giving per value a bit mask of the rules
+    it satisfies; a cell's matching rules are then the AND of its fields'
+    masks. Checking every rule against every cell instead cost cells x rules x
+    patterns, hours for a matrix well within the size limits.
+    """
 
-def _cell_fields(env: Environment, work: Workload, par: Parallelism, batch: int, repeat: int) -> dict:
-    return {"environment": env.name, "workload": work.name, "wrapper": par.wrapper, "devices": par.devices,
-            "device_kind": par.device_kind, "feed": par.feed, "batch_size": batch, "repeat": repeat}
+    def __init__(self, rules: list[dict], domains: dict[str, list]):
+        self.rules = rules
+        everything = (1 << len(rules)) - 1
+        self.masks: dict[str, dict] = {}
+        for key, values in domains.items():
+            named = []  # (bit, pattern) for the rules that name this field
+            for bit, rule in enumerate(rules):
+                if key in rule:
+                    options = rule[key] if isinstance(rule[key], list) else [rule[key]]
+                    named.append((bit, re.compile("|".join(f"(?:{fnmatch.translate(str(o))})" for o in options))
+                                  if options else None))
+            free = everything & ~sum(1 << bit for bit, _ in named)  # rules that do not name the field
+            self.masks[key] = {value: free | sum(1 << bit for bit, pattern in named
+                                                 if pattern is not None and pattern.match(str(value)))
+                               for value in values}
+
+    @staticmethod
+    def work(rule_lists: list[list[dict]], domains: dict[str, list]) -> int:
+        """Pattern tests the masks cost: distinct values x patterns, per field."""
+        total = 0
+        for rules in rule_lists:
+            for rule in rules:
+                for key, want in rule.items():
+                    if key in domains:
+                        total += len(domains[key]) * (len(want) if isinstance(want, list) else 1)
+        return total
+
+    def mask(self, key: str, value) -> int:
+        return self.masks[key][value]
+
+    def first(self, mask: int) -> dict | None:
+        return self.rules[(mask & -mask).bit_length() - 1] if mask else None
 
 
 def _rules(check: _Checker, raw: dict, key: str, allowed: dict) -> list[dict]:
@@ -694,11 +736,7 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
                 check.bounded(f"timeouts.{key}", timeouts[key], *TIMEOUT_LIMITS, open_low=True)
     memory = raw.get("memory_limit")
     if isinstance(memory, str):
-        size = size_bytes(memory)
-        if size is None:
-            check.problem("memory_limit", f"expected a size like '4g' or '512m', got {_show(memory)}")
-        elif size < MIN_MEMORY:
-            check.problem("memory_limit", f"at least {MIN_MEMORY >> 20}m, got {_show(memory)}")
+        _size(check, "memory_limit", memory, MIN_MEMORY)
     slurm = raw.get("slurm", {})
     if isinstance(slurm, dict):
         _slurm(check, slurm)
@@ -720,30 +758,47 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
         _raise(path, [f"the matrix expands to {count} cells, more than {MAX_CELLS}; split it, or narrow it "
                       "with include/exclude"])
 
-    cells = []
-    limits = Limits(wall=float(timeouts.get("wall", Limits.wall)),
-                    progress=float(timeouts.get("progress", Limits.progress)), memory=memory)
-    for env in envs:
-        pars = []
+    pars_of: dict[str, list[Parallelism]] = {}  # by the environment's device: the default device_kind
+    for device in dict.fromkeys(env.device for env in envs):
+        pars_of[device] = []
         for i, p_raw in enumerate(par_raw):
             if not isinstance(p_raw, dict):
                 check.problem(f"parallelism[{i}]", f"expected a mapping, got {_show(p_raw)}")
                 continue
-            par = _parallelism(check, f"parallelism[{i}]", p_raw, env.device)
+            par = _parallelism(check, f"parallelism[{i}]", p_raw, device)
             if par:
-                pars.append(par)
+                pars_of[device].append(par)
         if check.problems:
             _raise(path, check.problems)
-        for work, par, batch, repeat in itertools.product(workloads, pars, batches, range(repeats)):
-            fields = _cell_fields(env, work, par, batch, repeat)
-            if includes and not any(_matches(rule, fields) for rule in includes):
-                continue
-            if any(_matches(rule, fields) for rule in excludes):
-                continue
-            expect = next((r for r in expects if _matches(r, fields)), None)
-            cells.append(Cell(environment=env, workload=work, parallelism=par, batch_size=batch,
-                              epochs=raw.get("epochs", 1), repeat=repeat, seed=raw.get("seed", 1234),
-                              limits=limits, expect=expect))
+    all_pars = [par for pars in pars_of.values() for par in pars]
+    domains = {"environment": [e.name for e in envs], "workload": [w.name for w in workloads],
+               "wrapper": sorted({p.wrapper for p in all_pars}), "devices": sorted({p.devices for p in all_pars}),
+               "device_kind": sorted({p.device_kind for p in all_pars}), "feed": sorted({p.feed for p in all_pars}),
+               "batch_size": list(dict.fromkeys(batches)), "repeat": list(range(repeats))}
+    work = _Rules.work([includes, excludes, expects], domains)
+    if work > MAX_MATCH_WORK:
+        _raise(path, [f"include / exclude / expect: {work} pattern tests (each field's distinct values x the "
+                      f"patterns naming that field), more than {MAX_MATCH_WORK}; use fewer patterns, or one "
+                      "pattern with wildcards for many values"])
+    rules = [_Rules(r, domains) for r in (includes, excludes, expects)]
+
+    cells = []
+    limits = Limits(wall=float(timeouts.get("wall", Limits.wall)),
+                    progress=float(timeouts.get("progress", Limits.progress)), memory=memory)
+    for env in envs:
+        env_masks = [r.mask("environment", env.name) for r in rules]
+        for work_, par in itertools.product(workloads, pars_of[env.device]):
+            par_masks = [m & r.mask("workload", work_.name) & r.mask("wrapper", par.wrapper)
+                         & r.mask("devices", par.devices) & r.mask("device_kind", par.device_kind)
+                         & r.mask("feed", par.feed) for m, r in zip(env_masks, rules, strict=True)]
+            for batch, repeat in itertools.product(batches, range(repeats)):
+                inc, exc, exp = (m & r.mask("batch_size", batch) & r.mask("repeat", repeat)
+                                 for m, r in zip(par_masks, rules, strict=True))
+                if (includes and not inc) or exc:
+                    continue
+                cells.append(Cell(environment=env, workload=work_, parallelism=par, batch_size=batch,
+                                  epochs=raw.get("epochs", 1), repeat=repeat, seed=raw.get("seed", 1234),
+                                  limits=limits, expect=rules[2].first(exp)))
     counts = collections.Counter(c.id for c in cells)
     dupes = sorted(i for i, k in counts.items() if k > 1)
     if dupes:

@@ -31,3 +31,72 @@ def problem(name: object) -> str | None:
 
 def is_valid(name: object) -> bool:
     return problem(name) is None
+
+
+# -- file names for cell ids: one-to-one -------------------------------------------------
+# A cell id (`env/workload/parallelism/batch/repeat`) becomes a report page, a
+# bundle folder and part of a plot's file name. Replacing characters by '_'
+# (the old rule) sent 'a+b' and 'a_b', or 'A' and 'a' on a case-insensitive
+# file system, to one file, so one cell's page or bundle overwrote another's.
+# The encoding below is reversible instead: '/' -> '__', '_' -> '_-', every
+# other character outside [a-z0-9.-] (capitals included, so names differ on
+# any file system) -> '_xHH' per UTF-8 byte. Every '_' starts a two-character
+# code, so the text decodes one way only; '_s' (never a code) joins the parts
+# of a many-part name, and '_h' marks a long name cut and closed by its hash.
+MAX_FILE_NAME = 200  # bytes: room for a suffix ('.html', '.png', '-plots') within the usual 255
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+
+
+def _encode(text: str) -> str:
+    out = []
+    for i, ch in enumerate(text):
+        if ch == "/":
+            out.append("__")
+        elif ch == "_":
+            out.append("_-")
+        elif ch in _PLAIN and not (i == 0 and ch in ".-"):  # never a hidden file, never an option
+            out.append(ch)
+        else:
+            out.append("".join(f"_x{b:02x}" for b in ch.encode("utf-8", "surrogatepass")))
+    return "".join(out)
+
+
+def file_name(*parts: str) -> str:
+    """A file or folder name for `parts` (a cell id, or a run, an environment and a
+    workload) that no other parts map to, on any file system, in at most
+    MAX_FILE_NAME characters."""
+    encoded = "_s".join(_encode(str(p)) for p in parts)
+    if len(encoded) <= MAX_FILE_NAME:
+        return encoded
+    import hashlib
+    digest = hashlib.sha256("\0".join(str(p) for p in parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    head = encoded[:MAX_FILE_NAME - 34]
+    head = (head[:head.rfind("_")] if "_" in head[-4:] else head).rstrip("_")  # never cut a code in two
+    return f"{head}_h{digest}"
+
+
+def decode_file_name(name: str) -> list[str]:
+    """The parts `file_name` encoded (for names it did not cut); a ValueError otherwise."""
+    parts, current, i = [], bytearray(), 0
+    codes = {"_": b"/", "-": b"_"}
+    while i < len(name):
+        ch = name[i]
+        if ch != "_":
+            current += ch.encode()
+            i += 1
+            continue
+        code = name[i + 1:i + 2]
+        if code in codes:
+            current += codes[code]
+            i += 2
+        elif code == "x":
+            current.append(int(name[i + 2:i + 4], 16))
+            i += 4
+        elif code == "s":
+            parts.append(current.decode("utf-8", "surrogatepass"))
+            current = bytearray()
+            i += 2
+        else:
+            raise ValueError(f"not a name file_name made: {name!r}")
+    parts.append(current.decode("utf-8", "surrogatepass"))
+    return parts

@@ -13,8 +13,16 @@ import re
 import signal as signals
 from dataclasses import dataclass
 
+from . import status
 from .supervise import RawOutcome
-from .workloads.protocol import EXIT_ERROR, EXIT_UNSUPPORTED, NOT_ENGAGED
+from .workloads.protocol import (
+    EXIT_ERROR,
+    EXIT_UNSUPPORTED,
+    NOT_ENGAGED,
+    OUTCOME_ERROR,
+    OUTCOME_OK,
+    OUTCOME_UNSUPPORTED,
+)
 
 OOM_TYPES = ("MemoryError", "ResourceExhaustedError", "OutOfMemoryError")
 IMPORT_TYPES = ("ImportError", "ModuleNotFoundError")
@@ -257,16 +265,16 @@ def _chained_error(chain: list[dict], raw: RawOutcome, **extra) -> tuple[str, di
     type_, message = root.get("type") or "", root.get("message") or ""
     short = _short(type_)
     if short in OOM_TYPES or _short(outer.get("type")) in OOM_TYPES:
-        return "oom", _error("oom", type_, message, raw, **extra)
+        return status.OOM, _error("oom", type_, message, raw, **extra)
     if short == "KerasMismatch":
-        return "error", _error("keras mismatch", None, message, raw, **extra)
+        return status.ERROR, _error("keras mismatch", None, message, raw, **extra)
     kind = ("import" if _is_import(type_) or _is_import(outer.get("type")) else "exception")
     if root is not outer:
         extra["outer"] = {"type": outer.get("type"), "message": outer.get("message"),
                           "signature": signature(kind, outer.get("type"), outer.get("message"))}
     if len(chain) > 1:
         extra["chain"] = [{k: c.get(k) for k in ("type", "message", "link")} for c in chain]
-    return "error", _error(kind, type_, message, raw, **extra)
+    return status.ERROR, _error(kind, type_, message, raw, **extra)
 
 
 def _error(kind: str, type_: str | None, message: str, raw: RawOutcome, **extra) -> dict:
@@ -302,38 +310,38 @@ def classify(raw: RawOutcome, workload: dict | None, last_event: dict | None, st
     if raw.timed_out:
         what = ("no progress within the progress limit" if raw.timed_out == "progress"
                 else "over the wall-clock limit")
-        return Verdict("timeout", _error("timeout", None, f"{what}; last event: {last}", raw,
+        return Verdict(status.TIMEOUT, _error("timeout", None, f"{what}; last event: {last}", raw,
                                          timed_out=raw.timed_out, last_event=last_event))
     if raw.oom_killed:
-        return Verdict("oom", _error("oom", None, "killed for memory (OOM killer)", raw, last_event=last_event))
+        return Verdict(status.OOM, _error("oom", None, "killed for memory (OOM killer)", raw, last_event=last_event))
     if workload is not None:
         outcome = workload.get("outcome")
-        if outcome == "ok" and raw.exit_code == 0:
+        if outcome == OUTCOME_OK and raw.exit_code == 0:
             problem = not_engaged(workload, asked, utilisation)
             if problem:  # the counts are the finding: kept, not normalised away
-                return Verdict("error", {**_error("engagement", None, problem, raw),
+                return Verdict(status.ERROR, {**_error("engagement", None, problem, raw),
                                          "signature": f"engagement: {problem}"})
-            return Verdict("ok")
-        if outcome == "unsupported":
-            return Verdict("unsupported", reason=workload.get("reason"))
-        if outcome == "error":
+            return Verdict(status.OK)
+        if outcome == OUTCOME_UNSUPPORTED:
+            return Verdict(status.UNSUPPORTED, reason=workload.get("reason"))
+        if outcome == OUTCOME_ERROR:
             err = workload.get("error") or {}
             chain = err.get("chain") or [{"type": err.get("type") or "", "message": err.get("message") or "",
                                           "link": None}]
-            status, error = _chained_error(chain, raw, traceback=err.get("traceback"))
-            return Verdict(status, error)
+            word, error = _chained_error(chain, raw, traceback=err.get("traceback"))
+            return Verdict(word, error)
     if raw.signal:
-        return Verdict("crash", _error("signal", None, f"killed by {raw.signal}; last event: {last}", raw,
+        return Verdict(status.CRASH, _error("signal", None, f"killed by {raw.signal}; last event: {last}", raw,
                                        last_event=last_event))
     if raw.exit_code == 0:
-        return Verdict("crash", _error("silent-exit", None, f"exited 0 without a result; last event: {last}",
+        return Verdict(status.CRASH, _error("silent-exit", None, f"exited 0 without a result; last event: {last}",
                                        raw, last_event=last_event))
     parsed = _last_exception(stderr_tail)
     if parsed:  # Python died before the workload could record it (e.g. the package would not import)
-        status, error = _chained_error(parsed, raw)
-        return Verdict(status, error)
+        word, error = _chained_error(parsed, raw)
+        return Verdict(word, error)
     if raw.exit_code in (EXIT_ERROR, EXIT_UNSUPPORTED):
         message = f"exit code {raw.exit_code} but no workload.json; last event: {last}"
     else:
         message = f"exit code {raw.exit_code}; last event: {last}"
-    return Verdict("crash", _error("exit", None, message, raw, last_event=last_event))
+    return Verdict(status.CRASH, _error("exit", None, message, raw, last_event=last_event))

@@ -11,11 +11,21 @@ not a traceback after an hour of image builds.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 
 from .errors import UserError
+
+
+def cache_dir() -> Path:
+    """Where environments, bases and the warm caches are kept between runs."""
+    explicit = os.environ.get("HARNESS_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "tfkeras-harness"
 
 MIN_FREE_BYTES = 64 << 20  # below this a cell's logs and results may not fit
 
@@ -50,3 +60,18 @@ def check_writable(folder: Path, what: str) -> Path:
         raise UserError(f"{what} {folder}: only {free >> 20} MiB free on its filesystem "
                         f"(at least {MIN_FREE_BYTES >> 20} MiB needed)")
     return folder
+
+
+def write_json(path: Path, data) -> None:
+    """Write JSON atomically: a reader sees the old file or the new one, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path):
+    """Parsed JSON, or None when the file is missing or not JSON (its shape is the caller's to check)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

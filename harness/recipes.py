@@ -17,9 +17,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from . import stacks
+from .cellenv import CELL_ENV, hardening_flags
 from .cells import Cell, size_bytes
-from .engines.base import CELL_ENV
 from .errors import UserError
+from .terminal import is_plain, visible
 
 
 def _variables(cell: Cell) -> dict[str, str]:
@@ -52,7 +53,13 @@ _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _q(value) -> str:
-    return shlex.quote(str(value))
+    """One shell word for `value`. A control character (a newline, a NUL, an escape) has
+    no business in a value and cannot always be quoted (bash drops what follows a NUL),
+    so it is refused here, whatever validation let through, instead of written."""
+    text = str(value)
+    if not is_plain(text):
+        raise UserError(f"refusing to write {visible(text[:80])!s} into a script: it holds control characters")
+    return shlex.quote(text)
 
 
 def _comment(text: str) -> str:
@@ -82,7 +89,6 @@ exit "$code"
 
 
 def docker_script(cell: Cell, prov: dict) -> str:
-    from .engines.docker import hardening_flags  # the engine's own container settings
     env = {**_variables(cell), "PYTHONPATH": "/opt/harness", "HOME": "/tmp"}
     run_flags = ["--rm", "--init", "--network", "none", "-u", '"$(id -u):$(id -g)"', "-w", "/tmp",
                  *(_q(flag) for flag in hardening_flags())]

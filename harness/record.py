@@ -1,10 +1,9 @@
-"""Assembling result.json from the evidence a cell run left behind."""
+"""Assembling a cell's `Result` from the evidence it is handed (`evidence.Evidence`)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import platform
 import subprocess
 from functools import cache
@@ -12,14 +11,12 @@ from pathlib import Path
 
 from . import SCHEMA, __version__
 from .cells import Cell
+from .evidence import Evidence
 from .launch import warmth_record
 from .outcome import Verdict
+from .result import Result
 from .stats import spread_of, steady
-from .store import read_json
 from .supervise import RawOutcome
-from .workloads.protocol import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, WORKLOAD_FILE
-
-TAIL_CHARS = 4000
 
 
 def now() -> str:
@@ -47,25 +44,11 @@ def harness_commit() -> str | None:
     return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
-def read_events(path: Path) -> list[dict]:
-    events = []
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return events
-    for line in lines:
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut by a crash
-    return events
-
-
-def tail(path: Path, chars: int = TAIL_CHARS) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except OSError:
-        return ""
+@cache
+def harness_files() -> str:
+    """A hash over the harness's own source files (`sha256_of_tree`): what ran, named even
+    where there is no checkout to take a commit from (an installed package)."""
+    return sha256_of_tree(Path(__file__).resolve().parent)
 
 
 def timing(epochs: list[dict], workload_timing: dict, raw_seconds: float | None) -> dict:
@@ -117,60 +100,59 @@ def overhead(raw: RawOutcome | None, events: list[dict], spawned: float | None,
     return out
 
 
-def assemble(cell: Cell, engine: str, provenance: dict, raw: RawOutcome | None, verdict: Verdict,
-             workdir: Path, matrix_path: str, matrix_sha256: str, started: str, slot=None,
-             extra: dict | None = None) -> dict:
-    extra = extra or {}
-    workload = read_json(workdir / WORKLOAD_FILE) or {}
-    events = read_events(workdir / EVENTS_FILE)
-    epochs = workload.get("epochs") or partial_epochs(events)
+def assemble(cell: Cell, engine: str, provenance: dict, verdict: Verdict, evidence: Evidence,
+             matrix_path: str, matrix_sha256: str, started: str, slot=None) -> Result:
+    """The result of one cell run, from the evidence it is handed (nothing is read here)."""
+    raw = evidence.raw
+    workload = evidence.workload or {}
+    epochs = workload.get("epochs") or partial_epochs(evidence.events)
     engagement = dict(workload.get("engagement") or {})
-    if extra.get("utilisation"):
-        engagement["gpu_utilisation"] = extra["utilisation"]
+    if evidence.utilisation:
+        engagement["gpu_utilisation"] = evidence.utilisation
     timing_ = timing(epochs, workload.get("timing") or {}, raw.seconds if raw else None)
-    timing_.update(overhead(raw, events, extra.get("spawned"), extra.get("runner_seconds")))
-    if raw is not None and extra.get("spawned"):  # when the cell held its slot, on the host's clock
-        timing_["window"] = [round(extra["spawned"], 3), round(extra["spawned"] + raw.seconds, 3)]
-    return {
-        "schema": SCHEMA,
-        "cell": cell.id,
-        "status": verdict.status,
-        "reason": verdict.reason,
-        "engine": engine,
-        "environment": cell.environment.name,
-        "workload": cell.workload.name,
-        "parallelism": cell.parallelism.spec() | {"label": cell.parallelism.label},
-        "batch_size": cell.batch_size,
-        "epochs_asked": cell.epochs,
-        "repeat": cell.repeat,
-        "seen": workload.get("seen") or {},
-        "parameters": workload.get("parameters"),
-        "placement": workload.get("placement"),
-        "engagement": engagement or None,
-        "resources": slot.describe() if slot is not None else None,
-        "samples": workload.get("samples"),
-        "metrics": workload.get("metrics") or {},
-        "epochs": epochs,
-        "timing": timing_,
-        "warmth": warmth_record(workload, raw),
-        "error": verdict.error,
-        "exit": None if raw is None else {"code": raw.exit_code, "signal": raw.signal,
-                                          "oom_killed": raw.oom_killed, "timed_out": raw.timed_out,
-                                          **raw.detail},
-        "expect": cell.expect,
-        "provenance": {
+    timing_.update(overhead(raw, evidence.events, evidence.spawned, evidence.runner_seconds))
+    if raw is not None and evidence.spawned:  # when the cell held its slot, on the host's clock
+        timing_["window"] = [round(evidence.spawned, 3), round(evidence.spawned + raw.seconds, 3)]
+    return Result(
+        schema=SCHEMA,
+        cell=cell.id,
+        status=verdict.status,
+        reason=verdict.reason,
+        engine=engine,
+        environment=cell.environment.name,
+        workload=cell.workload.name,
+        parallelism=cell.parallelism.spec() | {"label": cell.parallelism.label},
+        batch_size=cell.batch_size,
+        epochs_asked=cell.epochs,
+        repeat=cell.repeat,
+        seen=workload.get("seen") or {},
+        parameters=workload.get("parameters"),
+        placement=workload.get("placement"),
+        engagement=engagement or None,
+        resources=slot.describe() if slot is not None else None,
+        samples=workload.get("samples"),
+        metrics=workload.get("metrics") or {},
+        epochs=epochs,
+        timing=timing_,
+        error=verdict.error,
+        exit=None if raw is None else {"code": raw.exit_code, "signal": raw.signal, "oom_killed": raw.oom_killed,
+                                       "timed_out": raw.timed_out, **raw.detail},
+        expect=cell.expect,
+        provenance={
             **provenance,
             "harness_version": __version__,
             "harness_commit": harness_commit(),
+            "harness_files_sha256": harness_files(),
             "matrix": matrix_path,
             "matrix_sha256": matrix_sha256,
             "host": {"name": platform.node(), "platform": platform.platform(),
                      "python": platform.python_version()},
         },
-        "logs": {"stdout_tail": tail(workdir / STDOUT_FILE), "stderr_tail": tail(workdir / STDERR_FILE)},
-        "started": started,
-        "finished": now(),
-    }
+        logs={"stdout_tail": evidence.stdout_tail, "stderr_tail": evidence.stderr_tail},
+        started=started,
+        finished=now(),
+        extra={**evidence.extra, "warmth": warmth_record(workload, raw)},
+    )
 
 
 def sha256_of_tree(root: Path) -> str:

@@ -19,16 +19,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from . import matrix as matrix_mod
+from . import status
 from .cells import Cell
 from .engines.base import Engine
 from .errors import EnvironmentUnavailable, UserError
+from .lifecycle import WORKLOADS_SRC
 from .matrix import Matrix
+from .names import file_name
 from .paths import inside
-from .report.tables import slug
-from .runner import WORKLOADS_SRC, Runner
+from .result import Result
+from .runner import Runner
+from .status import failure_line
+from .terminal import shown
 
 DEFAULT_OUT = "bundles"
 
@@ -79,17 +83,17 @@ class LiveLog:
             except OSError:
                 continue
             for line in data.decode(errors="replace").splitlines():
-                self.console.print(f"[dim]{path.stem:>6} |[/] {escape(line)}", highlight=False)
+                self.console.print(f"[dim]{path.stem:>6} |[/] {shown(line)}", highlight=False)
 
 
 def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, console: Console,
-              live: bool = True) -> tuple[Path, list[dict]]:
-    bundle = inside(out, out / slug(cell.id))
-    engine.warm = False  # a reproduction is clean-room: a new interpreter, no caches (README: warm cells)
+              live: bool = True) -> tuple[Path, list[Result]]:
+    bundle = inside(out, out / file_name(cell.id))
+    engine.warm = False  # a reproduction is clean-room: a new interpreter, no caches (docs/warm.md)
     attempts_root = bundle / "attempts"
     results = []
     for k in range(1, repeat + 1):
-        console.rule(f"attempt {k}/{repeat}: {escape(cell.id)}")
+        console.rule(f"attempt {k}/{repeat}: {shown(cell.id)}")
         attempt = replace(m, name=f"attempt-{k}", cells=[cell])
         runner = Runner(attempt, engine, attempts_root, console, rerun=frozenset({"all"}),
                         matrix_label=str(m.path))
@@ -99,21 +103,20 @@ def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, con
         else:
             results += runner.run([cell])
     # The environment's provenance (image, venv, base) is in every result the engine could run.
-    prov = next((r.get("provenance") for r in results if r["status"] != "unavailable"), None)
+    prov = next((r.provenance for r in results if r.status != status.UNAVAILABLE), None)
     write_bundle(bundle, cell, engine, prov, results)
     return bundle, results
 
 
-def summary(results: list[dict]) -> str:
-    failed = [r for r in results if r["status"] != "ok"]
-    kinds = sorted({f"{r['status']}: {(r.get('error') or {}).get('signature') or r.get('reason') or ''}"
-                    for r in failed})
+def summary(results: list[Result]) -> str:
+    failed = [r for r in results if r.status != status.OK]
+    kinds = sorted({failure_line(r) for r in failed})
     text = f"{len(failed)}/{len(results)} attempts failed"
     return text + (" -- " + "; ".join(kinds) if kinds else "")
 
 
 # -- the bundle --------------------------------------------------------------------
-def write_bundle(bundle: Path, cell: Cell, engine: Engine, prov: dict | None, results: list[dict]) -> None:
+def write_bundle(bundle: Path, cell: Cell, engine: Engine, prov: dict | None, results: list[Result]) -> None:
     """`prov` is the environment's provenance; None when it could not be had,
     and then the bundle holds the attempts and their build log but no run.sh.
     How the environment is remade is the engine's to say (`Engine.write_replay`)."""
@@ -136,14 +139,13 @@ def write_bundle(bundle: Path, cell: Cell, engine: Engine, prov: dict | None, re
     (bundle / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def readme(cell: Cell, engine: Engine, results: list[dict]) -> str:
-    seen = next((r.get("seen") for r in results if r.get("seen")), {}) or {}
+def readme(cell: Cell, engine: Engine, results: list[Result]) -> str:
+    seen = next((r.seen for r in results if r.seen), {})
     lines = [f"# Reproduction of `{cell.id}`", "", f"Outcome here: **{summary(results)}**", "",
              "| attempt | status | signature | exit |", "|---|---|---|---|"]
     for i, r in enumerate(results, 1):
-        err = r.get("error") or {}
-        sig = (err.get("signature") or r.get("reason") or "").replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {i} | {r['status']} | {sig} | {(r.get('exit') or {}).get('code')} |")
+        sig = r.failure_text.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {i} | {r.status} | {sig} | {(r.exit or {}).get('code')} |")
     lines += ["", "Environment as seen from inside: " + ", ".join(
         f"{k} {seen.get(k)}" for k in ("python", "tensorflow", "keras", "numpy", "backend") if seen.get(k)), "",
         f"Run it again: `./run.sh` ({engine.replay_words}). "
@@ -168,7 +170,7 @@ def run_command(args, console: Console, engine: Engine) -> int:
     out = Path(args.out)
     if args.shell:
         cell, _ = found[0]
-        bundle = inside(out, out / slug(cell.id))
+        bundle = inside(out, out / file_name(cell.id))
         try:
             prepared = engine.prepare(cell.environment, bundle / "environment-build.log")
         except EnvironmentUnavailable as exc:
@@ -183,8 +185,8 @@ def run_command(args, console: Console, engine: Engine) -> int:
         started = time.monotonic()
         bundle, results = reproduce(cell, m, engine, out, args.repeat, console)
         console.rule()
-        console.print(f"[bold]{escape(cell.id)}[/]: {escape(summary(results))}", highlight=False)
+        console.print(f"[bold]{shown(cell.id)}[/]: {shown(summary(results))}", highlight=False)
         how = ("./run.sh reproduces it without the harness" if (bundle / "run.sh").exists()
                else "no run.sh: the environment could not be had; see attempts/ for the build log")
-        console.print(f"bundle: {bundle}  ({how}; {time.monotonic() - started:.0f} s)")
+        console.print(f"bundle: {shown(bundle)}  ({how}; {time.monotonic() - started:.0f} s)")
     return 0

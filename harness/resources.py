@@ -126,18 +126,34 @@ def topology() -> dict[tuple[str, str], str]:
     return links
 
 
-def parse_gpu_list(text: str) -> list[str]:
-    return [p.strip() for p in text.split(",") if p.strip()]
+# What CUDA_VISIBLE_DEVICES accepts: an index, or a GPU's (or a MIG instance's) UUID.
+_GPU_ID = re.compile(r"[0-9]{1,4}|(GPU|MIG)-[0-9A-Za-z-]{1,80}")
+
+
+def parse_gpu_list(text: str, what: str = "") -> list[str]:
+    """GPU indices or UUIDs, comma-separated; a UserError for anything else (a name, a
+    range, '1.5', a GPU given twice, which would be handed to two cells at once)."""
+    from .errors import UserError
+    ids = [p.strip() for p in text.split(",") if p.strip()]
+    for gpu in ids:
+        if not _GPU_ID.fullmatch(gpu):
+            raise UserError(f"{what}{gpu!r} is not a GPU index (0, 1, ...) or UUID (GPU-...)")
+    twice = sorted({g for g in ids if ids.count(g) > 1})
+    if twice:
+        raise UserError(f"{what}GPU {', '.join(twice)} given twice")
+    return ids
 
 
 def discover(declared: str | None = None) -> Inventory:
     """The GPUs and CPU cores this process may hand out (see the module docstring)."""
     cpus = sorted(os.sched_getaffinity(0))
-    declared = declared if declared is not None else os.environ.get("HARNESS_GPUS")
+    declared_here = declared is not None
+    declared = declared if declared_here else os.environ.get("HARNESS_GPUS")
     physical = {g.index: g for g in nvml_gpus()}
     by_uuid = {g.uuid: g for g in physical.values() if g.uuid}
     if declared is not None:
-        ids, source = parse_gpu_list(declared), "declared (--gpus)"
+        what = "--gpus: " if declared_here else "HARNESS_GPUS: "
+        ids, source = parse_gpu_list(declared, what), "declared (--gpus)"
     elif os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
         ids, source = parse_gpu_list(os.environ["CUDA_VISIBLE_DEVICES"]), "CUDA_VISIBLE_DEVICES"
         ids = [i for i in ids if i != "-1"]

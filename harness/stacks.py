@@ -7,7 +7,10 @@ twin of this module is ``harness/workloads/compat.py``.
 
 from __future__ import annotations
 
+import re
+
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 # pip releases that still run on old interpreters (newer ones refuse to install).
@@ -45,6 +48,28 @@ KERAS_SWITCHES = ("KERAS_BACKEND", "TF_USE_LEGACY_KERAS")
 RESERVED_VARIABLES = frozenset({
     "PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONFAULTHANDLER", "PYTHONUNBUFFERED",
     "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "LD_PRELOAD", "HOME", "VIRTUAL_ENV", *KERAS_SWITCHES})
+
+
+# Variables that change which code a process loads (or runs at start), refused in `env:` by
+# family rather than by name: a cell must run the stack its pins say, and a result must not
+# depend on a variable that injected other code. The families: the dynamic loader's (LD_*,
+# macOS's DYLD_*, and glibc's module and locale paths -- what glibc itself ignores for setuid
+# programs); Python's start-up (PYTHON*, except the few that only change output or
+# diagnostics, listed in the README); a shell's start-up files and exported functions.
+_LOADER_FAMILIES = re.compile(r"(LD|DYLD|RTLD)_.*|GCONV_PATH|GETCONF_DIR|LOCPATH|NLSPATH|GLIBC_TUNABLES|MALLOC_TRACE"
+                              r"|BASH_ENV|ENV|BASH_FUNC_.*|SHELLOPTS|PS4")
+PYTHON_OUTPUT_VARIABLES = frozenset({"PYTHONWARNINGS", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONDEVMODE",
+                                     "PYTHONTRACEMALLOC", "PYTHONMALLOC"})
+
+
+def loads_code(name: str) -> str | None:
+    """Why `name` may not be set for a cell (it changes what code loads), or None."""
+    if _LOADER_FAMILIES.fullmatch(name):
+        return "it changes which libraries the process loads or what a shell runs at start"
+    if name.startswith("PYTHON") and name not in PYTHON_OUTPUT_VARIABLES:
+        return ("PYTHON* variables change what Python imports or runs at start (allowed: "
+                + ", ".join(sorted(PYTHON_OUTPUT_VARIABLES)) + ")")
+    return None
 
 
 def is_keras3(keras: str | None) -> bool:
@@ -124,10 +149,17 @@ def requirements(tensorflow: str | None, keras: str | None, backend: str | None,
             reqs.append(f"tf_keras~={Version(tensorflow).major}.{Version(tensorflow).minor}.0")
     if chosen == "keras3" and backend == "jax":
         reqs.append(jax_requirement(device, packages))
-    if chosen == "keras3" and backend == "torch" and device == "cpu":
+    if chosen == "keras3" and backend == "torch" and not _names(packages, "torch"):
+        # the same on CPU and GPU: PyPI's Linux torch wheel carries its CUDA (nvidia-* wheels);
+        # a GPU environment without it had no torch at all. A `packages:` pin of torch wins.
         reqs.append("torch")
     reqs.extend(packages)
     return reqs
+
+
+def _names(packages: list[str] | tuple[str, ...], name: str) -> bool:
+    """True when one of `packages` is a requirement of the distribution `name`."""
+    return any(canonicalize_name(Requirement(p).name) == name for p in packages)
 
 
 def jax_requirement(device: str, packages: list[str]) -> str:

@@ -1,9 +1,10 @@
 """The result model's fixed words, and the judgements made about a result.
 
 The status vocabulary is fixed (reports, tests and outside checks depend on
-it); it is spelled here once. So are the two judgements every command makes
-about a stored result: what its failure says in one line, and whether a
-control cell gave the answer its matrix expects. `run`, `report` and `repro`
+it); it is spelled here once, and host code names a status only through these
+constants. So are the two judgements every command makes about a stored
+result: what its failure says in one line, and whether a control cell gave
+the answer its matrix expects. `run`, `report` and `repro`
 all ask this module, so they cannot disagree about the same folder.
 """
 
@@ -25,13 +26,29 @@ NOT_RUN = (UNAVAILABLE, UNSUPPORTED)      # it could not run here
 RETRIED_ALWAYS = frozenset({UNAVAILABLE})
 
 
-def failure_text(result: dict) -> str:
-    """What a result's failure says in one line: its signature, else its reason."""
+def failure_text(result) -> str:
+    """What a result's failure says in one line: its signature, else its reason
+    (`result.Result.failure_text`; this spelling also reads a raw result dict)."""
     return (result.get("error") or {}).get("signature") or result.get("reason") or ""
 
 
-def judge(expect: dict | None, result: dict) -> dict | None:
-    """Did a control cell give the answer its matrix expects? None for other cells."""
+def failure_line(result) -> str:
+    """'status: what happened' for one failed result, said once: a signature carries its
+    kind as a prefix ('unavailable: ...'), which is not repeated after the status word;
+    a cell that never ran (unavailable, unsupported) is told by its reason, whole, since
+    the signature's normalised '<path>' and '<n>' hide the very path and version that
+    explain it."""
+    word = result.get("status") or "?"
+    text = (result.get("reason") if word in NOT_RUN else None) or failure_text(result)
+    text = str(text)
+    if text.lower().startswith(f"{word}: "):
+        text = text[len(word) + 2:]
+    return f"{word}: {text}" if text else word
+
+
+def judge(expect: dict | None, result) -> dict | None:
+    """Did a control cell give the answer its matrix expects? None for other cells.
+    `result` is a `result.Result` (or a raw result dict)."""
     if not expect:
         return None
     status_ok = result["status"] == expect["status"]

@@ -23,11 +23,13 @@ import shutil
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .cells import Cell
-from .paths import inside
+from .paths import inside, read_json, write_json  # noqa: F401 - write_json: the store's writer
+from .result import Quarantined, Result, load, load_folder
 from .status import RETRIED_ALWAYS
 from .workloads.protocol import RESULT_FILE, SPEC_FILE
 
@@ -36,19 +38,9 @@ SPEC = SPEC_FILE
 OWNER = "owner.json"
 PARTIAL = ".partial-"
 LOCKS = ".locks"
-
-
-def write_json(path: Path, data) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+# Set in a cell process's environment: the run id of the harness that started it (`owner_record`).
+OWNER_VARIABLE = "HARNESS_RUN_ID"
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
 class Claim:
@@ -71,26 +63,54 @@ class ResultStore:
         self.run_dir = inside(self.root, self.root / run)
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
+        self.run_id = uuid.uuid4().hex  # this process's run: recorded in each owner file, given to its cells
+        # files found here that are not what they claim (quarantined), and owner files not believed
+        self.notes: list[str] = []
+        self._told: set[str] = set()
 
     def final_dir(self, cell: Cell) -> Path:
         return inside(self.run_dir, self.run_dir / cell.id)
 
-    def existing(self, cell: Cell) -> dict | None:
-        return read_json(self.final_dir(cell) / RESULT)
+    def existing(self, cell: Cell) -> Result | None:
+        """The cell's stored result; None when there is none or it is quarantined
+        (then the cell counts as missing, runs again, and `notes` says why once)."""
+        found = load_folder(self.final_dir(cell))
+        if isinstance(found, Result) and found.cell != cell.id:  # copied here from another cell's folder
+            found = Quarantined(self.final_dir(cell) / RESULT, f"the result of another cell ({found.cell[:200]!r})")
+        if isinstance(found, Quarantined):
+            self.note(found.note().replace("; left out", "; the cell counts as missing"))
+            return None
+        return found
+
+    def note(self, text: str) -> None:
+        with self._held_lock:
+            if text not in self._told:
+                self._told.add(text)
+                self.notes.append(text)
+
+    def take_notes(self) -> list[str]:
+        """The quarantine notes gathered since the last call; each file is told once."""
+        with self._held_lock:
+            out, self.notes = self.notes, []
+        return out
 
     def needs_run(self, cell: Cell, rerun: frozenset[str] = frozenset()) -> bool:
         result = self.existing(cell)
         if result is None:
             return True
-        status = result.get("status")
+        status = result.status
         return status in RETRIED_ALWAYS or status in rerun or "all" in rerun or self.is_stale(cell)
 
     def is_stale(self, cell: Cell) -> bool:
         """True when the stored result answers a different question than the cell
         asks now (a pin, a model size, a limit changed under the same id). The
-        expected answer is left out: changing it does not change the run."""
-        stored = read_json(self.final_dir(cell) / SPEC)
-        if stored is None:
+        expected answer is left out: changing it does not change the run. A
+        spec.json that is not a JSON object (written by someone else) is stale."""
+        path = self.final_dir(cell) / SPEC
+        stored = read_json(path)
+        if not isinstance(stored, dict):
+            if stored is not None or path.exists():
+                self.note(f"{path}: not a cell spec (expected a JSON object); the cell runs again")
             return True
         now = json.loads(json.dumps(cell.spec()))
         stored.pop("expect", None)
@@ -121,13 +141,17 @@ class ResultStore:
         if work.exists():
             shutil.rmtree(work)
         work.mkdir(parents=True)
-        write_json(work / OWNER, {"host": socket.gethostname(), "pid": os.getpid()})
+        write_json(work / OWNER, {"host": socket.gethostname(), "pid": os.getpid(), "run_id": self.run_id,
+                                  "boot_id": boot_id(), "started": process_start(os.getpid())})
         return work
 
     def note_process(self, work: Path, pgid: int) -> None:
-        """Record the cell's process group, so a later run can end it if this one is killed."""
-        owner = read_json(work / OWNER) or {}
-        write_json(work / OWNER, {**owner, "cell_pgid": pgid})
+        """Record the cell's process group with what identifies it beyond its number (which
+        the kernel reuses): its start time since boot and the boot, so a later run can end
+        it if this one is killed -- and nothing else (`_end_leftover`)."""
+        owner = read_json(work / OWNER)
+        owner = owner if isinstance(owner, dict) else {}
+        write_json(work / OWNER, {**owner, "cell_pgid": pgid, "cell_start": process_start(pgid)})
 
     def commit(self, work: Path, cell: Cell) -> Path:
         (work / OWNER).unlink(missing_ok=True)
@@ -162,7 +186,10 @@ class ResultStore:
             if claim is None:
                 continue  # a live process owns it
             try:
-                ended += _end_leftover(read_json(path / OWNER) or {})
+                ended_here, note = _end_leftover(path)
+                ended += ended_here
+                if note:
+                    self.note(note)
                 shutil.rmtree(path, ignore_errors=True)
                 removed += 1
             finally:
@@ -170,25 +197,83 @@ class ResultStore:
         return removed, ended
 
 
-def _end_leftover(owner: dict) -> int:
-    """Kill the process group a dead harness recorded for its cell, if it is still alive here."""
-    pgid = owner.get("cell_pgid")
-    if not pgid or owner.get("host") != socket.gethostname():
-        return 0
-    try:  # the group's leader must still be a cell process: pids get reused
-        if b"workloads" not in Path(f"/proc/{int(pgid)}/cmdline").read_bytes():
-            return 0
-    except OSError:
-        return 0
+def boot_id() -> str | None:
+    """This boot of this machine: process ids and start times mean something only within one."""
     try:
-        os.killpg(int(pgid), signal.SIGKILL)
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return None
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat from field 3 on (the command name, field 2, may hold spaces and ')')."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def process_start(pid: int) -> int | None:
+    """When `pid` started, in clock ticks since boot (field 22 of /proc/<pid>/stat): with
+    the boot id, what tells this process from a later one given the same number."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields and len(fields) > 19 else None
+
+
+# owner.json as begin() and note_process() write it: the keys checked, and their types
+OWNER_FIELDS = {"host": str, "run_id": str, "boot_id": str, "cell_pgid": int, "cell_start": int}
+
+
+def owner_record(data) -> tuple[dict | None, str | None]:
+    """The owner file's record when it has the shape the harness writes, else (None, why)."""
+    if not isinstance(data, dict):
+        return None, f"not a mapping but {type(data).__name__}"
+    for key, kind in OWNER_FIELDS.items():
+        value = data.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return None, f"'{key}' is {type(value).__name__ if key in data else 'missing'}, not {kind.__name__}"
+    if data["cell_pgid"] <= 1:
+        return None, f"'cell_pgid' is {data['cell_pgid']}"
+    return data, None
+
+
+def _end_leftover(folder: Path) -> tuple[int, str | None]:
+    """Kill the process group a dead harness recorded for the cell in `folder` (whose
+    lock the caller holds) -- only when every fact recorded at launch still holds: this
+    host, this boot, a group leader started at the recorded tick, started by the
+    recorded run, running this folder's spec. A forged or stale owner file names a
+    process that fails one of them and is left alone. Returns (groups ended, a note
+    when the owner file was not believed)."""
+    raw = read_json(folder / OWNER)
+    if raw is None or (isinstance(raw, dict) and "cell_pgid" not in raw):
+        return 0, None  # no file, or the cell never started: nothing to end
+    owner, why = owner_record(raw)
+    if owner is None:
+        return 0, f"{folder / OWNER}: ignored ({why}); no process signalled"
+    pgid = owner["cell_pgid"]
+    if owner["host"] != socket.gethostname() or owner["boot_id"] != boot_id():
+        return 0, None  # another machine's, or from before a reboot: no such process here
+    fields = _stat(pgid)
+    if not fields or len(fields) <= 19 or int(fields[2]) != pgid or int(fields[19]) != owner["cell_start"]:
+        return 0, None  # gone, not a group leader, or a later process with a reused number
+    try:
+        argv = Path(f"/proc/{pgid}/cmdline").read_bytes().split(b"\0")
+        environ = Path(f"/proc/{pgid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return 0, None
+    spec = str(folder.resolve() / SPEC).encode()
+    if spec not in argv or f"{OWNER_VARIABLE}={owner['run_id']}".encode() not in environ:
+        return 0, f"{folder / OWNER}: process group {pgid} is not this folder's cell; not signalled"
+    try:
+        os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        return 0
-    return 1
+        return 0, None
+    return 1, None
 
 
 def iter_results(*roots: Path) -> Iterator[tuple[Path, dict]]:
-    """Every result.json below the given folders (a checker finds them by name)."""
+    """Every result.json below the given folders as raw dicts, the way an outside checker reads
+    them (tests and bench scripts do); the harness itself reads through `scan` / `read_all`."""
     for root in roots:
         root = Path(root)
         files = [root] if root.is_file() else sorted(root.rglob(RESULT))
@@ -198,3 +283,27 @@ def iter_results(*roots: Path) -> Iterator[tuple[Path, dict]]:
             data = read_json(path)
             if isinstance(data, dict) and "status" in data:
                 yield path.parent, data
+
+
+def scan(*roots: Path) -> Iterator[tuple[Path, Result | Quarantined]]:
+    """Every result.json below the given folders (or the files themselves), as (folder, answer);
+    half-written cell folders are skipped. A checker finds results by this file name."""
+    for root in roots:
+        root = Path(root)
+        files = [root] if root.is_file() else sorted(root.rglob(RESULT))
+        for path in files:
+            if PARTIAL in str(path):
+                continue
+            yield path.parent, load(path)
+
+
+def read_all(roots: Iterable[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:
+    """The results below `roots`; each quarantined file is told to `notes` in one line and left out."""
+    out = []
+    for folder, found in scan(*roots):
+        if isinstance(found, Quarantined):
+            if notes:
+                notes(found.note())
+            continue
+        out.append((folder, found))
+    return out

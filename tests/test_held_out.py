@@ -18,6 +18,7 @@ import pytest
 
 from harness import interpreters, outcome
 from harness.matrix import load
+from harness.names import file_name
 from harness.store import iter_results
 from harness.supervise import RawOutcome
 from harness.workloads.protocol import EXIT_ERROR
@@ -109,7 +110,7 @@ def test_a_forced_bundle_reproduces_from_an_empty_folder(tmp_path, held_out):
     together; run.sh must make the venv the way it was made and give the same answer."""
     out = tmp_path / "bundles"
     harness("repro", FORCED, "--matrix", MATRIX, "--engine", "venv", "--out", str(out), check=True, timeout=1800)
-    bundle = out / FORCED.replace("/", "__")
+    bundle = out / file_name(FORCED)
     lock = (bundle / "environment" / "requirements.lock").read_text()
     assert "keras==" not in lock.lower() and "tensorflow-cpu==2.15.1" in lock
     assert (bundle / "environment" / "forced.txt").read_text() == "keras==2.2.4\n"

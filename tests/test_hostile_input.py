@@ -77,6 +77,26 @@ HOSTILE = {
                                         'base_image: "python:3.11-slim\\ntouch PWNED"'),
                            "environments[0].base_image"),
     "rule-of-mappings": (BASE + "include: [{environment: [{a: 1}]}]\n", "include[0].environment"),
+    # numbers: every numeric setting, not only the cell's
+    "slurm-margin-nan": (BASE + "slurm: {time_margin: .nan}\n", "slurm.time_margin: expected seconds >= 0, got nan"),
+    "slurm-margin-inf": (BASE + "slurm: {time_margin: .inf}\n", "slurm.time_margin: expected seconds >= 0, got inf"),
+    "slurm-margin-negative": (BASE + "slurm: {time_margin: -1}\n", "slurm.time_margin: expected seconds >= 0, got -1"),
+    "slurm-throttle-10**9": (BASE + "slurm: {throttle: 1000000000}\n", "slurm.throttle: expected at most"),
+    "slurm-cpus-10**9": (BASE + "slurm: {cpus_per_task: 1000000000}\n", "slurm.cpus_per_task"),
+    "slurm-mem-10**15g": (BASE + "slurm: {mem: 999999999999999g}\n", "slurm.mem: at most 64t"),
+    "memory-10**15g": (BASE + "memory_limit: 999999999999999g\n", "memory_limit: at most 64t"),
+    # variables that change what code a process loads: refused by family, not by name
+    **{f"env-{name}": (BASE.replace('tensorflow: "2.15.0"', f'tensorflow: "2.15.0", env: {{{name}: x}}'),
+                       f"environments[0].env.{name}: {name} cannot be set here")
+       for name in ("LD_AUDIT", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "GCONV_PATH", "PYTHONBREAKPOINT",
+                    "PYTHONUSERBASE", "PYTHONINSPECT", "BASH_ENV", "BASH_FUNC_X")},
+    # values that reach run.sh, `docker run -e` and terminals: one plain line
+    "env-value-newline": (BASE.replace('tensorflow: "2.15.0"', 'tensorflow: "2.15.0", env: {V: "a\\ntouch X"}'),
+                          "environments[0].env.V: one line without control characters"),
+    "env-value-escape": (BASE.replace('tensorflow: "2.15.0"', 'tensorflow: "2.15.0", env: {V: "\\e[2J"}'),
+                         "environments[0].env.V: one line without control characters"),
+    "env-value-nul": (BASE.replace('tensorflow: "2.15.0"', 'tensorflow: "2.15.0", env: {V: "a\\0b"}'),
+                      "environments[0].env.V: one line without control characters"),
 }
 
 
@@ -145,6 +165,46 @@ def test_many_repeats_expand_in_linear_time(tmp_path):
     started = time.monotonic()
     assert len(matrix.load(path).cells) == 20_000
     assert time.monotonic() - started < SECONDS
+
+
+def _rules(key: str, per_rule: int, first: str = "", extra: str = "") -> str:
+    """200 rules (the most a list may hold) naming `key`, each with `per_rule` glob patterns."""
+    rules = []
+    for i in range(200):
+        patterns = [f"'*{i}x{j}*[0-9]'" for j in range(per_rule)] + ([first] if i == 0 and first else [])
+        rules.append(f"{{{key}: [{', '.join(patterns)}]{extra}}}")
+    return "[" + ", ".join(rules) + "]"
+
+
+def _rules_matrix(per_rule: int) -> str:
+    """100,000 cells (the most a matrix may expand to) against 600 rules of `per_rule` patterns."""
+    include = _rules("repeat", per_rule, first="'*'")
+    exclude = _rules("repeat", per_rule)
+    expect = _rules("batch_size", per_rule, first="'1?'", extra=", status: ok")
+    return (BASE + "repeats: 1000\nbatch_sizes: [" + ", ".join(str(b) for b in range(1, 101)) + "]\n"
+            f"include: {include}\nexclude: {exclude}\nexpect: {expect}\n")
+
+
+def test_rules_times_cells_stay_within_seconds(tmp_path):
+    """Each rule was tried against each cell, pattern by pattern: a matrix well within the
+    limits (100,000 cells, 600 rules) took more than a minute to list."""
+    path = tmp_path / "rules.yaml"
+    path.write_text(_rules_matrix(per_rule=4))
+    proc, took = _run_cli("list", str(path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(proc.stdout.splitlines()) == 100_000
+    assert took < SECONDS + 2, f"{took:.1f} s"
+    m = matrix.load(path)
+    assert [c.expect is not None for c in m.cells[:20_000:1000]] == [c.batch_size in range(10, 20)
+                                                                     for c in m.cells[:20_000:1000]]
+
+
+def test_rules_past_the_work_limit_are_one_clear_error(tmp_path):
+    path = tmp_path / "rules.yaml"
+    path.write_text(_rules_matrix(per_rule=8))
+    proc, took = _run_cli("list", str(path))
+    _one_clear_error(proc, str(path), "pattern tests", f"more than {matrix.MAX_MATCH_WORK}")
+    assert took < SECONDS + 2
 
 
 def test_a_file_named_like_no_valid_run_needs_a_name(tmp_path):

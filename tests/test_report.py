@@ -18,6 +18,7 @@ from harness.report import plots, tables
 from harness.report.analysis import compare_runs, spread_of
 from harness.report.markdown import md_escape
 from harness.report.tables import MAX_COLUMNS
+from harness.result import Result
 
 from .conftest import harness
 
@@ -200,8 +201,8 @@ def test_compare_flags_a_regression_and_its_fix(run, tmp_path):
 
 def test_time_changes_inside_the_noise_are_not_reported():
     def result(seconds):
-        return {"cell": "e/w/none-c1/b1/r0", "status": "ok", "epochs": [{"seconds": 9.0}] +
-                [{"seconds": s} for s in seconds]}
+        return Result.from_dict({"cell": "e/w/none-c1/b1/r0", "status": "ok", "epochs": [{"seconds": 9.0}] +
+                                 [{"seconds": s} for s in seconds]})
     steady = compare_runs([result([1.0, 1.2, 0.9])], [result([1.1, 1.15, 1.05])])
     assert not steady["slower"] and not steady["faster"]
     slow = compare_runs([result([1.0, 1.05, 0.95])], [result([1.5, 1.6, 1.55])])
@@ -213,10 +214,11 @@ def test_seed_comparison_flags_degraded_and_slower():
     from harness.report.analysis import seed_comparison
 
     def result(label, devices, seconds, val):
-        return {"cell": f"e/w/{label}/b128/r0", "status": "ok", "batch_size": 128, "epochs_asked": 4,
-                "parallelism": {"label": label, "devices": devices, "wrapper": label.split("-")[0]},
-                "metrics": {"val_accuracy": val, "accuracy": val},
-                "epochs": [{"seconds": 9.0}] + [{"seconds": s} for s in seconds]}
+        return Result.from_dict({
+            "cell": f"e/w/{label}/b128/r0", "status": "ok", "batch_size": 128, "epochs_asked": 4,
+            "parallelism": {"label": label, "devices": devices, "wrapper": label.split("-")[0]},
+            "metrics": {"val_accuracy": val, "accuracy": val},
+            "epochs": [{"seconds": 9.0}] + [{"seconds": s} for s in seconds]})
     rows = seed_comparison([result("none-g1", 1, [1.0, 1.1, 0.9], 0.80),
                             result("multi_gpu_model-g2", 2, [3.0, 3.1, 2.9], 0.40),   # seed 000's symptom
                             result("ratio-g2", 2, [1.05, 1.0, 1.1], 0.79)])           # within the noise
@@ -230,13 +232,14 @@ def test_seed_comparison_flags_degraded_and_slower():
 def _result(env, label="none-c1", status="ok", seen=None, batch=128, signature=None, reason=None, seconds=(1.0, 1.1),
             workload="w", run="m.yaml"):
     wrapper, rest = label.split("-")[0], label.split("-")[1]
-    return {"cell": f"{env}/{workload}/{label}/b{batch}/r0", "status": status, "environment": env,
-            "workload": workload, "batch_size": batch, "repeat": 0, "seen": seen or {}, "reason": reason,
-            "parallelism": {"label": label, "wrapper": wrapper, "devices": int(rest[1:])},
-            "error": {"signature": signature} if signature else None, "provenance": {"matrix": run},
-            "metrics": {"val_accuracy": 0.5} if status == "ok" else {},
-            "epochs": [{"seconds": 9.0, "samples_per_sec": 100.0}]
-            + [{"seconds": s, "samples_per_sec": 1000 / s} for s in seconds] if status == "ok" else []}
+    return Result.from_dict({
+        "cell": f"{env}/{workload}/{label}/b{batch}/r0", "status": status, "environment": env,
+        "workload": workload, "batch_size": batch, "repeat": 0, "seen": seen or {}, "reason": reason,
+        "parallelism": {"label": label, "wrapper": wrapper, "devices": int(rest[1:])},
+        "error": {"signature": signature} if signature else None, "provenance": {"matrix": run},
+        "metrics": {"val_accuracy": 0.5} if status == "ok" else {},
+        "epochs": [{"seconds": 9.0, "samples_per_sec": 100.0}]
+        + [{"seconds": s, "samples_per_sec": 1000 / s} for s in seconds] if status == "ok" else []})
 
 
 def _seen(tf, keras, python="3.6.15"):

@@ -5,15 +5,19 @@ from a clean folder, with plain python or plain docker."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
 from harness import interpreters
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
 from harness.engines.venv import VenvEngine
+from harness.errors import UserError
+from harness.names import file_name
 from harness.repro import write_bundle
 
 from .conftest import ROOT, harness
@@ -22,7 +26,7 @@ SEGFAULT = "tf2.15/fault-segfault/none-c1/b1/r0"
 
 
 def _bundle(out):
-    return out / SEGFAULT.replace("/", "__")
+    return out / file_name(SEGFAULT)
 
 
 def test_repro_counts_failures_and_bundles_a_venv_recipe(tmp_path):
@@ -97,13 +101,16 @@ def test_an_environment_that_cannot_be_had_still_leaves_a_bundle(tmp_path):
 
 # -- hostile values: run.sh is generated safely whatever validation lets through --------------
 HOSTILE = "x\ntouch PWNED-newline\n#$(touch PWNED-subst)`touch PWNED-tick`'\"; touch PWNED-semi"
+# `env:` values validation allows (one printable line): they reach run.sh as exports, quoted
+VARIABLES = (("HOSTILE_A", "$(touch PWNED-env)`touch PWNED-env2`'\"; touch PWNED-env3 #"),
+             ("HOSTILE_B", "'; touch PWNED-env4; echo '"), ("HOSTILE_C", "${IFS}$(id)\\$HOME"))
 
 
 def _hostile_cell(env_name: str = f"env{HOSTILE}") -> Cell:
     """A cell with hostile names (validation refuses them, so it is built by hand) and the
     hostile values validation does allow: a pip marker string and a fault's message."""
     env = Environment(name=env_name, python="3.11",
-                      packages=('six; os_name != "$(touch PWNED-pin)`touch PWNED-pin2`"',))
+                      packages=('six; os_name != "$(touch PWNED-pin)`touch PWNED-pin2`"',), env=VARIABLES)
     work = Workload(name=f"w{HOSTILE}", model="fault", params={"fault": "exception", "message": HOSTILE})
     return Cell(environment=env, workload=work, parallelism=Parallelism(), batch_size=1, epochs=1, repeat=0,
                 limits=Limits(wall=300, progress=300))
@@ -117,7 +124,21 @@ def _check_no_side_effect(bundle, run: subprocess.CompletedProcess, *folders) ->
     script = (bundle / "run.sh").read_text()
     reproduce = [line for line in script.splitlines() if line.startswith("# Reproduce")]
     assert len(reproduce) == 1 and "\\ntouch PWNED-newline\\n" in reproduce[0], "the comment stays one line"
-    assert "touch PWNED" not in script.replace(reproduce[0], ""), "no value reaches the script but the comment"
+    exports = {}
+    for line in script.splitlines():
+        words = shlex.split(line.rstrip(" \\")) if "HOSTILE_" in line and line != reproduce[0] else []
+        exports.update(w.split("=", 1) for w in words if w.startswith("HOSTILE_"))
+    assert exports == dict(VARIABLES), "each variable reaches the script as one quoted word, exactly"
+    rest = "\n".join(line for line in script.splitlines() if "HOSTILE_" not in line and line != reproduce[0])
+    assert "touch PWNED" not in rest, "no other value reaches the script but the comment"
+
+
+def test_a_control_character_that_slips_past_validation_is_refused_not_written(tmp_path):
+    cell = _hostile_cell()
+    env = replace(cell.environment, env=(("V", "a\nb"),))
+    with pytest.raises(UserError, match="control characters"):
+        write_bundle(tmp_path / "bundle", replace(cell, environment=env), VenvEngine(), {"venv": ""}, [])
+    assert not (tmp_path / "bundle" / "run.sh").exists()
 
 
 def test_a_bundle_of_hostile_values_runs_without_side_effects_venv(tmp_path):

@@ -104,16 +104,28 @@ def test_faults_give_the_same_statuses_as_a_local_run(slurm, tmp_path):
 
 
 def test_a_task_at_its_time_limit_is_a_timeout(slurm, tmp_path):
-    # The harness's own limits are far away; Slurm's one minute ends the task first.
+    # The harness's own limits are far away; Slurm's one minute ends the task first. The cell is a
+    # control cell whose matrix expects it to finish: the kill is drift, in `status` and in the report.
     matrix = write(tmp_path / "slow.yaml", ENV + """workloads:
   - {model: fault, fault: hang}
 batch_sizes: [1]
 timeouts: {wall: 900, progress: 900}
+expect:
+  - {workload: fault-hang, status: ok, why: "a control cell that Slurm kills"}
 """)
     submit(matrix, tmp_path / "results", "--sbatch-arg=--time=1")
-    out = wait(matrix, tmp_path / "results", 300)
+    proc = harness("status", str(matrix), "--results", str(tmp_path / "results"), "--wait", "300")
+    out = proc.stdout
+    assert "running 0" in out and "queued 0" in out, out
     assert "finished 1 (timeout 1)" in out, out
+    assert proc.returncode == 1 and "NOT as expected" in out, "status exits 1 on a drifted control cell"
     [(folder, result)] = list(iter_results(tmp_path / "results"))
+    assert result["expectation"] == {"status": "ok", "signature": None, "met": False,
+                                     "why": "a control cell that Slurm kills"}, "the verdict path judges it"
+    report = harness("report", str(tmp_path / "results"), "--out", str(tmp_path / "site"), check=True)
+    assert "Traceback" not in report.stderr
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "Control cells that drifted" in index and "a control cell that Slurm kills" in index
     assert result["status"] == "timeout"
     assert result["error"]["slurm_state"] == "TIMEOUT"
     assert "Slurm ended the task at its time limit" in result["error"]["message"]
@@ -245,7 +257,9 @@ def test_cells_run_in_containers_from_array_tasks(slurm, docker_client, tmp_path
 
 
 def test_cells_asking_the_same_resources_share_an_array(tmp_path):
-    from harness.executors.slurm import SlurmOptions, _expand, plan
+    from harness.executors.slurm.options import SlurmOptions
+    from harness.executors.slurm.queue import _expand
+    from harness.executors.slurm.submit import plan
     from harness.matrix import load
     m = load(write(tmp_path / "mixed.yaml", ENV + """workloads:
   - {model: fault, fault: exception}

@@ -14,6 +14,7 @@ from harness.cells import Cell, Environment, Parallelism, Workload
 from harness.engines.base import pip_failure
 from harness.outcome import classify, not_engaged
 from harness.resources import Gpu, Inventory, Pool
+from harness.result import Result
 from harness.runner import _ranges
 from harness.store import ResultStore
 from harness.supervise import RawOutcome
@@ -99,6 +100,7 @@ def test_a_finished_run_that_did_not_engage_is_an_error_with_its_counts():
     ({"status": "ok"}, {"status": "crash"}, False),
 ])
 def test_control_verdicts(expect, result, met):
+    result = Result.from_dict({"schema": 1, "cell": "e/w/p/b1/r0", **result})
     assert status.judge(expect, result)["met"] is met
     assert status.judge(None, result) is None
 
@@ -145,3 +147,16 @@ def test_every_model_loads_with_its_defaults(tmp_path):
     path = tmp_path / "defaults.yaml"
     path.write_text('environments: [{python: "3.11", tensorflow: "2.15.0"}]\nworkloads:\n' + models)
     assert {c.workload.model for c in load(path).cells} == set(MODEL_DEFAULTS)
+
+
+def test_the_slurm_watcher_backs_off_then_polls_every_n_seconds():
+    from itertools import islice
+
+    from harness.executors.slurm.queue import delays, watch
+    assert list(islice(delays(10), 6)) == [2.0, 2.0, 4.0, 10.0, 10.0, 10.0]  # asked at 0, 2, 4, 8, 18, 28 s
+    slept, looks = [], iter([False, False, True])
+    watch(lambda: next(looks), wait=3600, poll=10, sleep=slept.append)
+    assert slept == [2.0, 2.0], "it stops as soon as nothing is left to wait for"
+    slept.clear()
+    watch(lambda: False, wait=0, poll=10, sleep=slept.append)
+    assert slept == [], "no wait: one look"

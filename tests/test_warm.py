@@ -139,6 +139,10 @@ def test_compile_caches_are_keyed_by_what_decides_a_program(tmp_path, monkeypatc
 
 
 def test_planted_faults_give_the_same_statuses_and_signatures_warm(tmp_path):
+    """Each planted fault twice in one run: the first cell starts fresh while the (bare) launcher
+    starts, every later one forks from it; all must read exactly as fresh cells do."""
+    from dataclasses import replace
+
     from rich.console import Console
 
     from harness.engines.venv import VenvEngine
@@ -147,13 +151,11 @@ def test_planted_faults_give_the_same_statuses_and_signatures_warm(tmp_path):
 
     from .test_faults import check, fault_cells
 
-    cells = fault_cells()
+    cells = [replace(c, repeat=k) for k in (0, 1) for c in fault_cells()]
     m = Matrix(path=tmp_path / "faults.yaml", name="faults", description="", sha256="", cells=cells)
-    engine = VenvEngine()
-    try:
-        Runner(m, engine, tmp_path / "results", Console(quiet=True)).run(cells)  # the launcher starts here
-        results = Runner(m, engine, tmp_path / "results", Console(quiet=True), rerun=frozenset({"all"})).run(cells)
-    finally:
-        engine.close()
-    assert [r["warmth"]["launch"] for r in results] == ["warm"] * len(cells), [r["warmth"] for r in results]
-    check({r["workload"].removeprefix("fault-"): r for r in results})
+    with VenvEngine() as engine:
+        results = Runner(m, engine, tmp_path / "results", Console(quiet=True)).run(cells)
+    for k in (0, 1):
+        check({r["workload"].removeprefix("fault-"): r for r in results if r["repeat"] == k})
+    warm = {r["workload"] for r in results if r["warmth"]["launch"] == "warm"}
+    assert warm == {r["workload"] for r in results}, [(r["cell"], r["warmth"]) for r in results]

@@ -1,30 +1,55 @@
 """Engines obtain environments and run cells in them: Docker images, virtualenvs, or an
-interpreter that already holds the stack (local)."""
+interpreter that already holds the stack (local).
+
+`ENGINES` is the one list of them: the command line's ``--engine`` choices
+are ``auto`` plus its keys. An engine is a context manager that releases what
+it holds on leaving::
+
+    with select_engine(args.engine, pythons=...) as engine:
+        ...
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.console import Console
 
 from ..errors import EngineUnavailable
+from ..terminal import shown
 from .base import Engine
+
+
+def _docker(pythons: dict[str, str] | None, ca_bundle: str | None, console: Console | None) -> Engine:
+    from .docker import DockerEngine, docker_client
+    return DockerEngine(docker_client(), ca_bundle=ca_bundle, console=console, pythons=pythons)
+
+
+def _venv(pythons: dict[str, str] | None, ca_bundle: str | None, console: Console | None) -> Engine:
+    from .venv import VenvEngine
+    return VenvEngine(pythons=pythons)
+
+
+def _local(pythons: dict[str, str] | None, ca_bundle: str | None, console: Console | None) -> Engine:
+    from .local import LocalEngine
+    return LocalEngine(pythons=pythons)
+
+
+# name -> how to open it (imported on use: the Docker client is only loaded when asked for)
+ENGINES: dict[str, Callable[[dict[str, str] | None, str | None, Console | None], Engine]] = {
+    "docker": _docker, "venv": _venv, "local": _local}
+AUTO = "auto"
+CHOICES = (AUTO, *ENGINES)
 
 
 def select_engine(name: str, pythons: dict[str, str] | None = None, ca_bundle: str | None = None,
                   console: Console | None = None) -> Engine:
     """`auto` takes Docker when a daemon answers, else virtualenvs."""
-    from .venv import VenvEngine
-    if name == "venv":
-        return VenvEngine(pythons=pythons)
-    if name == "local":
-        from .local import LocalEngine
-        return LocalEngine(pythons=pythons)
-    from .docker import DockerEngine, docker_client
+    if name != AUTO:
+        return ENGINES[name](pythons, ca_bundle, console)
     try:
-        client = docker_client()
+        return ENGINES["docker"](pythons, ca_bundle, console)
     except EngineUnavailable as exc:
-        if name == "docker":
-            raise
         if console:
-            console.print(f"no Docker engine ({exc}); using virtualenvs")
-        return VenvEngine(pythons=pythons)
-    return DockerEngine(client, ca_bundle=ca_bundle, console=console, pythons=pythons)
+            console.print(f"no Docker engine ({shown(exc)}); using virtualenvs", highlight=False)
+        return ENGINES["venv"](pythons, ca_bundle, console)

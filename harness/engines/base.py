@@ -14,35 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cellenv import CELL_ENV, INHERITED, INHERITED_PREFIXES, cell_variables, inherited  # noqa: F401 - re-exported
 from ..cells import Cell, Environment, size_bytes
 from ..launch import warm_settings
 from ..outcome import signal_name
+from ..paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
 from ..resources import Slot
+from ..store import OWNER_VARIABLE
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
-# Variables every cell process gets, whatever the engine.
-CELL_ENV = {
-    "PYTHONFAULTHANDLER": "1",      # a segfault prints the Python stack to stderr
-    "PYTHONUNBUFFERED": "1",        # logs reach the files before a crash, not after
-    "PYTHONDONTWRITEBYTECODE": "1",  # the workloads folder may be read-only
-    "PYTHONHASHSEED": "0",
-}
-# What a host-process cell inherits from the harness's own environment: what a
-# process needs to run at all (paths, locale, temp, proxies and CA bundles,
-# the driver's library path). Anything else a user exported for the harness
-# stays out of cells, so a cell's inputs are what its spec and result say.
-INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
-             "CUDA_HOME", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-             "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
-# Site settings of the communication libraries (a cluster's NCCL network, NVLink
-# multicast switched off by the host's owner) must reach the cells as well.
-INHERITED_PREFIXES = ("LC_", "NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_")
-
-
-def inherited() -> dict[str, str]:
-    """The part of the harness's own environment a cell process (or a self-check) gets."""
-    return {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
 # Seconds the in-environment `timeout` waits past the wall limit: the harness
 # enforces the limit itself; this backstop ends the cell if the harness died.
 BACKSTOP_GRACE = 10
@@ -57,25 +38,6 @@ def cell_argv(python: str, spec: str, outdir: str, wall: float) -> list[str]:
     """
     backstop = ["timeout", "-k", "10", str(int(wall) + BACKSTOP_GRACE)] if wall else []
     return [*backstop, python, "-m", "workloads", spec, outdir]
-
-
-def cell_variables(cell: Cell, slot: Slot) -> dict[str, str]:
-    """Variables the harness sets for a cell: the fixed ones, the environment's
-    own (its Keras switches and the matrix's `env:`, decided by
-    `Environment.variables`), and the devices it was given."""
-    env = cell.environment.variables(inherit=CELL_ENV)
-    if slot.gpus or cell.parallelism.device_kind == "gpu" or cell.environment.device == "gpu":
-        env["CUDA_VISIBLE_DEVICES"] = slot.visible_devices  # "" = no GPU: a CPU cell never takes one
-    return env
-
-
-def cache_dir() -> Path:
-    """Where environments and bases are kept between runs."""
-    explicit = os.environ.get("HARNESS_CACHE")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "tfkeras-harness"
 
 
 @dataclass
@@ -104,6 +66,7 @@ class RunContext:
     slot: Slot = field(default_factory=Slot)
     cancel: threading.Event | None = None
     on_start: Callable[[int], None] | None = None
+    run_id: str | None = None  # given to the cell process (store.OWNER_VARIABLE): whose cell it is
 
 
 class Engine(ABC):
@@ -139,6 +102,12 @@ class Engine(ABC):
 
     def close(self) -> None:  # noqa: B027 - engines with nothing to release need not override it
         """Release what the engine holds (containers, clients)."""
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 try:  # loaded here, not in the forked child, where loading a library could deadlock
@@ -224,6 +193,8 @@ class ProcessEngine(Engine):
         warmth = warm_settings(self, cell, ctx.slot)  # the host's verdict, the caches (launch.py)
         env = self.environ(cell, ctx.slot, workloads_root)
         env.update(warmth.variables)
+        if ctx.run_id:
+            env[OWNER_VARIABLE] = ctx.run_id
         limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
         cpus = ctx.slot.cpus
         server = self.launcher().for_cell(self.interpreter(prepared), cell, env, workloads_root, warmth) \

@@ -23,10 +23,12 @@ from rich.console import Console
 
 from .. import __version__, bases, stacks
 from ..caches import in_container
+from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..launch import warm_settings
 from ..outcome import signal_name
+from ..store import boot_id, process_start
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure
@@ -41,25 +43,8 @@ OUT_MOUNT = "/out"
 # number of processes and threads, and a read-only root filesystem with a
 # tmpfs for /tmp (HOME; Keras' and the frameworks' caches). /tmp keeps `exec`:
 # compilers that load what they just built from /tmp would fail without it.
-PIDS_LIMIT = 4096
-TMPFS = {"/tmp": "rw,exec,nosuid,nodev,size=2g,mode=1777"}
 MEMORY_MARGIN = 0.10        # of the daemon host's memory, left to the host when the matrix sets no limit
 MEMORY_MARGIN_MIN = 1 << 30
-
-
-def hardening() -> dict:
-    """docker-py keyword arguments for every cell container."""
-    return {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "pids_limit": PIDS_LIMIT,
-            "read_only": True, "tmpfs": dict(TMPFS)}
-
-
-def hardening_flags() -> list[str]:
-    """The same settings as docker CLI flags, for a bundle's run.sh."""
-    flags = ["--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--pids-limit", str(PIDS_LIMIT),
-             "--read-only"]
-    for where, options in TMPFS.items():
-        flags += ["--tmpfs", f"{where}:{options}"]
-    return flags
 
 
 def default_memory_limit(client) -> int | None:
@@ -87,9 +72,27 @@ def docker_client():
         client.ping()
     except docker.errors.DockerException as exc:
         where = os.environ.get("DOCKER_HOST") or "the default socket (/var/run/docker.sock)"
-        raise EngineUnavailable(f"no Docker engine answers at {where}: {_first_line(exc)}; "
+        raise EngineUnavailable(f"no Docker engine answers at {where}: {_root_cause(exc)}; "
                                 "start dockerd, or use --engine venv") from None
     return client
+
+
+def _root_cause(exc: BaseException) -> str:
+    """Why a connection failed, in words: the operating system's reason ('No such file or
+    directory', 'Connection refused', 'Permission denied') found below docker-py's,
+    requests' and urllib3's wrappers, instead of their nested reprs."""
+    seen, todo = set(), [exc]
+    while todo:
+        e = todo.pop(0)
+        if id(e) in seen or not isinstance(e, BaseException):
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.strerror:
+            path = f" ({e.filename})" if e.filename else ""
+            hint = "; is your user allowed to use Docker (the docker group)?" if isinstance(e, PermissionError) else ""
+            return f"{e.strerror}{path}{hint}"
+        todo += [e.__cause__, e.__context__, getattr(e, "reason", None), *getattr(e, "args", ())]
+    return _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -219,12 +222,14 @@ class DockerEngine(Engine):
 
     # -- containers left by a run that was killed ---------------------------
     def remove_leftovers(self) -> int:
+        """Remove the cell containers whose harness is provably dead: started on this host,
+        and either before the last reboot or by a process that no longer runs (its pid
+        gone, or reused by a process that started at another time). A container of
+        another host, or with labels that do not say all this, is not ours to judge."""
         removed = 0
         for container in self.client.containers.list(all=True, filters={"label": LABEL}):
-            labels = container.labels or {}
-            owner = labels.get(f"{LABEL}.pid")
-            if labels.get(f"{LABEL}.host") == os.uname().nodename and owner and _alive(int(owner)):
-                continue  # belongs to a harness that is still running
+            if not _owner_is_dead(container.labels or {}):
+                continue
             container.remove(force=True)
             removed += 1
         if removed:
@@ -338,8 +343,7 @@ class DockerEngine(Engine):
                 user=f"{os.getuid()}:{os.getgid()}", working_dir="/tmp",
                 volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"},
                          str(workdir.resolve()): {"bind": OUT_MOUNT, "mode": "rw"}, **cache_volumes},
-                labels={LABEL: "1", f"{LABEL}.cell": cell.id, f"{LABEL}.pid": str(os.getpid()),
-                        f"{LABEL}.host": os.uname().nodename},
+                labels={LABEL: "1", f"{LABEL}.cell": cell.id, **_owner_labels()},
                 **hardening(), **kwargs)
         except docker.errors.APIError as exc:
             message = _first_line(exc)
@@ -393,8 +397,7 @@ class DockerEngine(Engine):
                 environment={**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}, working_dir="/tmp",
                 user=f"{os.getuid()}:{os.getgid()}",
                 volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"}},
-                labels={LABEL: "1", f"{LABEL}.pid": str(os.getpid()), f"{LABEL}.host": os.uname().nodename,
-                        f"{LABEL}.exec": token},
+                labels={LABEL: "1", **_owner_labels(), f"{LABEL}.exec": token},
                 **kwargs)
         except docker.errors.APIError as exc:
             for left in self.client.containers.list(all=True, filters={"label": f"{LABEL}.exec={token}"}):
@@ -457,6 +460,27 @@ class DockerEngine(Engine):
 
     def close(self) -> None:
         self.client.close()
+
+
+def _owner_labels() -> dict[str, str]:
+    """Who started a container: this host, this boot, this process and when it started."""
+    return {f"{LABEL}.host": os.uname().nodename, f"{LABEL}.boot": boot_id() or "",
+            f"{LABEL}.pid": str(os.getpid()), f"{LABEL}.pid-start": str(process_start(os.getpid()))}
+
+
+def _owner_is_dead(labels: dict) -> bool:
+    """True only when the labels prove the harness that started the container is gone."""
+    if labels.get(f"{LABEL}.host") != os.uname().nodename:
+        return False
+    pid, start, boot = labels.get(f"{LABEL}.pid", ""), labels.get(f"{LABEL}.pid-start", ""), labels.get(f"{LABEL}.boot")
+    if not (pid.isdigit() and 1 < int(pid) < 1 << 22):
+        return False  # not a pid this harness wrote: leave it
+    if boot is not None and boot != boot_id():
+        return bool(boot)  # started before a reboot: no process of that boot is alive
+    if not _alive(int(pid)):
+        return True
+    # alive: the owner only if it started when recorded (labels from before this check: pid alone)
+    return start.isdigit() and process_start(int(pid)) != int(start)
 
 
 def _alive(pid: int) -> bool:

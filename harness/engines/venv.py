@@ -19,8 +19,8 @@ from pathlib import Path
 from .. import interpreters, stacks
 from ..cells import Environment
 from ..errors import EnvironmentUnavailable
+from ..evidence import tail
 from ..paths import inside
-from ..record import tail
 from .base import Prepared, ProcessEngine, cache_dir, pip_failure
 
 MARKER = "harness-env.json"

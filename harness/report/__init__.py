@@ -11,9 +11,13 @@ import json
 import os
 import shutil
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
-from ..store import iter_results
+from ..outputs import Manifest
+from ..result import Result
+from ..store import read_all
+from ..workloads.protocol import cuda_version_text, cudnn_version_text
 from . import plots, site, tables
 from .markdown import md_escape, md_table
 
@@ -23,34 +27,32 @@ CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devic
               "launch", "first_epoch_seconds", "compile_cache")
 
 
-def load(roots: list[Path]) -> list[tuple[Path, dict]]:
-    found = []
-    for root in roots:
-        found += list(iter_results(Path(root)))
-    return found
+def load(roots: list[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:
+    """The results below `roots`, read through the result model; a file that is not a result is
+    told to `notes` in one line and left out."""
+    return read_all([Path(root) for root in roots], notes)
 
 
-def report_tables(results: list[dict]) -> list[tables.Table]:
+def report_tables(results: list[Result]) -> list[tables.Table]:
     return tables.report(results)
 
 
 def provenance_lines(results: list[dict]) -> list[str]:
-    statuses = Counter(r["status"] for r in results)
-    prov = [r.get("provenance") or {} for r in results]
-    hosts = sorted({(p.get("host") or {}).get("name", "?") for p in prov})
-    commits = sorted({(p.get("harness_commit") or "?")[:12] for p in prov})
-    matrices = sorted({p.get("matrix") or "?" for p in prov})
-    engines = sorted({r.get("engine") or "?" for r in results})
-    gpus = sorted({g for r in results for g in ((r.get("seen") or {}).get("gpus") or [])})
+    statuses = Counter(r.status for r in results)
+    hosts = sorted({r.host for r in results})
+    commits = sorted({_harness_of(r.provenance) for r in results})
+    matrices = sorted({r.matrix or "?" for r in results})
+    engines = sorted({r.engine or "?" for r in results})
+    gpus = sorted({g for r in results for g in (r.seen.get("gpus") or [])})
     return [
         f"{len(results)} cells: " + ", ".join(f"{n} {s}" for s, n in statuses.most_common()),
         f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; {len(hosts)} host(s); "
-        f"harness commits: {', '.join(commits)}",
+        f"harness: {', '.join(commits)}",
         "devices seen: " + (", ".join(gpus) if gpus else "no GPU (CPU and virtual CPU devices only)"),
     ] + gpu_lines(results) + warmth_lines(results) + coverage_lines(results)
 
 
-def warmth_lines(results: list[dict]) -> list[str]:
+def warmth_lines(results: list[Result]) -> list[str]:
     """How the cells started (warm: forked from a launcher that had imported the stack; fresh: a
     new interpreter), and whether compilation came from a cache. Every figure the tables compare
     is a steady epoch (2..N); the first epoch, where compilation lands, is kept apart in each
@@ -71,24 +73,33 @@ def warmth_lines(results: list[dict]) -> list[str]:
     return [line]
 
 
+def _harness_of(prov: dict) -> str:
+    """Which harness wrote a result: its commit from a checkout, else (installed) its
+    version and the hash of its files."""
+    if prov.get("harness_commit"):
+        return prov["harness_commit"][:12]
+    if prov.get("harness_files_sha256"):
+        return f"{prov.get('harness_version') or '?'} (installed; files {prov['harness_files_sha256'][:12]})"
+    return f"{prov['harness_version']} (no commit recorded)" if prov.get("harness_version") else "not recorded"
+
+
 def gpu_lines(results: list[dict]) -> list[str]:
     """The GPU hosts behind the results: model, memory, compute capability,
     driver, topology (from the host, once per run), and the CUDA / cuDNN the
     frameworks reported from inside the cells."""
     hosts: dict[tuple, dict] = {}
     for r in results:
-        res = (r.get("provenance") or {}).get("host_resources") or {}
+        res = r.provenance.get("host_resources") or {}
         gpus = res.get("gpus") or []
         if not gpus or not any(g.get("name") for g in gpus):
             continue
         g = gpus[0]
         links = sorted(set((res.get("topology") or {}).values()))
-        key = ((r.get("provenance") or {}).get("host") or {}).get("name", "?"), len(gpus)
+        key = r.host, len(gpus)
         hosts[key] = {"text": f"{len(gpus)} x {g.get('name')} ({(g.get('memory_mib') or 0) // 1024} GiB, "
                               f"compute capability {g.get('compute_capability')}, driver {g.get('driver')})"
                               + (f", GPU links: {', '.join(links)}" if links else "")}
-    stacks = sorted({_cuda_seen(r["seen"]) for r in results
-                     if (r.get("seen") or {}).get("gpus") and r["seen"].get("cuda")})
+    stacks = sorted({_cuda_seen(r.seen) for r in results if r.seen.get("gpus") and r.seen.get("cuda")})
     lines = [f"GPU host {name}: {h['text']}" for (name, _), h in sorted(hosts.items())]
     if stacks:
         lines.append("CUDA as the frameworks report it: " + "; ".join(stacks))
@@ -97,7 +108,8 @@ def gpu_lines(results: list[dict]) -> list[str]:
 
 def _cuda_seen(seen: dict) -> str:
     framework = f"JAX {seen['jax']}" if seen.get("jax") else f"TF {seen.get('tensorflow')}"
-    return f"{framework}: CUDA {seen.get('cuda')}, cuDNN {seen.get('cudnn')}"
+    return (f"{framework}: CUDA {cuda_version_text(seen.get('cuda'))}, "
+            f"cuDNN {cudnn_version_text(seen.get('cudnn'))}")
 
 
 def coverage_lines(results: list[dict]) -> list[str]:
@@ -107,7 +119,7 @@ def coverage_lines(results: list[dict]) -> list[str]:
     from ..matrix import load as load_matrix
     have: dict[str, set] = defaultdict(set)
     for r in results:
-        have[(r.get("provenance") or {}).get("matrix") or ""].add(r["cell"])
+        have[r.matrix].add(r.cell)
     lines = []
     for path, cells in sorted(have.items()):
         if not path or not Path(path).is_file():
@@ -123,20 +135,28 @@ def coverage_lines(results: list[dict]) -> list[str]:
     return lines
 
 
-def _csv_row(r: dict) -> dict:
-    seen, par, timing = r.get("seen") or {}, r.get("parallelism") or {}, r.get("timing") or {}
-    metrics, err = r.get("metrics") or {}, r.get("error") or {}
-    return {"cell": r["cell"], "status": r["status"], "environment": r.get("environment"),
-            "workload": r.get("workload"), "parallelism": par.get("label"), "devices": par.get("devices"),
-            "batch_size": r.get("batch_size"), "repeat": r.get("repeat"), "engine": r.get("engine"),
-            "python": seen.get("python"), "tensorflow": seen.get("tensorflow"), "keras": seen.get("keras"),
-            "backend": seen.get("backend"), "val_accuracy": metrics.get("val_accuracy"),
-            "accuracy": metrics.get("accuracy"), "steady_epoch_seconds": timing.get("steady_epoch_seconds"),
-            "steady_samples_per_sec": timing.get("steady_samples_per_sec"),
-            "total_seconds": timing.get("total_seconds"), "signature": err.get("signature"),
-            "reason": r.get("reason"), "launch": (r.get("warmth") or {}).get("launch"),
-            "first_epoch_seconds": timing.get("first_epoch_seconds"),
+def _csv_row(r: Result) -> dict:
+    return {"cell": r.cell, "status": r.status, "environment": r.environment, "workload": r.workload,
+            "parallelism": r.parallelism.get("label"), "devices": r.parallelism.get("devices"),
+            "batch_size": r.batch_size, "repeat": r.repeat, "engine": r.engine,
+            **{k: r.seen.get(k) for k in ("python", "tensorflow", "keras", "backend")},
+            "val_accuracy": r.metric("val_accuracy"), "accuracy": r.metric("accuracy"),
+            **{k: r.timing_of(k) for k in ("steady_epoch_seconds", "steady_samples_per_sec", "total_seconds")},
+            "signature": r.signature, "reason": r.reason, "launch": (r.get("warmth") or {}).get("launch"),
+            "first_epoch_seconds": r.timing_of("first_epoch_seconds"),
             "compile_cache": ((r.get("warmth") or {}).get("compile_cache") or {}).get("hit")}
+
+
+REPORT_FILES = ("index.html", "report.md", "results.csv", "results.json")
+
+
+def _legacy_report(out: Path) -> list[str]:
+    """What a report from before manifests wrote in `out` -- only where all four of its
+    files are there to say it was one: its pages (cells/*.html) and plots (plots/*.png)."""
+    if not all((out / name).is_file() for name in REPORT_FILES):
+        return []
+    return [*REPORT_FILES, *(f"cells/{p.name}" for p in (out / "cells").glob("*.html")),
+            *(f"plots/{p.name}" for p in (out / "plots").glob("*.png"))]
 
 
 def markdown(results: list[dict], title: str, plot_links: list[tuple[str, str]], link=None) -> str:
@@ -149,47 +169,61 @@ def markdown(results: list[dict], title: str, plot_links: list[tuple[str, str]],
 
 
 def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
-            markdown_path: Path | None = None) -> dict:
-    found = load(roots)
+            markdown_path: Path | None = None, notes: Callable[[str], None] | None = None) -> dict:
+    found = load(roots, notes)
     results = [r for _, r in found]
     out.mkdir(parents=True, exist_ok=True)
-    for sub in ("cells", "plots"):
-        shutil.rmtree(out / sub, ignore_errors=True)
-    (out / "cells").mkdir()
+    # only what an earlier report wrote here goes (outputs.Manifest): a user's file, or a
+    # run that happens to be named `cells` or `plots`, stays
+    written = Manifest(out, legacy=lambda: _legacy_report(out))
+    written.clear_earlier()
+    (out / "cells").mkdir(exist_ok=True)
     drawn = plots.draw_all(results, out / "plots")
+    for _, path in drawn:
+        written.add(path)
     rel = [(caption, os.path.relpath(path, out)) for caption, path in drawn]
-    (out / "report.md").write_text(markdown(results, title, rel,
-                                            link=lambda cell: f"cells/{tables.slug(cell)}.html"))
-    with open(out / "results.csv", "w", newline="") as fh:
+    written.add(out / "report.md").write_text(markdown(results, title, rel,
+                                                       link=lambda cell: f"cells/{tables.slug(cell)}.html"))
+    with open(written.add(out / "results.csv"), "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows(_csv_row(r) for r in results)
-    (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True, default=str))
+    written.add(out / "results.json").write_text(json.dumps([r.to_dict() for r in results], indent=1,
+                                                            sort_keys=True, default=str))
+    by_id: dict[str, list] = defaultdict(list)  # one cell id may come from several runs
     for folder, r in found:
-        (out / "cells" / f"{tables.slug(r['cell'])}.html").write_text(site.cell_page(r, folder))
-    (out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
+        by_id[r.cell].append((folder, r))
+    for cell_id, entries in by_id.items():
+        text = site.cell_page(entries[0][1], entries[0][0]) if len(entries) == 1 else site.cells_page(entries)
+        written.add(out / "cells" / f"{tables.slug(cell_id)}.html").write_text(text)
+    written.add(out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
                                                ["report.md", "results.csv", "results.json"]))
-    written = {"site": out / "index.html", "markdown": out / "report.md", "cells": len(results),
-               "plots": len(drawn)}
+    written.save()
+    summary = {"site": out / "index.html", "markdown": out / "report.md", "cells": len(results),
+               "plots": len(drawn), "notes": written.notes}
     if markdown_path:
         markdown_path = Path(markdown_path)
         plot_dir = markdown_path.parent / f"{markdown_path.stem}-plots"
-        shutil.rmtree(plot_dir, ignore_errors=True)
-        plot_dir.mkdir(parents=True)
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        copies = Manifest(plot_dir, legacy=lambda: [p.name for p in plot_dir.glob("*.png")]
+                          if markdown_path.exists() else [])
+        copies.clear_earlier()
         links = []
         for caption, path in drawn:
-            shutil.copy(path, plot_dir / path.name)
+            shutil.copy(path, copies.add(plot_dir / path.name))
             links.append((caption, f"{plot_dir.name}/{path.name}"))
+        copies.save()
         markdown_path.write_text(markdown(results, title, links))
-        written["markdown_copy"] = markdown_path
-    return written
+        summary["markdown_copy"] = markdown_path
+        summary["notes"] += copies.notes
+    return summary
 
 
-def compare(run_a: Path, run_b: Path) -> tuple[str, int]:
+def compare(run_a: Path, run_b: Path, notes: Callable[[str], None] | None = None) -> tuple[str, int]:
     """Markdown of what changed from run A to run B, and how many regressions."""
     from .analysis import compare_runs
-    a = [r for _, r in load([run_a])]
-    b = [r for _, r in load([run_b])]
+    a = [r for _, r in load([run_a], notes)]
+    b = [r for _, r in load([run_b], notes)]
     diff = compare_runs(a, b)
     parts = [f"# {run_a} -> {run_b}", "",
              f"- {len(diff['regressions'])} regressions, {len(diff['fixes'])} fixes, {len(diff['slower'])} slower, "

@@ -15,48 +15,47 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from ..outcome import normalise
+from ..result import Result
 from ..stats import SPREAD_WIDE, Spread, spread_of, steady  # noqa: F401 - re-exported for the writers
-
-Result = dict
-from ..status import FAILED, NOT_RUN  # noqa: E402,F401 - the vocabulary is the status module's
+from ..status import FAILED, NOT_RUN, OK  # noqa: F401 - the vocabulary is the status module's
 
 ACCURACY_TOLERANCE = 0.05  # N devices more than this below 1 device: "degraded"
 
 
 # -- identity of a result -----------------------------------------------------------
 def env_of(r: Result) -> str:
-    return r.get("environment") or r["cell"].split("/")[0]
+    return r.env_name
 
 
 def workload_of(r: Result) -> str:
-    return r.get("workload") or r["cell"].split("/")[1]
+    return r.workload_name
 
 
 def label_of(r: Result) -> str:
-    return (r.get("parallelism") or {}).get("label") or r["cell"].split("/")[2]
+    return r.label
 
 
 def devices_of(r: Result) -> int:
-    return int((r.get("parallelism") or {}).get("devices") or 1)
+    return r.devices
 
 
 def wrapper_of(r: Result) -> str:
-    return (r.get("parallelism") or {}).get("wrapper") or label_of(r).split("-")[0]
+    return r.wrapper
 
 
 def not_run(r: Result) -> bool:
-    return r["status"] in NOT_RUN
+    return r.status in NOT_RUN
 
 
 def run_of(r: Result) -> str:
     """Which run a result belongs to (its matrix file): figures are only ever
     compared within one run, never across runs that share cell ids."""
-    return (r.get("provenance") or {}).get("matrix") or ""
+    return r.matrix
 
 
 def group_id(r: Result) -> tuple[str, str]:
     """The run and the cell id without the repeat: what repeats share."""
-    return run_of(r), r["cell"].rsplit("/", 1)[0]
+    return run_of(r), r.cell.rsplit("/", 1)[0]
 
 
 @dataclass
@@ -70,7 +69,7 @@ class Group:
 
     @property
     def ok(self) -> list[Result]:
-        return [r for r in self.results if r["status"] == "ok"]
+        return [r for r in self.results if r.status == OK]
 
     @property
     def all_ok(self) -> bool:
@@ -78,27 +77,27 @@ class Group:
 
     @property
     def status(self) -> str:
-        bad = [r["status"] for r in self.results if r["status"] != "ok"]
+        bad = [r.status for r in self.results if r.status != OK]
         if not bad:
-            return "ok"
+            return OK
         text = bad[0]
         return text if len(bad) == len(self.results) else f"{text} {len(bad)}/{len(self.results)}"
 
     def epoch_seconds(self) -> Spread | None:
-        return spread_of(e.get("seconds") for r in self.ok for e in steady(r.get("epochs")))
+        return spread_of(e.get("seconds") for r in self.ok for e in steady(r.epochs))
 
     def samples_per_sec(self) -> Spread | None:
-        return spread_of(e.get("samples_per_sec") for r in self.ok for e in steady(r.get("epochs")))
+        return spread_of(e.get("samples_per_sec") for r in self.ok for e in steady(r.epochs))
 
     def metric(self, name: str) -> Spread | None:
-        return spread_of((r.get("metrics") or {}).get(name) for r in self.ok)
+        return spread_of(r.metric(name) for r in self.ok)
 
 
 def groups(results: list[Result]) -> dict[tuple[str, str], Group]:
     out: dict[tuple[str, str], list[Result]] = defaultdict(list)
     for r in results:
         out[group_id(r)].append(r)
-    return {k: Group(sorted(v, key=lambda r: r.get("repeat", 0))) for k, v in out.items()}
+    return {k: Group(sorted(v, key=lambda r: r.repeat or 0)) for k, v in out.items()}
 
 
 # -- the stacks: what ran inside each environment ------------------------------------
@@ -123,7 +122,8 @@ class Stack:
         if s.get("keras"):
             api = s.get("api") or "keras"
             if api == "keras3":
-                parts.append(f"Keras {s['keras']} on {s.get('backend') or '?'}")
+                # results from before the backend was always recorded: Keras 3 without one ran on TF
+                parts.append(f"Keras {s['keras']} on {s.get('backend') or 'tensorflow'}")
             else:
                 parts.append(f"{'Keras' if api == 'keras' else api} {s['keras']}")
         if s.get("python"):
@@ -161,7 +161,7 @@ def stacks(results: list[Result]) -> dict[str, Stack]:
     for r in results:
         env = env_of(r)
         count[env] += 1
-        s = r.get("seen") or {}
+        s = r.seen
         if s.get("tensorflow") or s.get("keras"):
             seen[env][tuple((k, s.get(k)) for k in SEEN_KEYS)] += 1
     out = [Stack(env, dict(seen[env].most_common(1)[0][0]) if seen[env] else {}, n) for env, n in count.items()]
@@ -188,7 +188,7 @@ def seed_comparison(results: list[Result]) -> list[dict]:
     degraded / slower flags."""
     by_key: dict[tuple, list[Group]] = defaultdict(list)
     for g in groups(results).values():
-        by_key[(run_of(g.first), env_of(g.first), workload_of(g.first), g.first.get("batch_size"))].append(g)
+        by_key[(run_of(g.first), env_of(g.first), workload_of(g.first), g.first.batch_size)].append(g)
     rows = []
     for (run, env, workload, batch), gs in by_key.items():
         base = _baseline(gs)
@@ -199,9 +199,9 @@ def seed_comparison(results: list[Result]) -> list[dict]:
             v1, vn = base.metric("val_accuracy"), g.metric("val_accuracy")
             row = {
                 "run": run, "environment": env, "workload": workload, "batch": batch,
-                "epochs": g.first.get("epochs_asked"),
+                "epochs": g.first.epochs_asked,
                 "parallelism": label_of(g.first), "devices": devices_of(g.first), "status": g.status,
-                "cell": g.first["cell"], "baseline_cell": base.first["cell"],
+                "cell": g.first.cell, "baseline_cell": base.first.cell,
                 "acc_1": base.metric("accuracy"), "val_acc_1": v1, "seconds_1": t1,
                 "acc_n": g.metric("accuracy"), "val_acc_n": vn, "seconds_n": tn,
                 "time_ratio": None, "degraded": False, "slower": False,
@@ -225,20 +225,20 @@ def scaling(results: list[Result]) -> list[dict]:
     base_at: dict[tuple, Group] = {}
     for g in gs:
         if devices_of(g.first) == 1 and g.all_ok:
-            key = (run_of(g.first), env_of(g.first), workload_of(g.first), g.first.get("batch_size"))
+            key = (run_of(g.first), env_of(g.first), workload_of(g.first), g.first.batch_size)
             if key not in base_at or wrapper_of(g.first) == "none":
                 base_at[key] = g
     rows = []
     for g in gs:
         n = devices_of(g.first)
-        batch = g.first.get("batch_size") or 0
+        batch = g.first.batch_size or 0
         run, env, workload = run_of(g.first), env_of(g.first), workload_of(g.first)
         base = base_at.get((run, env, workload, batch // n if n > 1 and batch % n == 0 else batch)) \
             or base_at.get((run, env, workload, batch))
         sps = g.samples_per_sec()
         row = {"run": run, "environment": env, "workload": workload, "wrapper": wrapper_of(g.first), "devices": n,
-               "batch": batch, "policy": "fixed" if base is None or base.first.get("batch_size") == batch
-               else "x devices", "status": g.status, "cell": g.first["cell"], "samples_per_sec": sps,
+               "batch": batch, "policy": "fixed" if base is None or base.first.batch_size == batch
+               else "x devices", "status": g.status, "cell": g.first.cell, "samples_per_sec": sps,
                "epoch_seconds": g.epoch_seconds(), "val_accuracy": g.metric("val_accuracy"),
                "speedup": None, "efficiency": None}
         base_sps = base.samples_per_sec() if base else None
@@ -257,12 +257,12 @@ def failure_families(results: list[Result]) -> list[dict]:
     families never show the same text."""
     fams: dict[str, dict] = {}
     for r in results:
-        if r["status"] not in FAILED:
+        if r.status not in FAILED:
             continue
-        sig = (r.get("error") or {}).get("signature") or r["status"]
+        sig = r.signature or r.status
         fam = fams.setdefault(sig, {"signature": sig, "statuses": [], "cells": [], "environments": []})
-        fam["cells"].append(r["cell"])
-        for key, value in (("statuses", r["status"]), ("environments", env_of(r))):
+        fam["cells"].append(r.cell)
+        for key, value in (("statuses", r.status), ("environments", env_of(r))):
             if value not in fam[key]:
                 fam[key].append(value)
     return sorted(fams.values(), key=lambda f: (-len(f["cells"]), f["signature"]))
@@ -278,18 +278,18 @@ def not_run_reasons(results: list[Result]) -> list[dict]:
     for r in results:
         if not not_run(r):
             continue
-        reason = re.sub(r"\[[^\]]*\]", "[...]", r.get("reason") or "")  # device lists differ by count
-        key = (r["status"], normalise(reason) or r["status"])
-        entry = out.setdefault(key, {"status": r["status"], "reason": r.get("reason") or "", "cells": [],
+        reason = re.sub(r"\[[^\]]*\]", "[...]", r.reason or "")  # device lists differ by count
+        key = (r.status, normalise(reason) or r.status)
+        entry = out.setdefault(key, {"status": r.status, "reason": r.reason or "", "cells": [],
                                      "environments": []})
-        entry["cells"].append(r["cell"])
+        entry["cells"].append(r.cell)
         if env_of(r) not in entry["environments"]:
             entry["environments"].append(env_of(r))
     return sorted(out.values(), key=lambda e: (-len(e["cells"]), e["status"], e["reason"]))
 
 
 def drifted_controls(results: list[Result]) -> list[Result]:
-    return [r for r in results if (r.get("expectation") or {}).get("met") is False]
+    return [r for r in results if r.met is False]
 
 
 # -- one run against another ----------------------------------------------------------
@@ -312,11 +312,10 @@ def compare_runs(a: list[Result], b: list[Result], noise: float = 0.10) -> dict[
             continue
         x, y = ga[key], gb[key]
         entry = {"cell": key, "a": x.status, "b": y.status,
-                 "a_signature": (x.first.get("error") or {}).get("signature"),
-                 "b_signature": (y.first.get("error") or {}).get("signature")}
-        if x.all_ok and not y.all_ok and y.first["status"] in FAILED:
+                 "a_signature": x.first.signature, "b_signature": y.first.signature}
+        if x.all_ok and not y.all_ok and y.first.status in FAILED:
             out["regressions"].append(entry)
-        elif not x.all_ok and x.first["status"] in FAILED and y.all_ok:
+        elif not x.all_ok and x.first.status in FAILED and y.all_ok:
             out["fixes"].append(entry)
         elif x.all_ok and y.all_ok:
             ta, tb = x.epoch_seconds(), y.epoch_seconds()

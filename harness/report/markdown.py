@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..status import FAILED
 from .tables import KEY, Table
 
 
@@ -28,7 +29,7 @@ def md_table(table: Table, link=None) -> str:
         out = []
         for c in row:
             text = md_escape(c.text)
-            if c.mark in ("error", "crash", "oom", "timeout", "flag") and text:
+            if c.mark in (*FAILED, "flag") and text:
                 text = f"**{text}**"
             url = link(c.link) if (link and c.link) else None
             text = f"[{text}]({url})" if url and text else text

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from ..names import file_name
+from ..status import OK
 from . import analysis
-from .tables import slug
 
 
 def _pyplot():
@@ -32,7 +33,9 @@ def _title(run: str, env: str, workload: str) -> str:
 
 
 def _file(kind: str, run: str, env: str, workload: str) -> str:
-    return f"{kind}-{slug('-'.join((Path(run).stem or 'run', env, workload)))}.png"
+    """One file per (run, environment, workload): the run is its matrix path, not
+    only the file's stem (two folders may each hold a smoke.yaml)."""
+    return f"{kind}-{file_name(run or 'run', env, workload)}.png"
 
 
 def _save(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> Path:
@@ -69,12 +72,12 @@ def scaling_series(results: list[dict]) -> Series:
     series: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
     rows_all = analysis.scaling(results)
     for row in rows_all:
-        if row["status"] == "ok" and row["samples_per_sec"] and row["devices"] > 1:
+        if row["status"] == OK and row["samples_per_sec"] and row["devices"] > 1:
             fixed = row["policy"] == "fixed"
             per = row["batch"] if fixed else row["batch"] // row["devices"]
             series[(row["run"], row["environment"], row["workload"])][(row["wrapper"], fixed, per)].append(row)
     base = {(r["run"], r["environment"], r["workload"], r["batch"]): r for r in rows_all
-            if r["devices"] == 1 and r["status"] == "ok" and r["samples_per_sec"]}
+            if r["devices"] == 1 and r["status"] == OK and r["samples_per_sec"]}
     out: Series = defaultdict(dict)
     for (run, env, workload), lines in series.items():
         for (wrapper, fixed, per), rows in lines.items():
@@ -92,7 +95,7 @@ def time_vs_batch_series(results: list[dict]) -> Series:
         seconds = g.epoch_seconds() if g.all_ok else None
         if seconds:
             key = (analysis.run_of(g.first), analysis.env_of(g.first), analysis.workload_of(g.first))
-            out[key][analysis.label_of(g.first)].append((g.first.get("batch_size"), seconds))
+            out[key][analysis.label_of(g.first)].append((g.first.batch_size, seconds))
     return _worth_drawing(out)
 
 

@@ -11,6 +11,7 @@ import html
 import json
 from pathlib import Path
 
+from ..result import Result
 from .tables import KEY, Table, slug
 
 CSS = """
@@ -70,22 +71,36 @@ def index(title: str, intro: list[str], tables: list[Table], plots: list[tuple[s
     return page(title, "\n".join(b for b in body if b))
 
 
-def cell_page(result: dict, folder: Path | None) -> str:
+def cell_page(result: Result, folder: Path | None) -> str:
     """Everything known about one cell: status, error, environment as seen,
     epochs, timing, provenance and the log tails."""
-    err = result.get("error") or {}
-    rows = [("status", result["status"]), ("engine", result.get("engine")),
-            ("signature", err.get("signature")), ("reason", result.get("reason")),
-            ("exit", json.dumps(result.get("exit"))), ("expectation", json.dumps(result.get("expectation"))),
+    return page(result.cell, "<p><a href=\"../index.html\">back to the index</a></p>\n" + _cell_body(result, folder))
+
+
+def cells_page(found: list[tuple[Path | None, Result]]) -> str:
+    """One page for a cell id that several runs (results folders) hold: each
+    result in its own section, none overwriting another."""
+    body = ["<p><a href=\"../index.html\">back to the index</a></p>",
+            f"<p>{len(found)} results carry this cell id, one per results folder:</p>"]
+    for folder, result in found:
+        body.append(f"<h2>{e(folder)}</h2>\n" + _cell_body(result, folder))
+    return page(found[0][1].cell, "\n".join(body))
+
+
+def _cell_body(result: Result, folder: Path | None) -> str:
+    err = result.error or {}
+    rows = [("status", result.status), ("engine", result.engine),
+            ("signature", result.signature), ("reason", result.reason),
+            ("exit", json.dumps(result.exit)), ("expectation", json.dumps(result.expectation)),
             ("folder", str(folder) if folder else None)]
-    body = ["<p><a href=\"../index.html\">back to the index</a></p>", "<table>"]
+    body = ["<table>"]
     body += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in rows if v not in (None, "null")]
     body.append("</table>")
     if err:
         body.append("<h2>Error</h2><pre>" + e(err.get("message") or "") + "</pre>")
         if err.get("traceback"):
             body.append("<h3>Traceback</h3><pre>" + e(err["traceback"]) + "</pre>")
-    epochs = result.get("epochs") or []
+    epochs = result.epochs
     if epochs:
         keys = ["epoch", "seconds", "samples_per_sec", "loss", "accuracy", "val_loss", "val_accuracy"]
         body.append("<h2>Epochs</h2><table><tr>" + "".join(f"<th>{e(k)}</th>" for k in keys) + "</tr>")
@@ -94,13 +109,14 @@ def cell_page(result: dict, folder: Path | None) -> str:
         body.append("</table>")
     for key in ("timing", "warmth", "engagement", "resources", "metrics", "seen", "placement", "samples", "parallelism",
                 "provenance"):
-        if result.get(key):
-            body.append(f"<h2>{e(key)}</h2><pre>{e(json.dumps(result[key], indent=2, sort_keys=True))}</pre>")
-    logs = result.get("logs") or {}
+        value = getattr(result, key)
+        if value:
+            body.append(f"<h2>{e(key)}</h2><pre>{e(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre>")
+    logs = result.logs
     for key in ("stderr_tail", "stdout_tail"):
         if logs.get(key):
             body.append(f"<h2>{e(key.replace('_', ' '))}</h2><pre>{e(logs[key])}</pre>")
-    return page(result["cell"], "\n".join(body))
+    return "\n".join(body)
 
 
 def _num(value) -> str:

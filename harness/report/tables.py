@@ -16,8 +16,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..names import file_name
+from ..result import Result
+from ..status import OK, failure_line
 from . import analysis
-from .analysis import Result, Spread
+from .analysis import Spread
 
 MAX_COLUMNS = 12  # data columns per table, besides the row label: what a Markdown view shows unscrolled
 CUT = 160         # characters of a reason or signature shown in a table; the whole text is one click away
@@ -43,8 +46,8 @@ class Table:
 
 
 def slug(cell_id: str) -> str:
-    """A file name for a cell page that every file system and browser accepts."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", cell_id.replace("/", "__"))
+    """A cell page's file name: one per cell id (`names.file_name`)."""
+    return file_name(cell_id)
 
 
 def cut(text: object, limit: int = CUT) -> str:
@@ -111,13 +114,15 @@ def group_summary(g: analysis.Group, ctx: Context | None = None) -> Entry:
     outside a report (no context), the status and the signature itself."""
     if g.all_ok:
         val, sps = g.metric("val_accuracy"), g.samples_per_sec()
-        parts = ["ok"] + ([f"val {val.median:.2f}"] if val else []) + ([f"{fmt_si(sps.median)}/s"] if sps else [])
-        return Entry(" ".join(parts), link=g.first["cell"], mark="ok")
-    worst = next(r for r in g.results if r["status"] != "ok")
+        parts = [OK] + ([f"val {val.median:.2f}"] if val else []) + ([f"{fmt_si(sps.median)}/s"] if sps else [])
+        return Entry(" ".join(parts), link=g.first.cell, mark=OK)
+    worst = next(r for r in g.results if r.status != OK)
     if ctx is None:  # a line on its own (the live run output): say what happened right there
-        why = (worst.get("error") or {}).get("signature") or worst.get("reason") or ""
-        return Entry(f"{g.status}: {cut(why, 90)}".rstrip(": "), link=worst["cell"], mark=worst["status"])
-    return Entry(g.status, link=worst["cell"], mark=worst["status"], ref=ctx.key_of.get(worst["cell"]))
+        line = failure_line(worst)  # says its status once, with the real reason
+        if g.status != worst.status:
+            line = f"{g.status}: {line}"
+        return Entry(cut(line, 140), link=worst.cell, mark=worst.status)
+    return Entry(g.status, link=worst.cell, mark=worst.status, ref=ctx.key_of.get(worst.cell))
 
 
 def _column_key(col: tuple[str, str, int, int]) -> tuple:
@@ -149,7 +154,7 @@ def _left_out(at: dict, ran: set, envs: list[str], ctx: Context) -> str:
     """Which stacks and columns a table leaves out because nothing ran there,
     by name, with the footnotes that say why."""
     def keys(pairs) -> str:
-        found = {ctx.key_of[at[k].first["cell"]] for k in pairs if at[k].first["cell"] in ctx.key_of}
+        found = {ctx.key_of[at[k].first.cell] for k in pairs if at[k].first.cell in ctx.key_of}
         return ", ".join(sorted(found, key=lambda k: (k[0], int(k[1:]))))
 
     def named(names: list[str]) -> str:
@@ -183,7 +188,7 @@ def compatibility(results: list[Result], ctx: Context | None = None, limit: int 
         at: dict[tuple, analysis.Group] = {}
         for g in gs:
             col = (analysis.wrapper_of(g.first), analysis.label_of(g.first), analysis.devices_of(g.first),
-                   g.first.get("batch_size") or 0)
+                   g.first.batch_size or 0)
             at[(analysis.env_of(g.first), col)] = g
         ran = {k for k, g in at.items() if not all(analysis.not_run(r) for r in g.results)}
         envs = sorted({e for e, _ in ran}, key=ctx.order)
@@ -219,7 +224,7 @@ def stacks_table(results: list[Result], ctx: Context | None = None) -> Table:
                        "got that far, the footnotes say why.")
     cells_of: dict[str, list[str]] = defaultdict(list)
     for r in results:
-        cells_of[analysis.env_of(r)].append(r["cell"])
+        cells_of[analysis.env_of(r)].append(r.cell)
     for name, st in ctx.stacks.items():
         s = st.seen
         if not s:
@@ -302,7 +307,7 @@ def seed_comparison(results: list[Result], ctx: Context | None = None) -> list[T
                               "s/epoch N", "time N/1", "flags"], note=note if not tables else "")
         for row in mine:
             flags = [f for f in ("degraded", "slower") if row[f]]
-            failed = row["status"] != "ok"
+            failed = row["status"] != OK
             table.rows.append([
                 Entry(ctx.labels.get(row["environment"], row["environment"])), Entry(str(row["batch"])),
                 Entry(row["parallelism"]), Entry(_acc(row["acc_1"], row["val_acc_1"])),
@@ -325,7 +330,7 @@ def scaling(results: list[Result], ctx: Context | None = None) -> list[Table]:
     rows = [row for row in analysis.scaling(results) if row["status"].split()[0] not in analysis.NOT_RUN]
     counts: dict[tuple, set] = defaultdict(set)
     for row in rows:
-        if row["status"] == "ok":
+        if row["status"] == OK:
             counts[(row["run"], row["environment"], row["workload"])].add(row["devices"])
     rows = [row for row in rows if len(counts.get((row["run"], row["environment"], row["workload"]), ())) >= 2]
     tables = []
@@ -334,7 +339,7 @@ def scaling(results: list[Result], ctx: Context | None = None) -> list[Table]:
                       ["stack", "wrapper", "batch", "devices", "status", "samples/s", "s/epoch", "speedup",
                        "efficiency", "val acc"], note=note if not tables else "")
         for row in mine:
-            ok = row["status"] == "ok"
+            ok = row["status"] == OK
             sps = row["samples_per_sec"]
             table.rows.append([
                 Entry(ctx.labels.get(row["environment"], row["environment"])),
@@ -355,11 +360,11 @@ def drifted_controls(results: list[Result]) -> Table:
     table = Table("Control cells that drifted", ["cell", "expected", "got", "why it was expected"],
                   note="A control cell's known answer is written in its matrix; these no longer give it.")
     for r in analysis.drifted_controls(results):
-        want = r["expectation"]
-        got = (r.get("error") or {}).get("signature") or r.get("reason") or ""
-        table.rows.append([Entry(r["cell"], link=r["cell"], mark="flag"),
+        want = r.expectation
+        got = r.failure_text
+        table.rows.append([Entry(r.cell, link=r.cell, mark="flag"),
                            Entry(want["status"] + (f" '{want['signature']}'" if want.get("signature") else "")),
-                           Entry(cut(got if got.startswith(r["status"]) else f"{r['status']} {got}".strip())),
+                           Entry(cut(got if got.startswith(r.status) else f"{r.status} {got}".strip())),
                            Entry(want.get("why") or "")])
     return table
 

@@ -22,6 +22,8 @@ import os
 import platform
 import sys
 
+from .protocol import cuda_version_text, cudnn_version_text
+
 
 class Unsupported(Exception):
     """The environment lacks what the cell needs; the cell is `unsupported`."""
@@ -211,7 +213,8 @@ class Stack(object):
             "keras_api": running_api(self.keras_module(), self.keras_version()),
             "numpy": numpy.__version__,
             "api": self.api,
-            "backend": self.backend if self.api == "keras3" else "tensorflow",
+            # Keras 3 without a backend named runs on TensorFlow (KERAS_BACKEND is set so): say it
+            "backend": (self.backend or "tensorflow") if self.api == "keras3" else "tensorflow",
             "devices": devices,
             "gpus": gpus,
             "cuda": None,
@@ -284,7 +287,8 @@ class Stack(object):
         if self.api == "keras3" and self.backend == "torch":
             import torch
             cudnn = torch.backends.cudnn.version() if torch.cuda.is_available() else None
-            return {"cuda": torch.version.cuda, "cudnn": cudnn, "torch": torch.__version__}
+            return {"cuda": cuda_version_text(torch.version.cuda), "cudnn": cudnn_version_text(cudnn),
+                    "torch": torch.__version__}
         if self.api == "keras3" and self.backend == "jax":
             import jax
             import jaxlib
@@ -292,15 +296,16 @@ class Stack(object):
             if any(d.platform == "gpu" for d in jax.devices()):
                 try:  # what the CUDA plugin loaded, as JAX reports it (a private module: may move)
                     from jax._src.lib import cuda_versions
-                    out["cuda"] = str(cuda_versions.cuda_runtime_get_version())
-                    out["cudnn"] = str(cuda_versions.cudnn_get_version())
+                    out["cuda"] = cuda_version_text(cuda_versions.cuda_runtime_get_version())
+                    out["cudnn"] = cudnn_version_text(cuda_versions.cudnn_get_version())
                 except Exception as exc:  # noqa: BLE001 - provenance only: record why it is missing
                     out["cuda"] = "unknown (%s)" % type(exc).__name__
             return out
         info = getattr(self.tf.sysconfig, "get_build_info", None)
         if info is not None:
             build = info()
-            return {"cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version")}
+            return {"cuda": cuda_version_text(build.get("cuda_version")),
+                    "cudnn": cudnn_version_text(build.get("cudnn_version"))}
         return {"cuda": "built with CUDA" if self.tf.test.is_built_with_cuda() else None}
 
     def replica_devices(self, n):

@@ -44,3 +44,35 @@ ENV_LAUNCH = "HARNESS_LAUNCH"                 # "warm" in a child of workloads/f
 
 # The message that marks a multi-device run that did not use its devices.
 NOT_ENGAGED = "parallelism not engaged: asked %d, ran on %d"
+
+
+# Versions as libraries report them inside and as results and reports show them: CUDA's
+# runtime and cuDNN give integers (13000, 91900); people and release notes say 13.0 and
+# 9.19.0. Both sides format with these (results written before them hold the integers).
+def cuda_version_text(value):
+    """'13.0' for 13000 (CUDA encodes major * 1000 + minor * 10); anything else as given."""
+    number = _integer(value)
+    if number is None or number < 1000:
+        return value
+    return "%d.%d" % (number // 1000, (number % 1000) // 10)
+
+
+def cudnn_version_text(value):
+    """'9.19.0' for 91900 (cuDNN 9 encodes major * 10000 + minor * 100 + patch), '8.9.2'
+    for 8902 (cuDNN 8 and earlier: major * 1000 + minor * 100 + patch); else as given."""
+    number = _integer(value)
+    if number is None or number < 1000:
+        return value
+    if number >= 90000:
+        return "%d.%d.%d" % (number // 10000, (number % 10000) // 100, number % 100)
+    return "%d.%d.%d" % (number // 1000, (number % 1000) // 100, number % 100)
+
+
+def _integer(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit() and len(value) <= 9:
+        return int(value)
+    return None

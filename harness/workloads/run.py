@@ -115,12 +115,43 @@ def _train(spec, log, record):
                    validation_data=stack.dataset(val[0], val[1], batch, int(spec["seed"]), shuffle=False))
     else:
         fit.update(x=x, y=y, batch_size=batch, validation_data=val, shuffle=True)
-    trainable.fit(**fit)
+    try:
+        trainable.fit(**fit)
+    except Exception as exc:  # noqa: BLE001 - re-raised, explained where the cell explains it
+        why = indivisible(exc, par, batch, len(x), len(val[0]))
+        if why is None:
+            raise
+        raise BatchNotDivisible(why)  # the framework's error stays in the chain, as the context
     _phase(record, "trained")
     record["engagement"] = engagement.collect(stack, plan, trainable, x, batch)
     last = record["epochs"][-1] if record["epochs"] else {}
     record["metrics"] = dict((k, last.get(k)) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
     record["warmth"] = warmth.report()
+
+
+class BatchNotDivisible(Exception):
+    """A data-parallel fit failed because a batch cannot be split evenly over the devices.
+
+    JAX says so as an IndivisibleError whose text names the sharding of one input
+    tensor, so one cause became a family per tensor rank (the GRU's 3-D input, the
+    convnet's 4-D one) and the text never said which batch or why. The cell knows:
+    its rows, batch and devices give the reason, in words, with the numbers.
+    """
+
+
+def indivisible(exc, par, batch, rows_train, rows_val):
+    """Why a data_parallel fit's `exc` happened, from the cell; None when it is not that."""
+    devices = int(par.get("devices") or 1)
+    if type(exc).__name__ != "IndivisibleError" or par.get("wrapper") != "data_parallel" or devices < 2:
+        return None
+    if batch % devices:
+        return "a batch of %d rows is not divisible over %d devices" % (batch, devices)
+    for what, rows in (("training", rows_train), ("validation", rows_val)):
+        last = rows % batch
+        if last % devices:
+            return ("the last %s batch of %d rows is not divisible over %d devices (%d %s rows, batch %d)"
+                    % (what, last, devices, rows, what, batch))
+    return None
 
 
 def _type_name(exc):

@@ -1,0 +1,128 @@
+"""Inside an array task: run the one cell the task stands for, on the whole allocation, through the
+lifecycle -- the same code that writes a local run's results, so a cluster's results are the same files.
+
+``python -m harness.executors.slurm task SUBMISSION_DIR OFFSET`` is what the generated scripts run;
+the cell is line OFFSET + $SLURM_ARRAY_TASK_ID of the submission's cells.txt.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from ... import matrix as matrix_mod
+from ... import record
+from ...cells import Cell
+from ...engines import select_engine
+from ...engines.base import Engine
+from ...errors import EnvironmentUnavailable, EnvironmentUnsupported, UserError
+from ...gpumon import GpuMonitor
+from ...lifecycle import Lifecycle
+from ...resources import Pool, discover
+from ...result import Result
+from ...store import ResultStore, read_json, write_json
+from .submissions import shape_problem
+
+
+def run_task(sub_dir: Path, offset: int) -> int:
+    """Run the one cell this array task stands for, through the lifecycle, on the whole allocation."""
+    console = Console(soft_wrap=True, force_terminal=False)
+    meta = read_json(sub_dir / "submission.json")
+    try:
+        cells = (sub_dir / "cells.txt").read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        cells = []
+    line = offset + int(os.environ["SLURM_ARRAY_TASK_ID"])
+    why = shape_problem(meta, cells) or (None if line < len(cells) else f"cells.txt has no line {line}")
+    if why is None and not isinstance(meta.get("matrix_file"), str):
+        why = "'matrix_file' is missing or not a string"
+    if why:
+        print(f"{sub_dir / 'submission.json'}: not a submission ({why})", file=sys.stderr)
+        return 2
+    cell_id = cells[line]
+    try:
+        m = matrix_mod.load(sub_dir / Path(meta["matrix_file"]).name)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    cell = next((c for c in m.cells if c.id == cell_id), None)
+    if cell is None:
+        print(f"cell {cell_id} is not in {sub_dir / meta['matrix_file']}", file=sys.stderr)
+        return 2
+    seen = {"cell": cell_id, "node": os.uname().nodename, "started": record.now(),
+            "job": f"{os.environ.get('SLURM_ARRAY_JOB_ID')}_{os.environ.get('SLURM_ARRAY_TASK_ID')}",
+            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "SLURM_JOB_GPUS": os.environ.get("SLURM_JOB_GPUS"), "pid": os.getpid()}
+    write_json(sub_dir / "tasks" / f"{line}.json", seen)
+    console.print(f"cell {cell_id} on {seen['node']}, CUDA_VISIBLE_DEVICES={seen['CUDA_VISIBLE_DEVICES']!r}")
+    args = meta.get("engine_args") or {}
+    store = ResultStore(Path(meta["results_root"]), m.name)
+    with select_engine(meta["engine"], pythons=args.get("pythons"), ca_bundle=args.get("ca_bundle"),
+                       console=console) as engine:
+        result = run_one(cell, engine, store, meta["matrix_label"], m.sha256, frozenset(meta["rerun"]), console)
+    if result is not None:
+        console.print(f"{result.cell}: {result.status}")
+    return 0
+
+
+def run_one(cell: Cell, engine: Engine, store: ResultStore, matrix_label: str, matrix_sha256: str,
+            rerun: frozenset[str], console: Console) -> Result | None:
+    """One cell with every core and GPU this process may use (a task's allocation): what a local
+    run does for a matrix of one, without the local executor's scheduling."""
+    removed, _ = store.clean_partials()
+    if removed:
+        console.print(f"removed {removed} half-written cell folder(s) left by an interrupted task")
+    if not store.needs_run(cell, rerun):
+        for note in store.take_notes():
+            console.print(f"quarantined {note}")
+        console.print(f"{cell.id} already has a result; nothing to do")
+        return store.existing(cell)
+    for note in store.take_notes():
+        console.print(f"quarantined {note}")
+    inventory = discover(None)
+    monitor = GpuMonitor.maybe(inventory.gpus)
+    life = Lifecycle(store, engine.name, matrix_label, matrix_sha256,
+                     provenance={"host_resources": inventory.describe()}, monitor=monitor)
+    claim = store.claim(cell.id)
+    if claim is None:
+        console.print(f"{cell.id} is being run by another process")
+        return None
+    try:
+        life.stage()
+        pool = Pool(inventory, jobs=1, cells=1)
+        try:
+            prepared = life.prepare(engine, cell.environment)
+        except (EnvironmentUnavailable, EnvironmentUnsupported) as exc:
+            return life.not_run(cell, exc)
+        why = pool.impossible(cell)
+        if why:
+            return life.not_run(cell, why)
+        console.print(f"environment {cell.environment.name}: {'reused' if prepared.reused else 'built'} "
+                      f"({engine.name})")
+        slot = pool.take(cell)
+        try:
+            return life.run(engine, prepared, cell, slot=slot)
+        finally:
+            pool.give_back(slot)
+    finally:
+        claim.release()
+        if monitor:
+            monitor.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.executors.slurm task SUBMISSION_DIR OFFSET``: what the generated scripts run.
+
+    Kept out of the user's command line on purpose: it is a contract between this module and the
+    scripts it writes, so both change together, and ``harness --help`` lists only what people type.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3 or argv[0] != "task" or not argv[2].isdigit() or "SLURM_ARRAY_TASK_ID" not in os.environ:
+        print("usage (inside a Slurm array task): python -m harness.executors.slurm task SUBMISSION_DIR OFFSET",
+              file=sys.stderr)
+        return 2
+    return run_task(Path(argv[1]), int(argv[2]))
+

@@ -1,0 +1,216 @@
+"""A cell's life, in one place, below every executor.
+
+    stage the workloads -> prepare the environment (or learn it cannot be had)
+    -> run the cell in a partial folder (or record it unsupported / unavailable)
+    -> read the evidence once (`Evidence`) -> classify (`outcome.classify`)
+    -> assemble the `Result` -> judge the expectation -> save result.json
+    -> commit the folder to the store
+
+The local runner (`runner.Runner`), a Slurm node's task
+(`executors.slurm.task`) and the Slurm verdict for a task Slurm killed
+(`executors.slurm.verdicts`) all go through `Lifecycle`, so a result is
+written one way whoever runs the cell: `Lifecycle.finish` is the only code
+path that saves a result.json of a new run, and `Lifecycle.rejudge` the only
+one that rewrites a stored one (a changed `expect:`). Executors decide when
+and where; this module decides what a cell's run produces.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import outcome, record, resources, selfcheck, status
+from .cells import Cell, Environment
+from .engines.base import Engine, Prepared, RunContext
+from .errors import CellUnsupported, EnvironmentUnavailable, EnvironmentUnsupported
+from .evidence import Evidence
+from .resources import Slot
+from .result import Result
+from .store import SPEC, ResultStore, write_json
+
+WORKLOADS_SRC = Path(__file__).resolve().parent / "workloads"
+
+
+def stage_workloads(run_dir: Path) -> tuple[Path, str]:
+    """Copy the workloads package next to the results, keyed by its content.
+
+    Cells import it from there (mounted read-only in containers), so the code
+    a result came from stays on disk beside it, and editing a workload never
+    forces an image rebuild.
+    """
+    digest = record.sha256_of_tree(WORKLOADS_SRC)
+    root = run_dir / ".workloads" / digest[:12]
+    if not (root / "workloads" / "__init__.py").exists():
+        tmp = root.with_name(root.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(WORKLOADS_SRC, tmp / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.rmtree(root, ignore_errors=True)
+        tmp.rename(root)
+    return root, digest
+
+
+def prepare(engine: Engine, env: Environment, run_dir: Path, workloads_root: Path | None) -> Prepared:
+    """Build or reuse an environment, and self-check a GPU one before a cell spends time on it.
+    Raises EnvironmentUnsupported (a GPU stack on a host without one) or EnvironmentUnavailable."""
+    if env.device == "gpu" and not resources.nvml_gpus():
+        raise EnvironmentUnsupported("a GPU environment, and this host has no NVIDIA GPU (nvidia-smi lists none)")
+    log_path = run_dir / ".build" / f"{env.name}-{env.content_hash()}.log"
+    prepared = engine.prepare(env, log_path)
+    if selfcheck.needed(env) and workloads_root is not None:  # CUDA / cuDNN present and working
+        selfcheck.check(engine, prepared, workloads_root, log_path, reuse=True)
+    return prepared
+
+
+def judge(cell: Cell, result: Result) -> dict | None:
+    """Compare a control cell with the answer its matrix says it must give."""
+    return status.judge(cell.expect, result)
+
+
+class Lifecycle:
+    """Runs and records the cells of one run folder.
+
+    `engine_name`, `matrix_label` and `matrix_sha256` go into every result;
+    `provenance` is what the host adds to each (its resources); `monitor`
+    (a GpuMonitor) gives the utilisation of a cell's GPUs over its steady epochs.
+    """
+
+    def __init__(self, store: ResultStore, engine_name: str, matrix_label: str, matrix_sha256: str, *,
+                 provenance: dict | None = None, monitor=None):
+        self.store = store
+        self.engine_name = engine_name
+        self.matrix_label, self.matrix_sha256 = matrix_label, matrix_sha256
+        self.provenance = dict(provenance or {})
+        self.monitor = monitor
+        self.workloads_root: Path | None = None
+        self.workloads_digest: str | None = None
+
+    def stage(self) -> Path:
+        """Stage the workloads once for this run (before any cell starts)."""
+        if self.workloads_root is None:
+            self.workloads_root, self.workloads_digest = stage_workloads(self.store.run_dir)
+        return self.workloads_root
+
+    def prepare(self, engine: Engine, env: Environment) -> Prepared:
+        return prepare(engine, env, self.store.run_dir, self.workloads_root)
+
+    # -- the ways a cell's life ends -----------------------------------------------------
+    def run(self, engine: Engine, prepared: Prepared, cell: Cell, *, slot: Slot | None = None,
+            cancel: threading.Event | None = None) -> Result:
+        """Run a claimed cell in its slot and record what happened. Ctrl-C (or any error of the
+        harness itself) leaves no folder behind: an interrupted cell is not a result."""
+        slot = slot or Slot()
+        workloads_root = self.stage()
+        started, clock = record.now(), time.monotonic()
+        work = self.store.begin(cell)
+        spawn = time.time()
+        try:
+            write_json(work / SPEC, cell.spec())
+            ctx = RunContext(slot=slot, cancel=cancel, on_start=lambda pgid: self.store.note_process(work, pgid),
+                             run_id=self.store.run_id)
+            raw = engine.run(prepared, cell, work, workloads_root, ctx)
+        except CellUnsupported as exc:
+            return self.finish(cell, work, started, outcome.Verdict(status.UNSUPPORTED, reason=str(exc)),
+                               Evidence(), prepared.provenance, slot)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)  # never leave half a result
+            raise
+        evidence = Evidence.read(work, raw, spawned=spawn)
+        evidence.utilisation = self._utilisation(slot, evidence)
+        verdict = outcome.classify(raw, evidence.workload, evidence.last_event, evidence.stderr_tail,
+                                   asked=cell.parallelism.devices, utilisation=evidence.utilisation)
+        evidence.runner_seconds = time.monotonic() - clock
+        return self.finish(cell, work, started, verdict, evidence, prepared.provenance, slot)
+
+    def unsupported(self, cell: Cell, reason: str) -> Result:
+        work = self._begin(cell)
+        return self.finish(cell, work, record.now(), outcome.Verdict(status.UNSUPPORTED, reason=reason), Evidence())
+
+    def unavailable(self, cell: Cell, exc: EnvironmentUnavailable) -> Result:
+        started = record.now()
+        work = self._begin(cell)
+        (work / "build.log").write_text(exc.log_tail)
+        error = {"kind": status.UNAVAILABLE, "type": None, "message": exc.reason,
+                 "signature": outcome.signature(status.UNAVAILABLE, None, exc.reason), "exit_code": None,
+                 "signal": None, "log_tail": exc.log_tail[-3000:]}
+        return self.finish(cell, work, started, outcome.Verdict(status.UNAVAILABLE, error=error, reason=exc.reason),
+                           Evidence())
+
+    def not_run(self, cell: Cell, cause: BaseException | str) -> Result:
+        """Record a cell that cannot run here: its environment failed, or the host lacks what it needs."""
+        if isinstance(cause, EnvironmentUnavailable):
+            return self.unavailable(cell, cause)
+        if isinstance(cause, EnvironmentUnsupported):
+            return self.unsupported(cell, str(cause))
+        if isinstance(cause, BaseException):
+            raise cause
+        return self.unsupported(cell, cause)
+
+    def killed(self, cell: Cell, verdict_of: Callable[[Evidence], outcome.Verdict], *,
+               evidence_from: Path | None, copy: Callable[[Path], None] | None = None,
+               provenance: dict | None = None, started: str | None = None) -> Result:
+        """Record a run that a scheduler ended from outside (a Slurm time-limit or memory kill):
+        what the cell wrote before the kill is taken from `evidence_from` (its dead owner's partial
+        folder); `copy(work)` adds the scheduler's own files (its log); `verdict_of` says what
+        the kill means, given that evidence."""
+        work = self._begin(cell)
+        if evidence_from is not None:
+            for name in KEPT_FROM_PARTIAL:
+                if (evidence_from / name).is_file():
+                    shutil.copy2(evidence_from / name, work / name)
+        if copy is not None:
+            copy(work)
+        evidence = Evidence.read(work)
+        return self.finish(cell, work, started or record.now(), verdict_of(evidence), evidence, provenance or {})
+
+    # -- the one writer ---------------------------------------------------------------
+    def finish(self, cell: Cell, work: Path, started: str, verdict: outcome.Verdict, evidence: Evidence,
+               provenance: dict | None = None, slot: Slot | None = None) -> Result:
+        """Assemble the result, judge the expectation, save result.json, commit the folder."""
+        prov = {**(provenance or {}), **self.provenance}
+        if self.workloads_digest is not None:
+            prov["workloads_sha256"] = self.workloads_digest
+        result = record.assemble(cell, self.engine_name, prov, verdict, evidence, self.matrix_label,
+                                 self.matrix_sha256, started, slot=slot)
+        result.expectation = judge(cell, result)
+        result.save(work)
+        self.store.commit(work, cell)
+        return result
+
+    def rejudge(self, cell: Cell, result: Result) -> Result:
+        """Judge a stored result against the matrix as it is now (an edited `expect:` changes the
+        verdict, not the run) and store the new verdict, so `report` reads what `run` printed."""
+        judged = judge(cell, result)
+        if judged != result.expectation or cell.expect != result.expect:
+            result.expectation, result.expect = judged, cell.expect
+            claim = self.store.claim(cell.id)
+            if claim is not None:  # a live run owns the cell: it writes its own verdict
+                try:
+                    result.save(self.store.final_dir(cell))
+                finally:
+                    claim.release()
+        return result
+
+    # -- helpers -----------------------------------------------------------------------
+    def _begin(self, cell: Cell) -> Path:
+        work = self.store.begin(cell)
+        write_json(work / SPEC, cell.spec())
+        return work
+
+    def _utilisation(self, slot: Slot, evidence: Evidence) -> dict | None:
+        """NVML samples of the cell's own GPUs over its steady epochs (2..N)."""
+        if not self.monitor or not slot.gpus:
+            return None
+        epochs = evidence.epochs_seen
+        if len(epochs) < 2:
+            return None
+        start = epochs[0]["wall"]          # the end of epoch 1 = the start of the steady part
+        end = epochs[-1]["wall"]
+        return self.monitor.window([g.index for g in slot.gpus], start, end) or None
+
+
+# What a killed cell's partial folder holds that its result should keep.
+KEPT_FROM_PARTIAL = ("events.jsonl", "workload.json", "stdout.log", "stderr.log")

@@ -1,0 +1,146 @@
+"""The generated Slurm scripts never execute a value (no Slurm needed: a stand-in ``sbatch``).
+
+Every value that reaches ``array-*.sh`` or sbatch's command line -- the results folder, the
+working folder, the interpreter, the matrix file's name, sbatch arguments, partition, account --
+is checked where it enters and quoted in the script. Here the values are hostile: shell
+substitutions, quotes, semicolons, spaces. A stand-in ``sbatch`` on PATH records its arguments
+and runs the script with bash, as a node would; the interpreter it names is a stand-in too
+(with a hostile file name) that records how it was called. Nothing may run but that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, harness
+
+HOSTILE = "x $(touch PWNED-1) `touch PWNED-2` 'q' \"d\" ; touch PWNED-3 #"
+MATRIX = """name: hostile
+environments:
+  - {python: "3.11", tensorflow: "2.15.0"}
+workloads:
+  - {model: fault, fault: exception}
+batch_sizes: [1]
+slurm:
+  python: %s
+  sbatch_args: ["--comment=$(touch PWNED-4) `touch PWNED-5`; touch PWNED-6"]
+"""
+
+SBATCH = """#!/bin/bash
+# a stand-in sbatch: note the arguments, run the script as a node would, answer a job id
+printf '%%s\\n' "$@" > {log}
+SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=42 bash "${{@: -1}}" > {out} 2>&1
+echo 42
+"""
+PYTHON = """#!/bin/bash
+printf '%%s\\n' "$@" > {log}
+"""
+
+
+def _executable(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+def stand_ins(tmp_path) -> dict:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _executable(bin_dir / "sbatch", SBATCH.replace("%%", "%").format(log=shlex.quote(str(logs / "sbatch.args")),
+                                                                      out=shlex.quote(str(logs / "task.out"))))
+    python = _executable(tmp_path / f"python {HOSTILE}", PYTHON.replace("%%", "%").format(
+        log=shlex.quote(str(logs / "python.args"))))
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "logs": logs, "python": python}
+
+
+def _pwned(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in root.rglob("PWNED-*")]
+
+
+def test_hostile_values_are_quoted_and_nothing_runs_but_the_task(tmp_path, stand_ins):
+    here = tmp_path / f"cwd {HOSTILE}"
+    here.mkdir()
+    matrix = here / f"m {HOSTILE.replace('/', '')}.yaml"
+    matrix.write_text(MATRIX % json.dumps(str(stand_ins["python"])))  # a JSON string is a YAML string
+    results = tmp_path / f"results {HOSTILE}"
+    proc = harness("run", str(matrix), "--engine", "local", "--results", str(results), "--executor", "slurm",
+                   "--sbatch-arg=--qos=$(touch PWNED-7)", cwd=here,
+                   env={"PATH": stand_ins["PATH"], "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _pwned(tmp_path, ROOT) == [], "a value was executed"
+
+    [sub] = list((results / "hostile" / ".slurm").iterdir())
+    script = sub / "array-0.sh"
+    argv = (stand_ins["logs"] / "sbatch.args").read_text().splitlines()
+    assert argv == ["--parsable", "--comment=$(touch PWNED-4) `touch PWNED-5`; touch PWNED-6",
+                    "--qos=$(touch PWNED-7)", str(script)], "sbatch gets each argument as one word"
+    called = (stand_ins["logs"] / "python.args").read_text().splitlines()
+    assert called == ["-m", "harness.executors.slurm", "task", str(sub), "0"], \
+        (stand_ins["logs"] / "task.out").read_text()
+
+    directives = {}
+    for line in script.read_text().splitlines():
+        if line.startswith("#SBATCH "):
+            [word] = shlex.split(line[len("#SBATCH "):])  # Slurm reads #SBATCH lines with the shell's quoting
+            name, _, value = word.partition("=")
+            directives[name] = value
+    assert directives["--chdir"] == str(here.resolve())
+    assert directives["--output"] == str(sub / "logs" / "%A_%a.out")
+
+
+@pytest.mark.parametrize("args,error", [
+    (["--partition", "debug\ntouch PWNED"], "--partition expects a Slurm name"),
+    (["--partition", "a b"], "--partition expects a Slurm name"),
+    (["--account", "$(touch PWNED)"], "--account expects a Slurm name"),
+    (["--sbatch-arg=--wrap=touch PWNED"], "the harness sets --wrap itself"),
+    (["--sbatch-arg=--output=/tmp/x"], "the harness sets --output itself"),
+    (["--sbatch-arg=qos=long"], "expects an sbatch option such as '--qos=long'"),
+    (["--sbatch-arg=--comment=a\nb"], "expects an sbatch option such as '--qos=long'"),
+    (["--throttle", "0"], "--throttle expects at least 1, got 0"),
+])
+def test_hostile_flags_are_one_clear_error(tmp_path, stand_ins, args, error):
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(MATRIX % "python3")
+    proc = harness("run", str(matrix), "--engine", "local", "--results", str(tmp_path / "r"), "--executor", "slurm",
+                   *args, env={"PATH": stand_ins["PATH"]})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert error in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (stand_ins["logs"] / "sbatch.args").exists(), "nothing was submitted"
+    assert _pwned(tmp_path) == []
+
+
+@pytest.mark.parametrize("key,value,error", [
+    ("partition", '"gpu\\nx"', "slurm.partition: expected a Slurm name"),
+    ("account", '"a;b"', "slurm.account: expected a Slurm name"),
+    ("python", '"/usr/bin/python3\\nrm -rf ~"', "slurm.python: "),
+    ("sbatch_args", '["--wrap=id"]', "slurm.sbatch_args[0]: "),
+    ("time_margin", ".inf", "slurm.time_margin: expected seconds >= 0, got inf"),
+    ("time_margin", "1" + "0" * 400, "slurm.time_margin: expected at most 604800 seconds (a week), got 1000"),
+    ("throttle", "0", "slurm.throttle: expected at least 1, got 0"),
+    ("mem", '"1g\\n"', "slurm.mem: expected a size"),
+])
+def test_hostile_matrix_values_are_one_clear_error(tmp_path, key, value, error):
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(MATRIX.split("slurm:")[0] + f"slurm:\n  {key}: {value}\n")
+    proc = harness("list", str(matrix))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert error in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_results_folder_with_a_newline_cannot_reach_a_script(tmp_path, stand_ins):
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(MATRIX % "python3")
+    proc = harness("run", str(matrix), "--engine", "local", "--results", str(tmp_path / "r\ntouch PWNED"),
+                   "--executor", "slurm", env={"PATH": stand_ins["PATH"]})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "cannot be handed to Slurm" in proc.stderr and "r\\ntouch PWNED" in proc.stderr, proc.stderr
+    assert not (stand_ins["logs"] / "sbatch.args").exists()

@@ -1,0 +1,134 @@
+"""The host side's structure, checked from its source (pure Python, fast):
+no import circle, no executor importing the runner above it, and exactly one
+function that writes result.json."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from .conftest import ROOT
+
+HARNESS = ROOT / "harness"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(HARNESS.rglob("*.py"))}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the harness modules it imports, anywhere in it (a function-level import counts:
+    it is a circle that only waits for the first call)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")
+                    anchor = anchor[:len(anchor) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for target in targets:
+                while target and target not in modules:  # `import harness.x.y` names a module or a package
+                    target = target.rpartition(".")[0]
+                if target.startswith("harness") and target != name and target != "harness":
+                    edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_import_graph_has_no_circle():
+    graph = import_graph()
+    assert "harness.lifecycle" in graph and graph["harness.runner"], "the walker finds the modules"
+    # a package's own __init__ importing its submodules is how packages work, not a circle
+    plain = {m: {t for t in edges if not m.startswith(t + ".")} for m, edges in graph.items()}
+    assert circles(plain) == []
+
+
+def test_the_walker_finds_a_circle_when_there_is_one():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_executor_imports_the_runner():
+    graph = import_graph()
+    upward = {m: sorted(t for t in edges if t == "harness.runner" or t == "harness.cli")
+              for m, edges in graph.items() if m.startswith("harness.executors")}
+    assert {m: t for m, t in upward.items() if t} == {}
+    assert "harness.lifecycle" in graph["harness.executors.slurm.task"], "the node task runs cells via the lifecycle"
+
+
+_WRITES = re.compile(r"\b(write_json|write_text|open|os\.replace|shutil\.copy2?|save)\s*\(")
+
+
+def _functions_writing_results() -> list[str]:
+    """Functions whose body names the result file (RESULT, RESULT_FILE, "result.json") and writes a file."""
+    found = []
+    for path in sorted(HARNESS.rglob("*.py")):
+        if "workloads" in path.parts:
+            continue  # the other side of the process boundary never writes result.json (only the host can)
+        source = path.read_text()
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = ast.get_source_segment(source, node) or ""
+            names_result = re.search(r"\bRESULT(_FILE)?\b|[\"']result\.json[\"']", body)
+            if names_result and _WRITES.search(body) and not any(
+                    isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner is not node
+                    for inner in ast.walk(node)):
+                found.append(f"{_module_name(path)}.{node.name}")
+    return found
+
+
+def test_exactly_one_function_writes_result_json():
+    assert _functions_writing_results() == ["harness.result.save"]
