@@ -53,12 +53,10 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
                 launches = {run[cell]["warmth"]["launch"], run[cell[:-1] + "0"]["warmth"]["launch"]}
                 assert "warm" in launches, (run[cell]["warmth"], run[cell[:-1] + "0"]["warmth"])
         w = again[cell]
-        if "jax" in cell:  # JAX on the CPU is deterministic: the same bits, warm or fresh, cached or not
-            assert w["metrics"] == f["metrics"], cell
+        # both stacks are deterministic on one CPU core each: the same bits, warm or fresh, cached or not
+        assert w["metrics"] == f["metrics"] == warm[cell]["metrics"], cell
+        if "jax" in cell:
             assert w["warmth"]["compile_cache"]["hit"] == "all", w["warmth"]
-            assert warm[cell]["metrics"] == f["metrics"], cell
-        else:
-            assert abs(w["metrics"]["val_accuracy"] - f["metrics"]["val_accuracy"]) <= 0.02, cell
         assert [d["source"] for d in w["warmth"]["data"]] == ["mapped"], w["warmth"]
         ratios[cell] = statistics.median(_steady(w)) / statistics.median(_steady(f))
     # Steady speed. This is a shared 2-core machine where other jobs come and go and a steady epoch
