@@ -109,7 +109,7 @@ def _cell_body(result: Result, folder: Path | None) -> str:
         body.append("</table>")
     for key in ("timing", "warmth", "engagement", "resources", "metrics", "seen", "placement", "samples", "parallelism",
                 "provenance"):
-        value = getattr(result, key)
+        value = result.get(key)  # `warmth` is one of the keys the model keeps in `extra`
         if value:
             body.append(f"<h2>{e(key)}</h2><pre>{e(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre>")
     logs = result.logs
