@@ -38,6 +38,15 @@ def repro(session: nox.Session) -> None:
 
 
 @nox.session
+def bisect(session: nox.Session) -> None:
+    """The first release of a package where a cell changes: -- MATRIX --package P --good A --bad B."""
+    session.install("-e", ".")
+    if not session.posargs:
+        session.error("usage: nox -s bisect -- MATRIX --package NAME --good OLD --bad NEW (or --range SPEC)")
+    session.run("python", "-m", "harness", "bisect", *session.posargs)
+
+
+@nox.session
 def report(session: nox.Session) -> None:
     """Publish results: nox -s report -- [RESULTS...] [--out DIR]; or -- compare RUN_A RUN_B"""
     session.install("-e", ".")

@@ -11,6 +11,10 @@ from dataclasses import asdict, dataclass, field
 from . import stacks
 from .workloads.protocol import FEEDS, WRAPPERS  # noqa: F401 - re-exported for the matrix
 
+# How a cut-off is applied to an install (harness.releases.applied_cutoff); bump when that
+# changes, so environments built the old way are built again.
+CUTOFF_RULE = 2
+
 
 @dataclass(frozen=True)
 class Environment:
@@ -26,6 +30,10 @@ class Environment:
     keras_api: str | None = None           # None: as the pins imply (stacks.api)
     tensorflow_package: str | None = None  # None: as the device implies (stacks.tensorflow_package)
     env: tuple[tuple[str, str], ...] = ()  # the matrix's `env:`, sorted by name
+    # From a version range (harness.releases): which pins came from which range, and the
+    # moment the rest of the environment resolves as of (its releases' upload time).
+    ranges: tuple[tuple[str, str, str], ...] = ()  # (package, range, version chosen)
+    uploaded_before: str | None = None             # ISO 8601 UTC; None: resolve as of today
 
     @property
     def api(self) -> str:
@@ -40,7 +48,8 @@ class Environment:
     def requirements(self) -> list[str]:
         return stacks.requirements(self.tensorflow, self.keras, self.backend, self.device,
                                    list(self.packages), keras_api=self.api,
-                                   tf_package=self.tensorflow_package, force=self.force)
+                                   tf_package=self.tensorflow_package, force=self.force,
+                                   dated=bool(self.uploaded_before))
 
     def variables(self, inherit: Mapping[str, str] | None = None) -> dict[str, str]:
         """Every variable this environment's cell process needs, decided here only: the
@@ -58,14 +67,23 @@ class Environment:
 
     def content_hash(self) -> str:
         """Stable hash of everything that decides what gets installed."""
-        blob = json.dumps({"python": self.python, "requirements": self.requirements, "force": list(self.force),
-                           "device": self.device, "base_image": self.base_image}, sort_keys=True)
+        what = {"python": self.python, "requirements": self.requirements, "force": list(self.force),
+                "device": self.device, "base_image": self.base_image}
+        if self.uploaded_before:  # only then: environments without a cut-off keep their hash
+            what["uploaded_before"] = self.uploaded_before
+            what["cutoff_rule"] = CUTOFF_RULE
+        blob = json.dumps(what, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def describe(self) -> dict:
-        return {**asdict(self), "packages": list(self.packages), "force": list(self.force), "api": self.api,
-                "env": dict(self.env), "variables": self.variables(), "asked_keras": self.asked_keras,
-                "requirements": self.requirements}
+        out = {**asdict(self), "packages": list(self.packages), "force": list(self.force), "api": self.api,
+               "ranges": [list(r) for r in self.ranges],
+               "env": dict(self.env), "variables": self.variables(), "asked_keras": self.asked_keras,
+               "requirements": self.requirements}
+        for key in ("ranges", "uploaded_before"):  # only when used: stored specs of other cells stay equal
+            if not out[key]:
+                del out[key]
+        return out
 
 
 @dataclass(frozen=True)

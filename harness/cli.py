@@ -50,6 +50,37 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                         "(default: PIP_CERT, SSL_CERT_FILE or REQUESTS_CA_BUNDLE)")
 
 
+def _add_release_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--refresh-releases", action="store_true",
+                   help="version ranges: ask the package index again instead of reusing the expansion this "
+                        "results folder recorded (new releases become new cells)")
+    p.add_argument("--offline", action="store_true",
+                   help="version ranges: expand from the cached release lists only, never the index")
+
+
+def _load(args, console: Console | None = None) -> matrix_mod.Matrix:
+    """The matrix, its version ranges expanded as this results folder recorded them
+    (else from the cache or the index); the expansion is printed to stderr."""
+    from . import releases
+    resolver = releases.Resolver(Path(getattr(args, "results", DEFAULT_RESULTS)),
+                                 refresh=getattr(args, "refresh_releases", False),
+                                 offline=getattr(args, "offline", False))
+    m = matrix_mod.load(args.matrix, resolver=resolver)
+    if m.resolver and console is not None:
+        for line in releases.describe(m.resolver):
+            console.print(f"[dim]{shown(line)}[/]", highlight=False)
+        by_date: dict[str, list[str]] = {}
+        for e in m.environments:
+            if e.uploaded_before:
+                by_date.setdefault(e.uploaded_before, []).append(e.name)
+        cut = [f"as of {when}: {names[0]}" + (f" ... {names[-1]} ({len(names)})" if len(names) > 1 else "")
+               for when, names in by_date.items()]
+        if cut:
+            console.print(f"[dim]the rest of each environment resolves as of its newest pinned release's upload "
+                          f"(+ margin): {shown('; '.join(cut))}[/]", highlight=False)
+    return m
+
+
 def _whole(low: int, high: int):
     """An argparse type: a whole number from `low` to `high` (a typo like 1e9 cores is
     an error here, not an hour later)."""
@@ -112,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="print the cell ids a matrix expands to")
     p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
+                   help="results folder whose recorded range expansion to use (default: results)")
+    _add_release_args(p)
 
     p = sub.add_parser("run", help="run a matrix and write results")
     p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
@@ -125,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_args(p)
     _add_resource_args(p)
     _add_slurm_args(p)
+    _add_release_args(p)
 
     p = sub.add_parser("status", help="queued / running / finished cells of a matrix (Slurm queue and results)")
     p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
@@ -146,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="docker engine: also 'docker save' each image into DIR, with the Apptainer / enroot "
                         "commands that turn the archives into what a cluster runs")
     _add_engine_args(p)
+    _add_release_args(p)
 
     p = sub.add_parser("repro", help="reproduce one cell N times and write a self-contained bundle",
                        description="Reproduce the cells matching CELL (an id, a prefix or a glob) from the "
@@ -158,6 +194,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=_whole(1, 1_000), default=1, metavar="N", help="attempts (default 1)")
     p.add_argument("--out", default="bundles", metavar="DIR", help="where bundles go (default: bundles)")
     p.add_argument("--shell", action="store_true", help="open a shell in the cell's environment instead of running")
+    _add_engine_args(p)
+
+    p = sub.add_parser("bisect", help="find the first release of a package where a cell changes",
+                       description="Test the cells of MATRIX (or those matching --cell) with releases of "
+                                   "--package between --good and --bad (or in --range) from the package index, "
+                                   "and find the first release where their status changes (or, with the "
+                                   "options, accuracy or speed drops). Finished cells are reused; the first "
+                                   "bad cell is left as a repro bundle.")
+    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+    p.add_argument("--package", required=True, metavar="NAME",
+                   help="the package whose releases are searched: tensorflow, keras, or any package")
+    p.add_argument("--good", metavar="VERSION", help="a release known good (the older end)")
+    p.add_argument("--bad", metavar="VERSION", help="a release known bad (the newer end)")
+    p.add_argument("--range", dest="spec", metavar="SPEC",
+                   help="instead of --good/--bad: search these releases, e.g. '>=1.26,<2.1' (oldest = good end)")
+    p.add_argument("--cell", action="append", metavar="GLOB",
+                   help="only the cells whose id matches (repeatable; default: the matrix's first environment)")
+    p.add_argument("--jobs", "-j", type=_positive, default=1, metavar="N",
+                   help="releases tested per round (k-ary search; default 1: plain bisection)")
+    p.add_argument("--repeats", type=_positive, metavar="R", help="repeats per release (default: the matrix's)")
+    p.add_argument("--accuracy-drop", type=float, metavar="X",
+                   help="also bad: validation accuracy more than X below the good end's median")
+    p.add_argument("--speed-drop", type=float, metavar="PERCENT",
+                   help="also bad: steady samples/s more than PERCENT %% below the good end's median and "
+                        "outside its min-max range")
+    p.add_argument("--pre", action="store_true", help="include pre-releases")
+    p.add_argument("--no-cutoff", action="store_true",
+                   help="resolve the other packages as of today, not as of each release's upload time")
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
+    p.add_argument("--out", default="bundles", metavar="DIR", help="where the first bad cell's bundle goes")
+    p.add_argument("--offline", action="store_true", help="list releases from the cache only")
     _add_engine_args(p)
 
     p = sub.add_parser("report", help="publish results: static site, Markdown, CSV and JSON "
@@ -173,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_list(args, console: Console) -> int:
-    m = matrix_mod.load(args.matrix)
+    m = _load(args, Console(stderr=True, soft_wrap=True))
     for cell in m.cells:
         print(cell.id)
     return 0
@@ -185,13 +252,15 @@ def cmd_run(args, console: Console) -> int:
     from .report.markdown import md_table
     from .runner import Runner, select
 
-    m = matrix_mod.load(args.matrix)
+    m = _load(args, console)
     cells = select(m.cells, args.only)
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
     from .executors.slurm.options import SlurmOptions
     SlurmOptions.merged(m.slurm, args)  # a bad Slurm flag is exit 2 whichever executor then runs
     check_writable(Path(args.results), "--results")
+    if m.resolver:
+        m.resolver.record(Path(args.results) / m.name)
     if args.executor == "slurm":
         return _submit_to_slurm(args, m, cells, console)
     with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
@@ -227,7 +296,7 @@ def _submit_to_slurm(args, m, cells, console: Console) -> int:
 
 def cmd_status(args, console: Console) -> int:
     from .executors.slurm.board import status as board_status
-    entries = board_status(matrix_mod.load(args.matrix), Path(args.results), console, wait=args.wait)
+    entries = board_status(_load(args), Path(args.results), console, wait=args.wait)
     return 1 if any(e.drifted for e in entries) else 0
 
 
@@ -236,10 +305,13 @@ def cmd_build(args, console: Console) -> int:
     from .engines import select_engine
     from .runner import select
 
-    m = matrix_mod.load(args.matrix)
+    m = _load(args, console)
     cells = select(m.cells, args.only)
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    if m.resolver:  # what is built is what a later run of this results folder runs
+        check_writable(Path(args.results), "--results")
+        m.resolver.record(Path(args.results) / m.name)
     if args.export:
         check_output_folder(Path(args.export), "--export", [Path(args.results)])
     with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
@@ -303,8 +375,45 @@ def cmd_repro(args, console: Console) -> int:
         return run_command(args, console, engine)
 
 
+def cmd_bisect(args, console: Console) -> int:
+    import math
+
+    from . import bisect, releases
+    from .engines import select_engine
+    from .runner import select
+
+    for name in ("accuracy_drop", "speed_drop"):
+        value = getattr(args, name)
+        if value is not None and (not math.isfinite(value) or value < 0 or (name == "speed_drop" and value >= 100)):
+            raise UserError(f"--{name.replace('_', '-')} expects a number >= 0"
+                            + (" and < 100" if name == "speed_drop" else "") + f", got {value}")
+    if args.spec and (args.good or args.bad):
+        raise UserError("give either --range or --good/--bad, not both")
+    m = _load(args, console)
+    cells = select(m.cells, args.cell)
+    if not cells:
+        raise UserError(f"no cell of {args.matrix} matches --cell {' '.join(args.cell or [])}")
+    env = cells[0].environment
+    cells = [c for c in cells if c.environment == env]
+    check_writable(Path(args.results), "--results")
+    check_output_folder(Path(args.out), "--out", [Path(args.results)])  # bundles never land among results
+    check_writable(Path(args.out), "--out")
+    resolver = releases.Resolver(offline=args.offline)
+    versions = bisect.bounds(args.package, env.python, good=args.good, bad=args.bad, spec=args.spec, pre=args.pre,
+                             resolver=resolver)
+    console.print(f"bisecting {args.package} over {len(versions)} releases ({versions[0]} ... {versions[-1]}) for "
+                  f"{len(cells)} cell(s) of {env.name} (Python {env.python}), {args.jobs} release(s) per round")
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
+        found, _ = bisect.run(m=m, base_cells=cells, package=args.package, versions=versions, engine=engine,
+                              results_root=Path(args.results), console=console, jobs=args.jobs,
+                              repeats=args.repeats, cutoff=not args.no_cutoff, bundles=Path(args.out),
+                              criteria=bisect.Criteria(args.accuracy_drop, args.speed_drop), resolver=resolver)
+    return 0 if not found.problem else 1
+
+
 COMMANDS = {"list": cmd_list, "run": cmd_run, "build": cmd_build, "status": cmd_status, "repro": cmd_repro,
-            "report": cmd_report}
+            "report": cmd_report, "bisect": cmd_bisect}
 
 
 def _terminate(signum, frame) -> None:

@@ -12,6 +12,7 @@ in a MatrixError within milliseconds (tests/test_fuzz_matrix.py).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import difflib
 import fnmatch
 import hashlib
@@ -29,7 +30,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from . import names, stacks, status, terminal
+from . import names, releases, stacks, status, terminal
 from .cells import FEEDS, MAX_MEMORY, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
 from .errors import MatrixError
 from .executors.slurm.options import SLURM_KEYS
@@ -52,6 +53,8 @@ MAX_TEXT = 2_000                  # description, why, signature, a fault's messa
 MAX_REQUIREMENT = 200             # one pip requirement string
 MIN_MEMORY = 64 << 20             # a limit below this cannot start Python + numpy
 MAX_PROBLEMS = 20                 # problems listed in one message
+MAX_RANGES = 50                   # version ranges in one matrix: each may ask the package index once
+MAX_RANGE_ENVIRONMENTS = 500      # environments the ranges of one matrix may expand to
 # (low, high) inclusive for integers; for floats, `open_low` / `open_high` exclude the bound.
 TOP_LIMITS = {"epochs": (1, 10_000), "repeats": (1, 1_000), "seed": (0, 2**32 - 1)}
 BATCH_LIMITS = (1, 1_000_000)
@@ -123,7 +126,9 @@ EXPECT_KEYS = {**{k: v for k, v in RULE_KEYS.items() if k != "repeat"},
 TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": list,
             "parallelism": list, "batch_sizes": list, "epochs": int, "repeats": int, "seed": int,
             "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
-            "slurm": dict}
+            "slurm": dict, "releases": dict}
+# How version ranges expand (harness.releases.Options); the README's "Version ranges" lists them.
+RELEASES_KEYS = {"pre": bool, "every": str, "cutoff": bool, "margin_days": (int, float)}
 TIMEOUT_KEYS = {"wall": (int, float), "progress": (int, float)}
 
 
@@ -135,6 +140,7 @@ class Matrix:
     sha256: str
     cells: list[Cell]
     slurm: dict = field(default_factory=dict)  # the validated `slurm:` section, as written
+    resolver: releases.Resolver | None = None  # what its version ranges expanded to (None: it has none)
 
     @property
     def environments(self) -> list[Environment]:
@@ -147,9 +153,13 @@ class Matrix:
 class _Checker:
     """Collects problems, so one run of validation reports all of them."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, resolver: releases.Resolver | None = None):
         self.path = path
         self.problems: list[str] = []
+        self.resolver = resolver
+        self.release_options = releases.Options()
+        self.ranges = 0    # version ranges seen so far (MAX_RANGES)
+        self.expanded = 0  # environments they expanded to (MAX_RANGE_ENVIRONMENTS)
 
     def problem(self, where: str, message: str) -> None:
         self.problems.append(f"{where}: {message}" if where else message)
@@ -291,6 +301,132 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
                        backend=backend if (keras_api or stacks.api(tf, keras)) == "keras3" else None,
                        packages=tuple(packages), force=tuple(force), device=device, base_image=base_image,
                        keras_api=keras_api, tensorflow_package=tf_package, env=variables)
+
+
+# -- version ranges (harness.releases) ---------------------------------------------------
+RANGE_EXAMPLE = "e.g. '2.15.1', or a range such as '>=2.10,<2.17'"
+
+
+def _release_options(check: _Checker, raw) -> releases.Options:
+    if not isinstance(raw, dict):
+        return releases.Options()
+    check.keys("releases", raw, RELEASES_KEYS)
+    every = raw.get("every", "patch")
+    if every not in releases.EVERY:
+        check.problem("releases.every", f"expected one of {', '.join(releases.EVERY)}, got {_show(every)}")
+    if "margin_days" in raw:
+        check.bounded("releases.margin_days", raw["margin_days"], 0, 3650)
+    pick = {k: raw[k] for k in RELEASES_KEYS if k in raw and _is_type(raw[k], RELEASES_KEYS[k])}
+    if pick.get("every") not in (None, *releases.EVERY):
+        pick.pop("every")
+    return releases.Options(**pick)
+
+
+def _ranges_of(check: _Checker, where: str, raw: dict) -> list[tuple[str, int | None, str, str]]:
+    """The ranges an environment asks to expand: (field, index in packages, package, range)."""
+    found = []
+    for fld in ("tensorflow", "keras"):
+        value = raw.get(fld)
+        if releases.is_range(value):
+            if len(value) > MAX_REQUIREMENT or releases.parse_range(value) is None:
+                check.problem(f"{where}.{fld}", f"{_show(value)} is not a version or a range (PEP 440), "
+                              f"{RANGE_EXAMPLE}")
+            else:
+                package = "tf_keras" if fld == "keras" and raw.get("keras_api") == "tf_keras" else fld
+                found.append((fld, None, package, value))
+    packages = raw.get("packages")
+    for i, entry in enumerate(packages if isinstance(packages, list) else []):
+        if not isinstance(entry, dict):
+            continue
+        at = f"{where}.packages[{i}]"
+        if len(entry) != 1:
+            check.problem(at, f"a range is one package and its range, e.g. {{numpy: '>=1.26,<2.1'}}; "
+                              f"got {_show(entry)}")
+            continue
+        name, spec = next(iter(entry.items()))
+        if not isinstance(name, str) or not releases.NAME_RE.fullmatch(name):
+            check.problem(at, f"{_show(name)} is not a package name")
+        elif not isinstance(spec, str) or len(spec) > MAX_REQUIREMENT or not releases.is_range(spec) \
+                or releases.parse_range(spec) is None:
+            check.problem(f"{at}.{_key(name)}", f"{_show(spec)} is not a range (PEP 440), e.g. '>=1.26,<2.1'")
+        else:
+            found.append(("packages", i, name, spec))
+    return found
+
+
+def _short(package: str) -> str:
+    return {"tensorflow": "tf", "tf_keras": "tf_keras"}.get(package, package)
+
+
+def _environments(check: _Checker, where: str, raw: dict) -> list[Environment] | Environment | None:
+    """One environment, or one per release of each range it holds (every combination)."""
+    before = len(check.problems)
+    ranges = _ranges_of(check, where, raw)
+    if not ranges:
+        return _environment(check, where, raw) if len(check.problems) == before else None
+    python = raw.get("python")
+    if len(check.problems) > before or not isinstance(python, str) or not PYTHON_RE.fullmatch(python):
+        placeholder = {k: ("1.0" if releases.is_range(v) else v) for k, v in raw.items() if k != "packages"}
+        _environment(check, where, placeholder)  # reports what else is wrong (the python, keys)
+        return None
+    check.ranges += len(ranges)
+    if check.ranges > MAX_RANGES:
+        check.problem(where, f"at most {MAX_RANGES} version ranges in one matrix (each may ask the package index)")
+        return None
+    resolver = check.resolver = check.resolver or releases.Resolver()
+    options = check.release_options
+    lists = []
+    for fld, index, package, spec in ranges:
+        at = f"{where}.{fld}" + (f"[{index}]" if index is not None else "")
+        try:
+            found = resolver.expand(package, spec, python, options)
+        except releases.ReleasesUnavailable as exc:
+            check.problem(at, f"cannot list the releases of {package}: {exc}")
+            continue
+        if not found.versions:
+            why = "; ".join(f"{v}: {r}" for v, r in list(found.skipped.items())[:3])  # all yanked
+            check.problem(at, f"no release of {package} in {spec} for Python {python} on {found.index}"
+                              + (f" ({why})" if why else ""))
+            continue
+        lists.append([(fld, index, package, spec, v) for v in found.versions])
+    if len(check.problems) > before:
+        return None
+    count = math.prod(len(options) for options in lists)
+    check.expanded += count
+    if check.expanded > MAX_RANGE_ENVIRONMENTS:
+        check.problem(where, f"the version ranges expand to more than {MAX_RANGE_ENVIRONMENTS} environments "
+                             f"({count} here); narrow them, or use releases: {{every: minor}}")
+        return None
+    out = []
+    for combo in itertools.product(*lists):
+        new = dict(raw)
+        packages = list(raw.get("packages") or [])
+        for fld, index, package, _spec, version in combo:
+            if fld == "packages":
+                packages[index] = f"{package}=={version}"
+            else:
+                new[fld] = version
+        if "packages" in raw:
+            new["packages"] = packages
+        # the name says which release: the derived name has tf / keras already, a given one has nothing
+        tags = [f"{_short(p)}{v}" for fld, _, p, _, v in combo if fld == "packages" or "name" in raw]
+        if "name" in raw and isinstance(raw["name"], str):
+            new["name"] = "-".join([raw["name"], *tags])
+        env = _environment(check, where, new)
+        if env is None:
+            return None
+        if "name" not in raw and tags:
+            name = "-".join([env.name, *tags])
+            check.name(where, name, derived=True)
+            env = dataclasses.replace(env, name=name)
+        cutoff = None
+        if options.cutoff:
+            cutoff = releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)],
+                                        options.margin_days)
+        out.append(dataclasses.replace(env, ranges=tuple((p, str(releases.parse_range(s)), v)
+                                                         for _, _, p, s, v in combo),
+                                       uploaded_before=cutoff))
+    return out
 
 
 def _slurm(check: _Checker, raw: dict) -> None:
@@ -532,7 +668,9 @@ def _entries(check: _Checker, raw: dict, key: str, parse_one) -> list:
             check.problem(f"{key}[{i}]", f"expected a mapping, got {_show(item)}")
             continue
         parsed = parse_one(check, f"{key}[{i}]", item)
-        if parsed:
+        if isinstance(parsed, list):
+            out.extend(parsed)
+        elif parsed:
             out.append(parsed)
     return out
 
@@ -659,7 +797,9 @@ def _read(path: Path) -> bytes:
     return data
 
 
-def load(path: str | Path) -> Matrix:
+def load(path: str | Path, resolver: releases.Resolver | None = None) -> Matrix:
+    """Read, validate and expand a matrix file. `resolver` expands version ranges
+    (``harness.releases``; by default from the cache or the index, without a record)."""
     path = Path(path)
     data = _read(path)
     try:
@@ -686,7 +826,7 @@ def load(path: str | Path) -> Matrix:
         _measure(raw)
     except _TooBig as exc:
         raise MatrixError(path, [f"the document is too large: {exc}"]) from None
-    return parse(raw, path, hashlib.sha256(data).hexdigest())
+    return parse(raw, path, hashlib.sha256(data).hexdigest(), resolver)
 
 
 def _raise(path: Path, problems: list[str]) -> None:
@@ -695,8 +835,8 @@ def _raise(path: Path, problems: list[str]) -> None:
     raise MatrixError(path, problems)
 
 
-def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
-    check = _Checker(path)
+def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver | None = None) -> Matrix:
+    check = _Checker(path, resolver)
     check.keys("", raw, TOP_KEYS, required=("environments", "workloads"))
     if "name" in raw:
         if isinstance(raw["name"], str):
@@ -707,8 +847,11 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
         if names.problem(run_name):
             check.problem("", f"the file name {names.problem(run_name)}; set 'name:'")
     check.text("description", raw.get("description"))
+    check.release_options = _release_options(check, raw.get("releases"))
+    if resolver is not None and isinstance(run_name, str) and not names.problem(run_name):
+        resolver.bind(run_name)
 
-    envs = _entries(check, raw, "environments", _environment)
+    envs = _entries(check, raw, "environments", _environments)
     workloads = _entries(check, raw, "workloads", _workload)
     par_raw = _list_of(raw, "parallelism") or [{"wrapper": "none", "devices": 1}]
 
@@ -806,4 +949,5 @@ def parse(raw: dict, path: Path, sha256: str = "") -> Matrix:
     if not cells:
         _raise(path, ["the matrix expands to no cells (check include/exclude)"])
     return Matrix(path=path, name=run_name, description=raw.get("description", ""),
-                  sha256=sha256, cells=cells, slurm=slurm if isinstance(slurm, dict) else {})
+                  sha256=sha256, cells=cells, slurm=slurm if isinstance(slurm, dict) else {},
+                  resolver=check.resolver if check.resolver and check.resolver.used else None)

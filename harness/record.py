@@ -151,7 +151,9 @@ def assemble(cell: Cell, engine: str, provenance: dict, verdict: Verdict, eviden
         logs={"stdout_tail": evidence.stdout_tail, "stderr_tail": evidence.stderr_tail},
         started=started,
         finished=now(),
-        extra={**evidence.extra, "warmth": warmth_record(workload, raw)},
+        # the releases a version range (or a bisect) chose: [package, range, version] each
+        extra={**evidence.extra, "warmth": warmth_record(workload, raw),
+               **({"releases": [list(r) for r in cell.environment.ranges]} if cell.environment.ranges else {})},
     )
 
 

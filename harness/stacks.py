@@ -134,7 +134,8 @@ def tensorflow_package(tensorflow: str, device: str, keras_api: str | None = Non
 
 def requirements(tensorflow: str | None, keras: str | None, backend: str | None,
                  device: str, packages: list[str], keras_api: str | None = None,
-                 tf_package: str | None = None, force: list[str] | tuple[str, ...] = ()) -> list[str]:
+                 tf_package: str | None = None, force: list[str] | tuple[str, ...] = (),
+                 dated: bool = False) -> list[str]:
     """Pip requirement strings for an environment, in install order (`force:` is installed
     after them with --no-deps, so a package it names is not asked of the resolver)."""
     chosen = keras_api or api(tensorflow, keras)
@@ -148,7 +149,7 @@ def requirements(tensorflow: str | None, keras: str | None, backend: str | None,
         elif chosen == "tf_keras" and tensorflow:  # the release made for this TensorFlow
             reqs.append(f"tf_keras~={Version(tensorflow).major}.{Version(tensorflow).minor}.0")
     if chosen == "keras3" and backend == "jax":
-        reqs.append(jax_requirement(device, packages))
+        reqs.append(jax_requirement(device, packages, dated))
     if chosen == "keras3" and backend == "torch" and not _names(packages, "torch"):
         # the same on CPU and GPU: PyPI's Linux torch wheel carries its CUDA (nvidia-* wheels);
         # a GPU environment without it had no torch at all. A `packages:` pin of torch wins.
@@ -162,7 +163,7 @@ def _names(packages: list[str] | tuple[str, ...], name: str) -> bool:
     return any(canonicalize_name(Requirement(p).name) == name for p in packages)
 
 
-def jax_requirement(device: str, packages: list[str]) -> str:
+def jax_requirement(device: str, packages: list[str], dated: bool = False) -> str:
     """JAX with its CUDA from pip wheels on a GPU: the extra depends on the pinned JAX.
 
     From 0.4.22 on, ``jax[cuda12]`` pulls ``jax-cuda12-plugin`` and the nvidia-*
@@ -173,7 +174,10 @@ def jax_requirement(device: str, packages: list[str]) -> str:
     `unavailable` with that reason.
     """
     if device != "gpu":
-        return "jax"
+        # Under a cut-off (harness.releases) JAX resolves as of a date, and JAX before the
+        # 0.4.3x releases did not depend on jaxlib: `jax[cpu]` brings it for every release
+        # (later JAX has no `cpu` extra and depends on jaxlib itself; pip only warns).
+        return "jax[cpu]" if dated else "jax"
     pinned = next((r for r in (Requirement(p) for p in packages) if r.name == "jax"), None)
     exact = [s.version for s in pinned.specifier if s.operator == "=="] if pinned else []
     if exact and Version(exact[0]) < Version("0.4.22"):

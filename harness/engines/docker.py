@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import __version__, bases, stacks
+from .. import __version__, bases, releases, stacks
 from ..caches import in_container
 from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from ..cells import Cell, Environment
@@ -238,9 +238,11 @@ class DockerEngine(Engine):
 
     # -- images ---------------------------------------------------------------
     def image_tag(self, env: Environment, base_used: str, dockerfile: str, build_args: dict) -> str:
-        blob = json.dumps({"dockerfile": dockerfile, "args": build_args, "requirements": _requirements(env),
-                           "force": list(env.force),
-                           "base": base_used}, sort_keys=True)
+        what = {"dockerfile": dockerfile, "args": build_args, "requirements": _requirements(env),
+                "force": list(env.force), "base": base_used}
+        if env.uploaded_before:  # only then: other images keep their tags
+            what["uploaded_before"] = env.uploaded_before
+        blob = json.dumps(what, sort_keys=True)
         digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
         return f"{LABEL}/env:{env.name.replace('+', '_')}-{digest}"  # a tag takes no '+'
 
@@ -259,6 +261,8 @@ class DockerEngine(Engine):
                           "base_route": base.route, "base_id": base.image_id, "dockerfile": f"images/{fam}/Dockerfile",
                           "dockerfile_sha256": hashlib.sha256(dockerfile.encode()).hexdigest(),
                           "requirements": _requirements(env), "force": list(env.force), "ca_bundle": bool(self.ca)}
+            if env.uploaded_before:
+                provenance["cutoff"] = releases.cutoff_note(env, releases.BUILD_VIA)
             try:
                 image = self.client.images.get(tag)
                 return Prepared(env, {**provenance, "image": image.id}, handle=image.id, reused=True)
@@ -282,11 +286,15 @@ class DockerEngine(Engine):
             f"{LABEL}.environment": json.dumps(env.describe(), sort_keys=True),
             f"{LABEL}.dockerfile-sha256": hashlib.sha256(dockerfile.read_bytes()).hexdigest(),
         }
-        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx:
+        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx, releases.build_index(env) as index:
+            # under a cut-off, pip in the build reads the loopback cut-off index (the build shares the
+            # host's network for it; the image's pip has no configuration of its own to isolate)
+            first = [f"--index-url {index}"] if index else []
             shutil.copy(dockerfile, Path(ctx) / "Dockerfile")
-            (Path(ctx) / "requirements.txt").write_text("\n".join(_requirements(env)) + "\n")
-            (Path(ctx) / "forced.txt").write_text("".join(f"{r}\n" for r in env.force))
-            args = [self.cli, "build", "--progress=plain", "-t", tag]
+            (Path(ctx) / "requirements.txt").write_text("\n".join(first + _requirements(env)) + "\n")
+            (Path(ctx) / "forced.txt").write_text("".join(f"{r}\n" for r in (first + list(env.force))
+                                                          if env.force))
+            args = [self.cli, "build", "--progress=plain", "-t", tag] + (["--network", "host"] if index else [])
             for key, value in build_args.items():
                 args += ["--build-arg", f"{key}={value}"]
             for key, value in labels.items():

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .. import interpreters, stacks
+from .. import interpreters, releases, stacks
 from ..cells import Environment
 from ..errors import EnvironmentUnavailable
 from ..evidence import tail
@@ -76,10 +76,11 @@ class VenvEngine(ProcessEngine):
             step(exe, "-m", "venv", str(building))
             py = str(building / "bin" / "python")
             step(py, "-m", "pip", "install", "--upgrade", stacks.pip_requirement(full))
-            if env.requirements:
-                step(py, "-m", "pip", "install", *env.requirements)
-            if env.force:
-                step(py, "-m", "pip", "install", "--no-deps", *env.force)
+            with releases.applied_cutoff(env, py) as (cutoff_args, cutoff_note):
+                if env.requirements:
+                    step(py, "-m", "pip", "install", *cutoff_args, *env.requirements)
+                if env.force:
+                    step(py, "-m", "pip", "install", "--no-deps", *cutoff_args, *env.force)
             freeze = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True).stdout
         (building / "requirements.lock").write_text(freeze)
         provenance = {
@@ -91,6 +92,8 @@ class VenvEngine(ProcessEngine):
             "build_seconds": round(time.monotonic() - started, 1),
             "recipe": RECIPE_VERSION,
         }
+        if cutoff_note:
+            provenance["cutoff"] = cutoff_note
         (building / MARKER).write_text(json.dumps(provenance, indent=2))
         shutil.rmtree(where, ignore_errors=True)
         os.replace(building, where)

@@ -23,7 +23,7 @@ from .markdown import md_escape, md_table
 
 CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devices", "batch_size", "repeat",
               "engine", "python", "tensorflow", "keras", "backend", "val_accuracy", "accuracy",
-              "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason",
+              "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason", "releases",
               "launch", "first_epoch_seconds", "compile_cache")
 
 
@@ -142,8 +142,9 @@ def _csv_row(r: Result) -> dict:
             **{k: r.seen.get(k) for k in ("python", "tensorflow", "keras", "backend")},
             "val_accuracy": r.metric("val_accuracy"), "accuracy": r.metric("accuracy"),
             **{k: r.timing_of(k) for k in ("steady_epoch_seconds", "steady_samples_per_sec", "total_seconds")},
-            "signature": r.signature, "reason": r.reason, "launch": (r.get("warmth") or {}).get("launch"),
-            "first_epoch_seconds": r.timing_of("first_epoch_seconds"),
+            "signature": r.signature, "reason": r.reason,
+            "releases": " ".join(f"{p}=={v}" for p, _, v in (r.get("releases") or [])),
+            "launch": (r.get("warmth") or {}).get("launch"), "first_epoch_seconds": r.timing_of("first_epoch_seconds"),
             "compile_cache": ((r.get("warmth") or {}).get("compile_cache") or {}).get("hit")}
 
 

@@ -327,3 +327,82 @@ def compare_runs(a: list[Result], b: list[Result], noise: float = 0.10) -> dict[
                 elif tb.median < ta.lo and change < -noise:
                     out["faster"].append(entry)
     return out
+
+
+# -- trends across releases (a matrix with a version range) ---------------------------------
+def release_of(r: Result) -> tuple[str, str] | None:
+    """(package, version) of the one range a result's environment came from; None otherwise."""
+    chosen = r.extra.get("releases") or []  # written by record.assemble for range environments
+    if len(chosen) != 1 or not isinstance(chosen[0], (list, tuple)) or len(chosen[0]) != 3:
+        return None
+    package, _, version = chosen[0]
+    return str(package), str(version)
+
+
+def release_key(version: str):
+    """PEP 440 order (2.9 before 2.10); text that is no version sorts after, as text."""
+    try:
+        return (0, Version(version), "")
+    except InvalidVersion:
+        return (1, Version("0"), version)
+
+
+def trends(results: list[Result]) -> list[dict]:
+    """One row per (run, workload, swept package, rest of the stack, parallelism, batch,
+    release): its status and figures, and the speed-up of N devices over 1 device on the
+    same release and batch. The "rest of the stack" is the environment name with the
+    release taken out, so two ranges of one matrix (TF 1 and TF 2 stacks) stay apart."""
+    rows = []
+    for g in groups(results).values():
+        first = g.first
+        rel = release_of(first)
+        if rel is None:
+            continue
+        package, version = rel
+        worst = next((r for r in g.results if r.status != OK), None)
+        rows.append({"run": run_of(first), "workload": workload_of(first), "package": package,
+                     "stack": env_of(first).replace(version, "*"), "version": version,
+                     "label": label_of(first), "wrapper": wrapper_of(first), "devices": devices_of(first),
+                     "batch": first.batch_size or 0, "status": g.status,
+                     "word": worst.status if worst else OK, "cell": (worst or first).cell,
+                     "val_accuracy": g.metric("val_accuracy") if g.all_ok else None,
+                     "samples_per_sec": g.samples_per_sec() if g.all_ok else None,
+                     "speedup": None, "degraded": False, "as_of": _as_of(g.results),
+                     "with": _companions(g.results, package)})
+    one = {(r["run"], r["workload"], r["stack"], r["version"], r["batch"]): r for r in rows if r["devices"] == 1}
+    for r in rows:
+        base = one.get((r["run"], r["workload"], r["stack"], r["version"], r["batch"]))
+        if r["devices"] > 1 and base and r["samples_per_sec"] and base["samples_per_sec"]:
+            r["speedup"] = r["samples_per_sec"].median / base["samples_per_sec"].median
+        if r["devices"] > 1 and base and r["val_accuracy"] and base["val_accuracy"]:
+            r["degraded"] = r["val_accuracy"].median < base["val_accuracy"].median - ACCURACY_TOLERANCE
+    return rows
+
+
+COMPANIONS = (("tensorflow", "TF"), ("keras", "Keras"), ("jax", "JAX"), ("numpy", "NumPy"))
+
+
+def _as_of(results: list[Result]) -> str:
+    """The day the rest of the environment resolved as of (its cut-off), if it had one."""
+    for r in results:
+        cut = (r.provenance.get("cutoff") or {}).get("uploaded_before")
+        if cut:
+            return str(cut)[:10]
+    return ""
+
+
+def _companions(results: list[Result], package: str) -> str:
+    """What the release was tested with, as the cells saw it: TF, Keras, JAX, NumPy."""
+    seen = next((r.seen for r in results if r.seen), {})
+    return ", ".join(f"{label} {seen[key]}" for key, label in COMPANIONS
+                     if seen.get(key) and key != package.lower())
+
+
+def trend_series(results: list[Result]) -> dict[tuple, list[dict]]:
+    """Rows of `trends` by (run, workload, package, stack), releases in PEP 440 order;
+    only where at least two releases are present (one release is no trend)."""
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for r in trends(results):
+        out[(r["run"], r["workload"], r["package"], r["stack"])].append(r)
+    return {k: sorted(v, key=lambda r: (release_key(r["version"]), r["devices"], r["label"], r["batch"]))
+            for k, v in sorted(out.items()) if len({r["version"] for r in v}) >= 2}

@@ -120,10 +120,54 @@ def _draw(series: Series, kind: str, caption: str, xlabel: str, ylabel: str, out
     return made
 
 
+TREND_METRICS = (("val_accuracy", "validation accuracy"), ("samples_per_sec", "samples / s (steady epochs)"),
+                 ("speedup", "N devices / 1 device, samples/s"))
+
+
+def draw_trends(results: list[dict], out: Path) -> list[tuple[str, Path]]:
+    """Per swept package, workload and stack: each metric against the release, on a
+    version axis (PEP 440 order, evenly spaced, never text order), one line per
+    parallelism; a release whose cell failed is marked on the axis with its status."""
+    plt = _pyplot()
+    made = []
+    for (run, workload, package, stack), rows in analysis.trend_series(results).items():
+        versions = sorted({r["version"] for r in rows}, key=analysis.release_key)
+        x_of = {v: n for n, v in enumerate(versions)}
+        for metric, ylabel in TREND_METRICS:
+            lines: dict[str, list] = defaultdict(list)
+            for r in rows:
+                value = r[metric]
+                if value is not None:
+                    lines[f"{r['label']} b{r['batch']}"].append((x_of[r["version"]], value))
+            if not lines:
+                continue
+            failed = [r for r in rows if r["word"] != "ok" and (metric != "speedup" or r["devices"] > 1)]
+            fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(versions) + 2), 4))
+            for label, points in sorted(lines.items()):
+                points.sort(key=lambda p: p[0])
+                if isinstance(points[0][1], float):
+                    ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+                else:
+                    _errorbar(ax, [p[0] for p in points], [p[1] for p in points], label)
+            for n, r in enumerate(sorted(failed, key=lambda r: x_of[r["version"]])):
+                ax.annotate(r["word"], (x_of[r["version"]], 0), xycoords=("data", "axes fraction"),
+                            xytext=(0, 4 + 10 * (n % 2)), textcoords="offset points", ha="center", fontsize=7,
+                            color="red")
+                ax.axvline(x_of[r["version"]], color="red", alpha=0.15, linewidth=6)
+            ax.set_xticks(range(len(versions)))
+            ax.set_xticklabels(versions, rotation=45, ha="right", fontsize=8)
+            title = f"{Path(run).stem or 'run'}: {workload}, {stack.replace('*', 'X')}"
+            name = f"trend-{metric}-{file_name(run or 'run', workload, package, stack)}.png"
+            made.append((f"{ylabel} across {package} releases: {title}",
+                         _save(plt, fig, ax, f"{package} release", ylabel, title, out / name)))
+    return made
+
+
 def draw_all(results: list[dict], out: Path) -> list[tuple[str, Path]]:
     out.mkdir(parents=True, exist_ok=True)
     stacks = list(analysis.stacks(results))
-    return (_draw(scaling_series(results), "scaling", "Throughput against devices", "devices",
-                  "samples / s (training, steady epochs)", out, stacks)
+    return (draw_trends(results, out)
+            + _draw(scaling_series(results), "scaling", "Throughput against devices", "devices",
+                    "samples / s (training, steady epochs)", out, stacks)
             + _draw(time_vs_batch_series(results), "time-vs-batch", "Epoch time against batch size", "batch size",
                     "seconds per epoch (training)", out, stacks, log_x=True))

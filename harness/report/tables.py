@@ -376,6 +376,7 @@ def report(results: list[Result]) -> list[Table]:
     seed questions (1 device against N, scaling)."""
     ctx = context(results)
     return ([drifted_controls(results), stacks_table(results, ctx)] + compatibility(results, ctx)
+            + support_grids(results, ctx)
             + [failure_families(results, ctx), not_run(results, ctx)] + seed_comparison(results, ctx)
             + scaling(results, ctx))
 
@@ -398,3 +399,46 @@ def comparison(diff: dict[str, list[dict]]) -> list[Table]:
             t.rows.append([Entry(e["cell"]), Entry(e["a"]), Entry(e["b"]), Entry(detail)])
         tables.append(t)
     return tables
+
+
+def support_grids(results: list[Result], ctx: Context | None = None) -> list[Table]:
+    """Where a matrix swept a package's releases: releases (PEP 440 order) x parallelism,
+    each entry one word -- ok, degraded (N devices lost accuracy against 1), or the
+    status with its footnote -- the shape of a compatibility table a project publishes."""
+    ctx = ctx or context(results)
+    out = []
+    for (run, workload, package, stack), rows in analysis.trend_series(results).items():
+        batches = sorted({r["batch"] for r in rows})
+        cols = list(dict.fromkeys((r["label"], r["batch"]) for r in sorted(
+            rows, key=lambda r: (r["wrapper"] != "none", r["wrapper"], r["devices"], r["label"], r["batch"]))))
+        at = {(r["version"], r["label"], r["batch"]): r for r in rows}
+        versions = sorted({r["version"] for r in rows}, key=analysis.release_key)
+        title = f"Support: {workload} ({Path(run).stem}) across {package} releases, {stack.replace('*', 'X')}"
+        headers = [label if len(batches) == 1 else f"{label} b{batch}" for label, batch in cols]
+        first = {}
+        for r in rows:
+            first.setdefault(r["version"], r)
+        dated = any(r["as_of"] for r in rows)
+        table = Table(title, [package] + headers + ["tested with"] + (["resolved as of"] if dated else []),
+                      note="One word per cell: ok, degraded (N devices more than "
+                           f"{analysis.ACCURACY_TOLERANCE} validation accuracy below 1 device), or the status "
+                           "with its footnote. Releases in version order. Tested with: the versions the cells saw"
+                           + ("; resolved as of: everything not pinned resolved as the index was then (the "
+                              "release's upload, README: Version ranges)." if dated else "."))
+        for v in versions:
+            row = [Entry(v)]
+            for label, batch in cols:
+                r = at.get((v, label, batch))
+                if r is None:
+                    row.append(Entry(""))
+                elif r["word"] == "ok":
+                    row.append(Entry("degraded" if r["degraded"] else "ok", link=r["cell"],
+                                     mark="flag" if r["degraded"] else "ok"))
+                else:
+                    row.append(Entry(r["status"], link=r["cell"], mark=r["word"], ref=ctx.key_of.get(r["cell"])))
+            row.append(Entry(next((r["with"] for r in rows if r["version"] == v and r["with"]), "")))
+            if dated:
+                row.append(Entry(first[v]["as_of"]))
+            table.rows.append(row)
+        out.append(table)
+    return out

@@ -1,0 +1,431 @@
+"""`harness bisect`: the first release of a package where a cell changes.
+
+git bisect searches commits, asv's `find` a benchmark over commits; this
+searches a package's *releases* from the index (harness.releases), running
+each tested release's cells through the ordinary Runner and results store,
+so a bisect resumes where it stopped and shares finished cells with `run`.
+
+The search (`search`) is a pure function of an ordered version list and an
+oracle, so it is tested without running anything:
+
+- both ends are tested first: the good end must be good and the bad end bad,
+  or there is nothing to find (a bisect that trusts its bounds answers wrong);
+- a release that cannot be installed for the cell's Python is *skipped* with
+  pip's reason, as `git bisect skip` does; when skipped releases sit right
+  before the first bad one, the answer is the list of candidates;
+- with `jobs` > 1 each round tests that many releases at once, spread evenly
+  over what is left (k-ary search), so rounds fall as hosts rise;
+- the oracle is asked once per release: a release whose repeats disagree
+  (a flaky failure) is bad when the good end was reliably good -- the change
+  is that it no longer always works -- and is marked flaky.
+
+What "bad" means (`judge`): another status than the good end's (a timeout or
+crash is bad when the good end was ok), or optionally validation accuracy
+below the good end's by more than X, or steady samples/s below it by more
+than Y % *and* outside the good end's min-max range (noise-aware).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from rich.console import Console
+
+from . import releases, stacks, status
+from .cells import Cell, Environment
+from .errors import UserError
+from .names import file_name
+from .paths import inside
+from .result import Result
+from .stats import Spread, spread_of, steady
+from .terminal import shown
+
+GOOD, BAD, SKIP = "good", "bad", "skip"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str            # good | bad | skip
+    why: str = ""        # one line: the status and signature, the metric, or pip's reason
+    flaky: bool = False  # repeats disagreed
+    evidence: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass
+class Step:
+    round: int
+    tested: list[tuple[str, Verdict]]
+    last_good: str
+    first_bad: str
+    left: int            # releases still untested between them
+
+
+@dataclass
+class Found:
+    versions: list[str]
+    tested: dict[str, Verdict]
+    steps: list[Step]
+    last_good: str | None = None
+    first_bad: str | None = None
+    candidates: list[str] = field(default_factory=list)  # first bad is one of these (skips hide which)
+    problem: str = ""    # why there is no answer (the bounds do not bracket a change)
+    warnings: list[str] = field(default_factory=list)
+
+
+class BoundsError(Exception):
+    pass
+
+
+def probes(inner: list[int], jobs: int) -> list[int]:
+    """`jobs` indices spread evenly over `inner` (splitting it into jobs + 1 parts)."""
+    if not inner:
+        return []
+    k = max(1, min(jobs, len(inner)))
+    picked = sorted({inner[min(len(inner) - 1, (j * len(inner)) // (k + 1))] for j in range(1, k + 1)})
+    return picked
+
+
+def search(versions: list[str], oracle: Callable[[list[str]], dict[str, Verdict]], jobs: int = 1,
+           on_step: Callable[[Step], None] | None = None) -> Found:
+    """Find the first bad release in `versions` (oldest first; the first is the good end,
+    the last the bad end). `oracle` judges a list of releases at once (one round)."""
+    found = Found(versions=list(versions), tested={}, steps=[])
+    if len(versions) < 2:
+        found.problem = "fewer than two releases between the bounds"
+        return found
+
+    def ask(idx: list[int]) -> None:  # one round: each release asked once, ever
+        asked = [versions[i] for i in idx]
+        verdicts = oracle(asked)
+        for v in asked:
+            found.tested[v] = verdicts[v]
+
+    ask([0, len(versions) - 1])
+    good_end, bad_end = found.tested[versions[0]], found.tested[versions[-1]]
+    if good_end.kind != GOOD:
+        found.problem = f"the good end {versions[0]} is not good: {good_end.kind} ({good_end.why})"
+    elif bad_end.kind != BAD:
+        found.problem = f"the bad end {versions[-1]} is not bad: {bad_end.kind} ({bad_end.why})"
+    lo, hi = 0, len(versions) - 1
+    step = Step(0, [(v, found.tested[v]) for v in (versions[0], versions[-1])], versions[lo], versions[hi],
+                hi - lo - 1)
+    found.steps.append(step)
+    if on_step:
+        on_step(step)
+    if found.problem:
+        return found
+    round_ = 0
+    while True:
+        inner = [i for i in range(lo + 1, hi) if versions[i] not in found.tested]
+        if not inner:
+            break
+        round_ += 1
+        picked = probes(inner, jobs)
+        ask(picked)
+        kinds = {i: found.tested[versions[i]].kind for i in range(lo, hi + 1) if versions[i] in found.tested}
+        new_hi = min((i for i, k in kinds.items() if k == BAD and i > lo), default=hi)
+        new_lo = max((i for i, k in kinds.items() if k == GOOD and i < new_hi), default=lo)
+        later_good = [versions[i] for i, k in kinds.items() if k == GOOD and i > new_hi]
+        if later_good:
+            found.warnings.append(f"not monotone: {versions[new_hi]} is bad but later {', '.join(later_good)} "
+                                  "good; the first change is reported")
+        lo, hi = new_lo, new_hi
+        left = sum(1 for i in range(lo + 1, hi) if versions[i] not in found.tested)
+        step = Step(round_, [(versions[i], found.tested[versions[i]]) for i in picked], versions[lo], versions[hi],
+                    left)
+        found.steps.append(step)
+        if on_step:
+            on_step(step)
+    found.last_good = versions[lo]
+    skipped = [versions[i] for i in range(lo + 1, hi) if found.tested.get(versions[i], Verdict(SKIP)).kind == SKIP]
+    found.candidates = skipped + [versions[hi]]
+    found.first_bad = versions[hi] if not skipped else None
+    return found
+
+
+# -- what "bad" means ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Criteria:
+    accuracy_drop: float | None = None   # absolute val_accuracy below the good end's median
+    speed_drop: float | None = None      # percent of steady samples/s below the good end's median
+
+
+def evidence(results: list[Result]) -> dict:
+    """What a release's cells showed: status(es), signature, val_accuracy and samples/s with spread."""
+    statuses = Counter(r.status for r in results)
+    failed = [r for r in results if r.status != status.OK]
+    ok = [r for r in results if r.status == status.OK]
+    acc = spread_of(r.metric("val_accuracy") for r in ok)
+    speed = spread_of(e.get("samples_per_sec") for r in ok for e in steady(r.epochs))
+    return {"status": statuses.most_common(1)[0][0] if statuses else None,
+            "statuses": dict(statuses), "signature": status.failure_text(failed[0]) if failed else "",
+            "val_accuracy": acc, "samples_per_sec": speed, "cells": [r.cell for r in results]}
+
+
+def _show(ev: dict) -> str:
+    parts = [", ".join(f"{n} {s}" for s, n in sorted(ev["statuses"].items()))]
+    if ev["signature"]:
+        parts.append(ev["signature"][:160])
+    if ev["val_accuracy"]:
+        parts.append(f"val_accuracy {ev['val_accuracy'].fmt(3)}")
+    if ev["samples_per_sec"]:
+        parts.append(f"samples/s {ev['samples_per_sec'].fmt(0)}")
+    return "; ".join(parts)
+
+
+def judge(results: list[Result], good: dict | None, criteria: Criteria = Criteria()) -> Verdict:
+    """A release's verdict from its cells' results, against the good end's evidence
+    (None: this *is* the good end, judged on its own: it must not fail)."""
+    ev = evidence(results)
+    if not results:
+        return Verdict(SKIP, "no result", evidence=ev)
+    not_run = [r for r in results if r.status in status.NOT_RUN]
+    if not_run:
+        r = not_run[0]
+        return Verdict(SKIP, f"{r.status}: {r.reason or r.failure_text}"[:300], evidence=ev)
+    want = good["status"] if good else status.OK
+    changed = [r for r in results if r.status != want]
+    if changed:
+        return Verdict(BAD, _show(ev), flaky=len(changed) < len(results), evidence=ev)
+    if good and criteria.accuracy_drop is not None and ev["val_accuracy"] and good["val_accuracy"]:
+        if ev["val_accuracy"].median < good["val_accuracy"].median - criteria.accuracy_drop:
+            return Verdict(BAD, f"val_accuracy {ev['val_accuracy'].fmt(3)} against {good['val_accuracy'].fmt(3)} "
+                                f"(more than {criteria.accuracy_drop} lower)", evidence=ev)
+    if good and criteria.speed_drop is not None and ev["samples_per_sec"] and good["samples_per_sec"]:
+        now, then = ev["samples_per_sec"], good["samples_per_sec"]
+        if now.median < then.median * (1 - criteria.speed_drop / 100) and now.hi < then.lo:
+            return Verdict(BAD, f"samples/s {now.fmt(0)} against {then.fmt(0)} (more than {criteria.speed_drop:g}% "
+                                "lower, outside its range)", evidence=ev)
+    return Verdict(GOOD, _show(ev), evidence=ev)
+
+
+# -- environments for a release -------------------------------------------------------------
+def _field_of(env: Environment, package: str) -> str:
+    name = canonicalize_name(package)
+    if name == "tensorflow" and env.tensorflow:
+        return "tensorflow"
+    if name == canonicalize_name(stacks.keras_package(env.api) or "keras") and env.keras:
+        return "keras"
+    return "packages"
+
+
+def _token(package: str, version: str, fld: str) -> str:
+    if fld == "tensorflow":
+        return f"tf{stacks.short_version(version)}"
+    if fld == "keras":
+        return f"keras{version}"
+    return f"{package}{version}"
+
+
+def current_version(env: Environment, package: str) -> str | None:
+    fld = _field_of(env, package)
+    if fld != "packages":
+        return getattr(env, fld)
+    for text in env.packages:
+        req = Requirement(text)
+        if canonicalize_name(req.name) == canonicalize_name(package):
+            exact = [s.version for s in req.specifier if s.operator == "=="]
+            return exact[0] if exact else None
+    return None
+
+
+def with_release(env: Environment, package: str, version: str, cutoff: str | None) -> Environment:
+    """`env` with `package` pinned to `version` (its name saying so), resolving as of `cutoff`.
+
+    Made the way a range in the matrix makes it (the pin in the same place, the same
+    name, the matrix's range recorded when the release lies in it), so that a release
+    the bisect tests and the same release of `run` are one cell with one result."""
+    fld = _field_of(env, package)
+    old = current_version(env, package)
+    if fld == "packages":
+        packages = list(env.packages)
+        at = next((i for i, p in enumerate(packages)
+                   if canonicalize_name(Requirement(p).name) == canonicalize_name(package)), None)
+        if at is None:
+            packages.append(f"{package}=={version}")
+        else:
+            packages[at] = f"{package}=={version}"
+        new = dataclasses.replace(env, packages=tuple(packages))
+    else:
+        new = dataclasses.replace(env, **{fld: version})
+    tokens = env.name.split("-")
+    mine = _token(package, old, fld) if old else None
+    token = _token(package, version, fld)
+    tokens = [token if t == mine else t for t in tokens] if mine in tokens else [*tokens, token]
+    ranges = []
+    for name, spec, chosen in env.ranges or ((package, "bisect", version),):
+        if canonicalize_name(name) == canonicalize_name(package):
+            inside = spec != "bisect" and releases.parse_range(spec).contains(version, prereleases=True)
+            ranges.append((name, spec if inside else "bisect", version))
+        else:
+            ranges.append((name, spec, chosen))
+    if not any(canonicalize_name(r[0]) == canonicalize_name(package) for r in ranges):
+        ranges.append((package, "bisect", version))
+    return dataclasses.replace(new, name="-".join(tokens), uploaded_before=cutoff, ranges=tuple(ranges))
+
+
+# -- the driver ---------------------------------------------------------------------
+def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine, results_root: Path,
+        console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = Criteria(),
+        cutoff: bool = True, margin_days: float = releases.CUTOFF_MARGIN_DAYS, bundles: Path = Path("bundles"),
+        resolver: releases.Resolver | None = None) -> tuple[Found, Path | None]:
+    from .repro import write_bundle
+    from .runner import Runner
+
+    resolver = resolver or releases.Resolver()
+    template = base_cells[0].environment
+    cells_of: dict[str, list[Cell]] = {}
+
+    def cells_for(version: str) -> list[Cell]:
+        if version not in cells_of:
+            env = with_release(template, package, version, None)
+            cut = (releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)], margin_days)
+                   if cutoff else None)
+            env = dataclasses.replace(env, uploaded_before=cut)
+            out = []
+            for c in base_cells:
+                for r in (range(repeats) if repeats else [c.repeat]):
+                    out.append(dataclasses.replace(c, environment=env, repeat=r, expect=None))
+            cells_of[version] = list({c.id: c for c in out}.values())
+        return cells_of[version]
+
+    run_matrix = dataclasses.replace(m, cells=[])
+    results_of: dict[str, list[Result]] = {}
+    good_evidence: dict | None = None
+    runs = {"cells": 0, "ran": 0}
+
+    def oracle(asked: list[str]) -> dict[str, Verdict]:
+        nonlocal good_evidence
+        cells = [c for v in asked for c in cells_for(v)]
+        console.rule(f"testing {shown(package)} {shown(', '.join(asked))}")
+        # timings are compared only within one run: a speed criterion measures every release afresh
+        rerun = frozenset({"all"}) if criteria.speed_drop is not None else frozenset()
+        runner = Runner(run_matrix, engine, results_root, console, rerun=rerun)
+        runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c, rerun))
+        got = {r.cell: r for r in runner.run(cells)}
+        runs["cells"] += len(cells)
+        out = {}
+        for v in asked:
+            results_of[v] = [got[c.id] for c in cells_for(v) if c.id in got]
+        if versions[0] in asked:  # the good end: judged on its own, then the yardstick
+            out[versions[0]] = judge(results_of[versions[0]], None, criteria)
+            good_evidence = out[versions[0]].evidence
+        for v in asked:
+            if v not in out:
+                out[v] = judge(results_of[v], good_evidence, criteria)
+        return out
+
+    def on_step(step: Step) -> None:
+        for v, verdict in step.tested:
+            colour = {GOOD: "green", BAD: "red", SKIP: "yellow"}[verdict.kind]
+            flaky = " (flaky)" if verdict.flaky else ""
+            console.print(f"  {shown(package)} {shown(v)}: [{colour}]{verdict.kind}[/]{flaky}  {shown(verdict.why)}",
+                          highlight=False)
+        console.print(f"[bold]step {step.round}[/]: last good {shown(step.last_good)}, first bad "
+                      f"{shown(step.first_bad)}, {step.left} untested release(s) between", highlight=False)
+
+    started = time.monotonic()
+    found = search(versions, oracle, jobs=jobs, on_step=on_step)
+    bundle = None
+    console.rule("bisect")
+    if found.problem:
+        console.print(f"[red]no answer[/]: {shown(found.problem)}", highlight=False)
+    else:
+        tested = len(found.tested)
+        if found.first_bad:
+            console.print(f"[bold]first bad: {shown(package)} {shown(found.first_bad)}[/]   last good: "
+                          f"{shown(package)} {shown(found.last_good)}",
+                          highlight=False)
+        else:
+            console.print(f"[bold]first bad is one of: {shown(', '.join(found.candidates))}[/] (the others cannot "
+                          f"be installed); last good: {shown(package)} {shown(found.last_good)}", highlight=False)
+        for label, v in (("last good", found.last_good), ("first bad", found.candidates[-1])):
+            ev = found.tested[v].evidence
+            console.print(f"  {label} {shown(v)}: {shown(_show(ev))}", highlight=False)
+            for cell_id in ev.get("cells", [])[:3]:
+                console.print(f"    {shown(cell_id)}", highlight=False)
+        for w in found.warnings:
+            console.print(f"[yellow]warning[/]: {shown(w)}", highlight=False)
+        console.print(f"{tested} of {len(versions)} releases tested, {runs['cells']} cell(s) "
+                      f"({runs['ran']} run now, {runs['cells'] - runs['ran']} reused from earlier runs); "
+                      f"a linear sweep tests all {len(versions)} releases; {time.monotonic() - started:.0f} s")
+        bad_v = found.candidates[-1]
+        bad_results = results_of.get(bad_v) or []
+        failing = next((r for r in bad_results if r.status != status.OK), bad_results[0] if bad_results else None)
+        if failing:
+            cell = next(c for c in cells_for(bad_v) if c.id == failing.cell)
+            bundle = inside(bundles, bundles / file_name(cell.id))  # as repro names its bundles
+            write_bundle(bundle, cell, engine, failing.provenance, bad_results)
+            attempts = bundle / "attempts"
+            shutil.rmtree(attempts, ignore_errors=True)
+            for n, r in enumerate(bad_results, 1):  # the evidence itself: result, events and logs
+                folder = results_root / m.name / r.cell
+                if folder.is_dir():
+                    shutil.copytree(folder, attempts / str(n))
+            console.print(f"bundle of the first bad cell: {shown(bundle)}", highlight=False)
+    _record(found, package, results_root / m.name, runs)
+    return found, bundle
+
+
+def _record(found: Found, package: str, run_dir: Path, runs: dict) -> Path:
+    """What this bisect did, beside the results it ran (readable by hand and by tools)."""
+    folder = run_dir / ".bisect"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{canonicalize_name(package)}-{found.versions[0]}-{found.versions[-1]}.json"
+
+    def plain(ev: dict) -> dict:
+        return {k: (v.as_dict() if isinstance(v, Spread) else v) for k, v in ev.items()}
+
+    data = {"package": package, "versions": found.versions, "first_bad": found.first_bad,
+            "last_good": found.last_good, "candidates": found.candidates, "problem": found.problem,
+            "warnings": found.warnings, "cells": runs["cells"], "cells_run": runs["ran"],
+            "tested": {v: {"verdict": t.kind, "why": t.why, "flaky": t.flaky, "evidence": plain(t.evidence)}
+                       for v, t in found.tested.items()},
+            "steps": [{"round": s.round, "tested": [v for v, _ in s.tested], "last_good": s.last_good,
+                       "first_bad": s.first_bad, "left": s.left} for s in found.steps]}
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def bounds(package: str, python: str, *, good: str | None, bad: str | None, spec: str | None, pre: bool,
+           resolver: releases.Resolver) -> list[str]:
+    """The releases to search, oldest first: those of `spec`, or from `good` to `bad` inclusive."""
+    if not releases.NAME_RE.fullmatch(package):
+        raise UserError(f"--package {package!r} is not a package name (letters, digits, '.', '_', '-')")
+    for flag, value in (("--good", good), ("--bad", bad)):
+        try:
+            if value is not None:
+                Version(value)
+        except InvalidVersion:
+            raise UserError(f"{flag} {value!r} is not a version (PEP 440), e.g. '1.26.4'") from None
+    if spec is None:
+        if not good or not bad:
+            raise UserError("give --good and --bad, or --range")
+        if Version(good) >= Version(bad):
+            raise UserError(f"--good {good} must be older than --bad {bad}")
+        spec = f">={good},<={bad}"
+    if releases.parse_range(spec) is None:
+        raise UserError(f"--range {spec!r} is not a range (PEP 440), e.g. '>=1.26,<2.1'")
+    try:
+        found = resolver.expand(package, spec, python, releases.Options(pre=pre))
+    except releases.ReleasesUnavailable as exc:
+        raise UserError(f"cannot list the releases of {package}: {exc}") from None
+    # releases without a file for this Python, and yanked ones, are tried too: pip's reason skips them
+    listed = sorted({*found.versions, *found.skipped}, key=Version)
+    for end in (good, bad):
+        if end and end not in listed:
+            raise UserError(f"{package} {end} is not a release on {found.index} (releases in range: "
+                            f"{', '.join(listed[:12]) or 'none'})")
+    if len(listed) < 2:
+        raise UserError(f"{package} {spec}: fewer than two releases to search ({', '.join(listed) or 'none'})")
+    return listed
