@@ -274,7 +274,11 @@ class Launcher:
                 threading.Thread(target=server.close, daemon=True).start()
                 server = None
             if server is None:
-                server = Server(python, env, preload, workloads, log)
+                try:
+                    server = Server(python, env, preload, workloads, log)
+                except OSError as exc:
+                    self.refusals[key] = f"the warm launcher could not be started ({exc})"
+                    return self.refusals[key]
                 threading.Thread(target=server.wait_ready, daemon=True, name="warm launcher").start()
                 self._servers[key] = server
                 return "its warm launcher was starting (the first cell of each launcher starts fresh)"

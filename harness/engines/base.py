@@ -209,10 +209,15 @@ class ProcessEngine(Engine):
 
         argv = cell_argv(self.interpreter(prepared), str(workdir / SPEC_FILE), str(workdir), cell.limits.wall)
         with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
+            proc = None
             if server is not None:  # forked from the stack's warm launcher: the same cell, started warm
-                proc = server.start_cell(workdir, cpus, limit,
-                                         cell.limits.wall + BACKSTOP_GRACE if cell.limits.wall else None)
-            else:
+                try:
+                    proc = server.start_cell(workdir, cpus, limit,
+                                             cell.limits.wall + BACKSTOP_GRACE if cell.limits.wall else None)
+                except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
+                    warmth.notes.append(f"launched fresh: the warm launcher did not answer ({exc})")
+                    server = None
+            if proc is None:
                 proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
                                         stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
             if ctx.on_start:
