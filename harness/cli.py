@@ -153,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches (repeatable)")
     p.add_argument("--rerun", action="append", choices=STATUSES, default=[], metavar="STATUS",
                    help="run finished cells with this status again (repeatable; 'all' for every cell)")
+    p.add_argument("--fresh", action="store_true",
+                   help="clean-room run: every cell in a new interpreter, no compile or data caches, no "
+                        "unsupported verdicts decided before launch (default: warm where safe; README)")
     _add_engine_args(p)
     _add_resource_args(p)
     _add_slurm_args(p)
@@ -265,6 +268,7 @@ def cmd_run(args, console: Console) -> int:
         return _submit_to_slurm(args, m, cells, console)
     with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
                        console=console) as engine:
+        engine.warm = not args.fresh
         runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
                         gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
         results = runner.run(cells)

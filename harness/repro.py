@@ -90,6 +90,7 @@ class LiveLog:
 def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, console: Console,
               live: bool = True) -> tuple[Path, list[Result]]:
     bundle = inside(out, out / file_name(cell.id))
+    engine.warm = False  # a reproduction is clean-room: a new interpreter, no caches (docs/warm.md)
     attempts_root = bundle / "attempts"
     results = []
     run_cells = chains.producers_of(cell, m.cells) + [cell]  # a consumer needs its producers' files

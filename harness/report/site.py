@@ -107,9 +107,9 @@ def _cell_body(result: Result, folder: Path | None) -> str:
         for ep in epochs:
             body.append("<tr>" + "".join(f"<td>{e(_num(ep.get(k)))}</td>" for k in keys) + "</tr>")
         body.append("</table>")
-    for key in ("timing", "engagement", "resources", "metrics", "code", "needs", "feeds", "seen", "placement",
-                "samples", "parallelism", "provenance"):
-        value = result.get(key)  # code / needs / feeds: the user's code and a chain's links (extra keys)
+    for key in ("timing", "warmth", "engagement", "resources", "metrics", "code", "needs", "feeds", "seen",
+                "placement", "samples", "parallelism", "provenance"):
+        value = result.get(key)  # warmth, code, needs, feeds: extra keys (warm launch, the user's code, a chain's links)
         if value:
             body.append(f"<h2>{e(key)}</h2><pre>{e(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre>")
     logs = result.logs

@@ -91,6 +91,8 @@ def _train(spec, log, record, outdir):
         return
     from . import compat, engagement, models, wrappers
     stack = compat.load(spec)
+    from .warmth import Watch
+    warmth = Watch(stack)
     record["timing"]["import_seconds"] = round(time.time() - T_PROCESS, 4)
     _phase(record, "imports")
     record["seen"] = stack.seen()
@@ -134,6 +136,7 @@ def _train(spec, log, record, outdir):
     record["engagement"] = engagement.collect(stack, plan, trainable, x, batch)
     last = record["epochs"][-1] if record["epochs"] else {}
     record["metrics"] = dict((k, last.get(k)) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
+    record["warmth"] = warmth.report()
 
 
 class BatchNotDivisible(Exception):
