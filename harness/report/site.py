@@ -109,7 +109,7 @@ def _cell_body(result: Result, folder: Path | None) -> str:
         body.append("</table>")
     for key in ("timing", "warmth", "engagement", "resources", "metrics", "code", "needs", "feeds", "seen",
                 "placement", "samples", "parallelism", "provenance"):
-        value = result.get(key)  # warmth, code, needs, feeds: extra keys (warm launch, the user's code, a chain's links)
+        value = result.get(key)  # warmth, code, needs, feeds: extra keys (warm launch, user code, chain links)
         if value:
             body.append(f"<h2>{e(key)}</h2><pre>{e(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre>")
     logs = result.logs
