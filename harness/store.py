@@ -241,7 +241,8 @@ def _end_leftover(folder: Path) -> tuple[int, str | None]:
     """Kill the process group a dead harness recorded for the cell in `folder` (whose
     lock the caller holds) -- only when every fact recorded at launch still holds: this
     host, this boot, a group leader started at the recorded tick, started by the
-    recorded run, running this folder's spec. A forged or stale owner file names a
+    recorded run, running this folder's spec (on its command line, or working in the folder,
+    as a cell forked by a warm launcher does). A forged or stale owner file names a
     process that fails one of them and is left alone. Returns (groups ended, a note
     when the owner file was not believed)."""
     raw = read_json(folder / OWNER)
@@ -261,8 +262,13 @@ def _end_leftover(folder: Path) -> tuple[int, str | None]:
         environ = Path(f"/proc/{pgid}/environ").read_bytes().split(b"\0")
     except OSError:
         return 0, None
-    spec = str(folder.resolve() / SPEC).encode()
-    if spec not in argv or f"{OWNER_VARIABLE}={owner['run_id']}".encode() not in environ:
+    try:  # a cell works in its folder, started fresh (Popen's cwd) or forked warm (the launcher's chdir)
+        cwd = Path(os.readlink(f"/proc/{pgid}/cwd"))
+    except OSError:
+        cwd = None
+    here = folder.resolve()
+    ours = str(here / SPEC).encode() in argv or cwd == here
+    if not ours or f"{OWNER_VARIABLE}={owner['run_id']}".encode() not in environ:
         return 0, f"{folder / OWNER}: process group {pgid} is not this folder's cell; not signalled"
     try:
         os.killpg(pgid, signal.SIGKILL)

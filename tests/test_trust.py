@@ -363,7 +363,8 @@ def test_a_forged_owner_file_never_kills_another_live_runs_cell(tmp_path):
         _stop(run)
 
 
-def test_a_genuine_leftover_is_still_ended(tmp_path):
+@pytest.mark.parametrize("launch", ["fresh", "forked"])
+def test_a_genuine_leftover_is_still_ended(tmp_path, launch):
     """The other side: a cell process a killed harness left behind, with every recorded
     fact true, is ended by the next run (a real process group, a real owner file)."""
     from harness.store import OWNER_VARIABLE, ResultStore
@@ -372,7 +373,9 @@ def test_a_genuine_leftover_is_still_ended(tmp_path):
     folder.mkdir(parents=True)
     spec = folder.resolve() / "spec.json"
     spec.write_text("{}")
-    cell = subprocess.Popen(["bash", "-c", 'sleep 300; : "$1"', "cell", str(spec)], start_new_session=True,
+    # fresh: the spec on the command line; forked (a warm launcher's child): only the folder as its cwd
+    argv = ["bash", "-c", 'sleep 300; : "$1"', "cell", str(spec) if launch == "fresh" else "x"]
+    cell = subprocess.Popen(argv, start_new_session=True, cwd=folder if launch == "forked" else None,
                             env={**os.environ, OWNER_VARIABLE: "genuine-run"})
     try:
         import socket
