@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.report.tables import slug
 from harness.result import SCHEMA, Quarantined, Result, load
 
 from .conftest import harness
@@ -156,11 +155,13 @@ def test_status_and_report_leave_bad_files_out_with_a_note(finished, tmp_path):
 
 def test_repro_quarantines_a_bad_attempt_and_runs_it(finished, tmp_path):
     matrix, _, cells = _copy(finished, tmp_path)
-    attempt = tmp_path / "bundles" / slug(cells[0]) / "attempts" / "attempt-1" / cells[0]
-    attempt.mkdir(parents=True)
-    (attempt / "result.json").write_text(json.dumps(BAD_RESULTS["no status"]))
+    argv = ("repro", cells[0], "--matrix", str(matrix), "--engine", "venv", "--out", str(tmp_path / "bundles"))
+    harness(*argv, check=True)  # a bundle from an earlier repro, whose attempt someone then broke
+    [attempt_result] = (tmp_path / "bundles").rglob("attempts/attempt-1/**/result.json")
+    attempt = attempt_result.parent
+    attempt_result.write_text(json.dumps(BAD_RESULTS["no status"]))
     (attempt / "spec.json").write_text("\"a string\"")
-    proc = harness("repro", cells[0], "--matrix", str(matrix), "--engine", "venv", "--out", str(tmp_path / "bundles"))
+    proc = harness(*argv)
     _no_traceback(proc)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"quarantined {attempt / 'result.json'}: not a result: no 'status'" in proc.stdout.replace("\n", " ")

@@ -110,25 +110,25 @@ def test_no_executor_imports_the_runner():
 _WRITES = re.compile(r"\b(write_json|write_text|open|os\.replace|shutil\.copy2?|save)\s*\(")
 
 
-def _functions_writing_results() -> list[str]:
-    """Functions whose body names the result file (RESULT, RESULT_FILE, "result.json") and writes a file."""
+def functions_writing_results(root: Path = HARNESS) -> list[str]:
+    """Functions whose own body (nested functions are looked at on their own) names the result file
+    (RESULT, RESULT_FILE, "result.json") and writes a file."""
     found = []
-    for path in sorted(HARNESS.rglob("*.py")):
+    for path in sorted(root.rglob("*.py")):
         if "workloads" in path.parts:
             continue  # the other side of the process boundary never writes result.json (only the host can)
         source = path.read_text()
-        tree = ast.parse(source)
-        for node in ast.walk(tree):
+        for node in ast.walk(ast.parse(source)):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             body = ast.get_source_segment(source, node) or ""
-            names_result = re.search(r"\bRESULT(_FILE)?\b|[\"']result\.json[\"']", body)
-            if names_result and _WRITES.search(body) and not any(
-                    isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner is not node
-                    for inner in ast.walk(node)):
+            for inner in ast.walk(node):
+                if inner is not node and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    body = body.replace(ast.get_source_segment(source, inner) or "\0", "")
+            if re.search(r"\bRESULT(_FILE)?\b|[\"']result\.json[\"']", body) and _WRITES.search(body):
                 found.append(f"{_module_name(path)}.{node.name}")
     return found
 
 
 def test_exactly_one_function_writes_result_json():
-    assert _functions_writing_results() == ["harness.result.save"]
+    assert functions_writing_results() == ["harness.result.save"]

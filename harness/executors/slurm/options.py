@@ -26,6 +26,7 @@ from typing import Any
 
 from ...cells import MAX_MEMORY, size_bytes
 from ...errors import UserError
+from ...terminal import visible
 
 DEFAULT_TIME_MARGIN = 300.0  # seconds on top of the cell's wall limit: start-up, environment check, writing
 MAX_COUNT = 100_000
@@ -35,11 +36,6 @@ _SLURM_WORD = re.compile(r"[A-Za-z0-9_.+:@-]+(,[A-Za-z0-9_.+:@-]+)*")
 _SBATCH_ARG = re.compile(r"--[A-Za-z][A-Za-z0-9-]*(=.*)?|-[A-Za-z].*", re.DOTALL)
 # sbatch options that would replace what the harness's script runs or where its files go
 _REFUSED = ("--wrap", "--array", "-a", "--output", "-o", "--error", "-e", "--chdir", "-D", "--parsable")
-
-
-def visible(text: str) -> str:
-    """A value as it can be shown in one line: control characters escaped."""
-    return str(text).encode("unicode_escape").decode("ascii")
 
 
 def text_problem(value: str) -> str | None:

@@ -29,10 +29,11 @@ from ...engines.base import Engine
 from ...errors import EnvironmentUnavailable, UserError
 from ...lifecycle import Lifecycle, stage_workloads
 from ...matrix import Matrix
+from ...recipes import _comment  # one line, escaped: as a bundle's run.sh writes comments
 from ...store import ResultStore, write_json
-from ...terminal import shown
+from ...terminal import shown, visible
 from .board import LIVE, QUEUED, board
-from .options import SlurmOptions, text_problem, visible
+from .options import SlurmOptions, text_problem
 from .queue import run_slurm
 from .submissions import SLURM_DIR
 
@@ -107,11 +108,6 @@ def _signals_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def _comment(text: str) -> str:
-    """Text for a '#' line of the script: one line, control and non-ASCII characters escaped."""
-    return str(text).encode("unicode_escape").decode("ascii")
 
 
 def _directive(name: str, value) -> str:
