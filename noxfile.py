@@ -5,6 +5,8 @@ Session virtualenvs are reused between runs, so a second ``nox -s matrix``
 only checks its install and gets straight to the (already finished) cells.
 """
 
+import os
+
 import nox
 
 nox.options.sessions = ["lint", "tests"]
@@ -34,6 +36,11 @@ def repro(session: nox.Session) -> None:
     session.install("-e", ".")
     if not session.posargs:
         session.error("name the cell: nox -s repro -- CELL_ID_OR_GLOB (python -m harness list MATRIX shows ids)")
+    if "--shell" in session.posargs or any(a.startswith("--command") for a in session.posargs):
+        # the shell (or its command, or a script piped into it) owns the exit status: nox would turn
+        # any failure into 1, so the harness replaces this process instead of running under it
+        python = os.path.join(session.bin, "python")
+        os.execv(python, [python, "-m", "harness", "repro", *session.posargs])
     session.run("python", "-m", "harness", "repro", *session.posargs)
 
 

@@ -91,6 +91,8 @@ class Workload:
     name: str
     model: str
     params: dict = field(default_factory=dict, hash=False, compare=False)
+    # the user's code folder (usercode.Code) for `model: user` / `script:`; its hash is in params["code"]
+    code: object | None = field(default=None, hash=False, compare=False)
 
     def spec(self) -> dict:
         return {"name": self.name, "model": self.model, **self.params}
@@ -152,6 +154,10 @@ class Cell:
     seed: int = 1234
     limits: Limits = Limits()
     expect: dict | None = field(default=None, hash=False, compare=False)
+    # chains (harness/chains.py): the cells whose files this one consumes, as
+    # {"cell", "as", "spec_sha256"}; and the ids of the cells that consume this one's
+    needs: tuple = field(default=(), hash=False, compare=False)
+    feeds: tuple = field(default=(), hash=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -179,4 +185,5 @@ class Cell:
             "seed": self.seed,
             "limits": asdict(self.limits),
             "expect": self.expect,
+            **({"needs": [dict(n) for n in self.needs]} if self.needs else {}),
         }

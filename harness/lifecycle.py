@@ -23,19 +23,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import outcome, record, resources, selfcheck, status
+from . import chains, outcome, record, resources, selfcheck, status, usercode
 from .cells import Cell, Environment
 from .engines.base import Engine, Prepared, RunContext
 from .errors import CellUnsupported, EnvironmentUnavailable, EnvironmentUnsupported
 from .evidence import Evidence
 from .resources import Slot
-from .result import Result
+from .result import Result, load_folder
 from .store import SPEC, ResultStore, write_json
 
 WORKLOADS_SRC = Path(__file__).resolve().parent / "workloads"
 
 
-def stage_workloads(run_dir: Path) -> tuple[Path, str]:
+def stage_workloads(run_dir: Path, codes=()) -> tuple[Path, str]:
     """Copy the workloads package next to the results, keyed by its content.
 
     Cells import it from there (mounted read-only in containers), so the code
@@ -50,6 +50,7 @@ def stage_workloads(run_dir: Path) -> tuple[Path, str]:
         shutil.copytree(WORKLOADS_SRC, tmp / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         shutil.rmtree(root, ignore_errors=True)
         tmp.rename(root)
+    usercode.stage(root, codes)  # the user's code travels in the same tree (harness/usercode.py)
     return root, digest
 
 
@@ -65,9 +66,10 @@ def prepare(engine: Engine, env: Environment, run_dir: Path, workloads_root: Pat
     return prepared
 
 
-def judge(cell: Cell, result: Result) -> dict | None:
-    """Compare a control cell with the answer its matrix says it must give."""
-    return status.judge(cell.expect, result)
+def judge(cell: Cell, result: Result, peer=None) -> dict | None:
+    """Compare a control cell with the answer its matrix says it must give (`peer(cell_id)`:
+    another stored result, for value expectations across environments)."""
+    return status.judge(cell.expect, result, peer)
 
 
 class Lifecycle:
@@ -88,10 +90,13 @@ class Lifecycle:
         self.workloads_root: Path | None = None
         self.workloads_digest: str | None = None
 
-    def stage(self) -> Path:
-        """Stage the workloads once for this run (before any cell starts)."""
+    def stage(self, codes=()) -> Path:
+        """Stage the workloads once for this run (before any cell starts), and the user's code
+        folders `codes` (usercode.Code) beside them."""
         if self.workloads_root is None:
-            self.workloads_root, self.workloads_digest = stage_workloads(self.store.run_dir)
+            self.workloads_root, self.workloads_digest = stage_workloads(self.store.run_dir, codes)
+        else:
+            usercode.stage(self.workloads_root, codes)
         return self.workloads_root
 
     def prepare(self, engine: Engine, env: Environment) -> Prepared:
@@ -109,6 +114,14 @@ class Lifecycle:
         spawn = time.time()
         try:
             write_json(work / SPEC, cell.spec())
+            try:
+                chains.hand_over(cell, self.store.run_dir, work)  # a producer's files, read-only
+            except chains.Broken as exc:
+                error = {"kind": "needs", "type": None, "message": str(exc), "signature": f"unavailable: {exc}",
+                         "exit_code": None, "signal": None}
+                return self.finish(cell, work, started, outcome.Verdict(status.UNAVAILABLE, error=error,
+                                                                        reason=str(exc)),
+                                   Evidence(), prepared.provenance, slot)
             ctx = RunContext(slot=slot, cancel=cancel, on_start=lambda pgid: self.store.note_process(work, pgid),
                              run_id=self.store.run_id)
             raw = engine.run(prepared, cell, work, workloads_root, ctx)
@@ -175,7 +188,12 @@ class Lifecycle:
             prov["workloads_sha256"] = self.workloads_digest
         result = record.assemble(cell, self.engine_name, prov, verdict, evidence, self.matrix_label,
                                  self.matrix_sha256, started, slot=slot)
-        result.expectation = judge(cell, result)
+        code = usercode.describe(cell)
+        if code:  # the user's own code this cell ran (harness/usercode.py)
+            result.extra["code"] = code
+            result.provenance["code_sha256"] = code["sha256"]
+        result.extra.update(chains.result_fields(cell, work))
+        result.expectation = judge(cell, result, self.peer)
         result.save(work)
         self.store.commit(work, cell)
         return result
@@ -183,7 +201,7 @@ class Lifecycle:
     def rejudge(self, cell: Cell, result: Result) -> Result:
         """Judge a stored result against the matrix as it is now (an edited `expect:` changes the
         verdict, not the run) and store the new verdict, so `report` reads what `run` printed."""
-        judged = judge(cell, result)
+        judged = judge(cell, result, self.peer)
         if judged != result.expectation or cell.expect != result.expect:
             result.expectation, result.expect = judged, cell.expect
             claim = self.store.claim(cell.id)
@@ -193,6 +211,11 @@ class Lifecycle:
                 finally:
                     claim.release()
         return result
+
+    def peer(self, cell_id: str) -> Result | None:
+        """Another cell's stored result in this run folder (value expectations `same_as`)."""
+        found = load_folder(self.store.run_dir / cell_id) if "/" in cell_id else None
+        return found if isinstance(found, Result) else None
 
     # -- helpers -----------------------------------------------------------------------
     def _begin(self, cell: Cell) -> Path:

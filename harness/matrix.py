@@ -30,7 +30,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from . import names, releases, stacks, status, terminal
+from . import chains, names, releases, stacks, status, terminal, usercode, values
 from .cells import FEEDS, MAX_MEMORY, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
 from .errors import MatrixError
 from .executors.slurm.options import SLURM_KEYS
@@ -101,6 +101,10 @@ MODEL_KEYS: dict[str, dict[str, type | tuple]] = {
     "dense": {"features": int, "widths": list, "samples": int},
     "fault": {"fault": str, "message": str},
     "idle": {"seconds": (int, float)},
+    # the user's own code (harness/usercode.py): a model factory, or a script that is the cell
+    "user": {"build": str, "data": str, "path": str, "params": dict, "loss": str, "needs": (str, list, dict),
+             "after": (str, list, dict)},
+    "script": {"script": str, "args": list, "path": str, "needs": (str, list, dict), "after": (str, list, dict)},
 }
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "rnn": {"cell": "gru", "layers": 4, "units": 512, "dense": 128, "timesteps": 32, "features": 16,
@@ -110,7 +114,7 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "dense": {"features": 8000, "widths": [4000, 2000, 500, 300], "samples": 8192},  # seed 002: ~41M parameters
     "fault": {},
     "idle": {"seconds": 1.0},
-}
+}  # user and script workloads have none: they name the user's code
 COMMON_WORKLOAD_KEYS = {"name": str, "model": str, "learning_rate": float, "trap": str}
 
 ENV_KEYS = {"name": str, "python": str, "tensorflow": str, "keras": str, "backend": str,
@@ -121,8 +125,12 @@ PAR_KEYS = {"wrapper": str, "devices": int, "device_kind": str, "ratios": list, 
 RULE_KEYS = {"environment": (str, list), "workload": (str, list), "wrapper": (str, list),
              "devices": (int, list), "device_kind": (str, list), "feed": (str, list),
              "batch_size": (int, list), "repeat": (int, list)}
+# A value expectation (harness/values.py): a metric equal to / within a tolerance of a number,
+# or of the same cell's value in another environment.
+VALUE_KEYS = {"metric": str, "equals": (int, float), "within": (int, float), "relative": (int, float),
+              "same_as": str}
 EXPECT_KEYS = {**{k: v for k, v in RULE_KEYS.items() if k != "repeat"},
-               "status": str, "signature": str, "why": str}
+               "status": str, "signature": str, "why": str, **VALUE_KEYS}
 TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": list,
             "parallelism": list, "batch_sizes": list, "epochs": int, "repeats": int, "seed": int,
             "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
@@ -153,8 +161,9 @@ class Matrix:
 class _Checker:
     """Collects problems, so one run of validation reports all of them."""
 
-    def __init__(self, path: Path, resolver: releases.Resolver | None = None):
+    def __init__(self, path: Path, resolver: releases.Resolver | None = None, base: Path | None = None):
         self.path = path
+        self.base = Path(base) if base else path.parent  # where the matrix's relative paths start
         self.problems: list[str] = []
         self.resolver = resolver
         self.release_options = releases.Options()
@@ -509,19 +518,27 @@ def _workload_name(model: str, params: dict) -> str:
         return f"fault-{params.get('fault')}"
     if model == "idle":
         return f"idle-{params['seconds']:g}s"
+    if model == "script":
+        return re.sub(r"[^A-Za-z0-9._+-]", "-", Path(str(params["script"])).stem) or "script"
+    if model == "user":
+        return "user-" + str(params["build"]).split(":")[0].rsplit(".", 1)[-1]
     return model
 
 
 def _workload(check: _Checker, where: str, raw: dict) -> Workload | None:
     model = raw.get("model")
+    if model is None and "script" in raw:
+        model = "script"  # `script: ./bug.py` alone says what the workload is
     if not isinstance(model, str) or model not in MODEL_KEYS:
         check.problem(f"{where}.model", f"expected one of {', '.join(MODEL_KEYS)}, got {_show(model)}")
         return None
     before = len(check.problems)
-    check.keys(where, raw, {**COMMON_WORKLOAD_KEYS, **MODEL_KEYS[model]}, required=("model",))
+    required = {"user": ("build", "data", "path"), "script": ("script",)}.get(model, ("model",))
+    check.keys(where, raw, {**COMMON_WORKLOAD_KEYS, **MODEL_KEYS[model]}, required=required)
     if len(check.problems) > before:
         return None  # the checks below need the right types
-    params = {**MODEL_DEFAULTS[model], **{k: v for k, v in raw.items() if k not in ("name", "model")}}
+    params = {**MODEL_DEFAULTS.get(model, {}), **{k: v for k, v in raw.items() if k not in ("name", "model")}}
+    code = _user_code(check, where, model, params) if model in ("user", "script") else None
     if model == "rnn" and params["cell"] not in RNN_CELLS:
         check.problem(f"{where}.cell", f"expected one of {', '.join(RNN_CELLS)}, got {_show(params['cell'])}")
     if model == "fault" and params.get("fault") not in FAULTS:
@@ -553,7 +570,57 @@ def _workload(check: _Checker, where: str, raw: dict) -> Workload | None:
         check.name(where, name, derived=True)
     if len(check.problems) > before:
         return None
-    return Workload(name=name, model=model, params=params)
+    return Workload(name=name, model=model, params=params, code=code)
+
+
+def _user_code(check: _Checker, where: str, model: str, params: dict) -> usercode.Code | None:
+    """Check what a user / script workload names, hash its folder, and put the hash in its
+    spec (params["code"]); the folder's host path stays out of the spec, so moving the
+    code does not re-run anything and changing it re-runs exactly its cells."""
+    here = check.base
+    folder = usercode.resolve(params.pop("path"), here) if "path" in params else None
+    if model == "script":
+        script = usercode.resolve(params["script"], here)
+        folder = folder or script.parent
+        if usercode.kind(script) != "file":
+            check.problem(f"{where}.script", f"{script} does not exist (relative paths start at the "
+                                             "matrix file's folder)")
+            return None
+        if usercode.kind(folder) != "folder":
+            check.problem(f"{where}.path", f"{folder} is not a folder")
+            return None
+        if folder.resolve() not in script.resolve().parents:
+            check.problem(f"{where}.script", f"{script} lies outside its 'path:' folder {folder}")
+            return None
+        params["script"] = script.resolve().relative_to(folder.resolve()).as_posix()
+        for i, arg in enumerate(params.get("args", [])):
+            if not isinstance(arg, (str, int, float)) or isinstance(arg, bool):
+                check.problem(f"{where}.args[{i}]", f"expected a string or a number, got {_show(arg)}")
+            else:
+                check.text(f"{where}.args[{i}]", str(arg))
+        params["args"] = [str(a) for a in params.get("args", [])]
+    try:
+        code = usercode.load(folder, here)
+    except usercode.CodeProblem as exc:
+        check.problem(f"{where}.path", str(exc))
+        return None
+    if model == "user":
+        for key in ("build", "data"):
+            entry = params[key]
+            if not usercode.ENTRY_RE.fullmatch(entry):
+                check.problem(f"{where}.{key}", f"expected 'module:function' (e.g. 'model:build'), got {_show(entry)}")
+                continue
+            why = usercode.entry_problem(code.source, entry)
+            if why:
+                check.problem(f"{where}.{key}", why)
+        for key in params.get("params", {}):
+            if not isinstance(key, str) or not usercode.PARAM_RE.fullmatch(key):
+                check.problem(f"{where}.params.{_key(key)}", "a parameter is a Python keyword argument name")
+    for key in ("needs", "after"):  # after: the order (and the producer's success) without its files
+        if key in params:
+            params[key] = chains.parse_needs(check, f"{where}.{key}", params[key], files=key == "needs")
+    params["code"] = code.spec()
+    return code
 
 
 def _parallelism(check: _Checker, where: str, raw: dict, default_kind: str) -> Parallelism | None:
@@ -605,7 +672,7 @@ class _Rules:
         self.rules = rules
         everything = (1 << len(rules)) - 1
         self.masks: dict[str, dict] = {}
-        for key, values in domains.items():
+        for key, seen in domains.items():
             named = []  # (bit, pattern) for the rules that name this field
             for bit, rule in enumerate(rules):
                 if key in rule:
@@ -615,7 +682,7 @@ class _Rules:
             free = everything & ~sum(1 << bit for bit, _ in named)  # rules that do not name the field
             self.masks[key] = {value: free | sum(1 << bit for bit, pattern in named
                                                  if pattern is not None and pattern.match(str(value)))
-                               for value in values}
+                               for value in seen}
 
     @staticmethod
     def work(rule_lists: list[list[dict]], domains: dict[str, list]) -> int:
@@ -634,6 +701,15 @@ class _Rules:
     def first(self, mask: int) -> dict | None:
         return self.rules[(mask & -mask).bit_length() - 1] if mask else None
 
+    def every(self, mask: int) -> list[dict]:
+        """The matching rules, in order (an expectation's status rule and every value rule)."""
+        out = []
+        while mask:
+            low = mask & -mask
+            out.append(self.rules[low.bit_length() - 1])
+            mask ^= low
+        return out
+
 
 def _rules(check: _Checker, raw: dict, key: str, allowed: dict) -> list[dict]:
     rules = raw.get(key, []) if isinstance(raw.get(key, []), list) else []
@@ -646,6 +722,8 @@ def _rules(check: _Checker, raw: dict, key: str, allowed: dict) -> list[dict]:
             continue
         check.keys(f"{key}[{i}]", rule, allowed)
         for name, want in rule.items():
+            if name in VALUE_KEYS:
+                continue  # typed by keys(), checked by values.check
             options = want if isinstance(want, list) else [want]
             if not all(isinstance(o, (str, int)) and not isinstance(o, bool) for o in options):
                 check.problem(f"{key}[{i}].{_key(name)}", f"expected strings or integers, got {_show(want)}")
@@ -797,9 +875,12 @@ def _read(path: Path) -> bytes:
     return data
 
 
-def load(path: str | Path, resolver: releases.Resolver | None = None) -> Matrix:
+def load(path: str | Path, resolver: releases.Resolver | None = None,
+         base: str | Path | None = None) -> Matrix:
     """Read, validate and expand a matrix file. `resolver` expands version ranges
-    (``harness.releases``; by default from the cache or the index, without a record)."""
+    (``harness.releases``; by default from the cache or the index, without a record).
+    `base`: the folder the user's code paths start from (default: the matrix file's folder; a
+    Slurm task loads the submission's copy of the matrix with the original folder)."""
     path = Path(path)
     data = _read(path)
     try:
@@ -826,7 +907,7 @@ def load(path: str | Path, resolver: releases.Resolver | None = None) -> Matrix:
         _measure(raw)
     except _TooBig as exc:
         raise MatrixError(path, [f"the document is too large: {exc}"]) from None
-    return parse(raw, path, hashlib.sha256(data).hexdigest(), resolver)
+    return parse(raw, path, hashlib.sha256(data).hexdigest(), resolver, base=base)
 
 
 def _raise(path: Path, problems: list[str]) -> None:
@@ -835,8 +916,9 @@ def _raise(path: Path, problems: list[str]) -> None:
     raise MatrixError(path, problems)
 
 
-def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver | None = None) -> Matrix:
-    check = _Checker(path, resolver)
+def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver | None = None,
+          base: str | Path | None = None) -> Matrix:
+    check = _Checker(path, resolver, base)
     check.keys("", raw, TOP_KEYS, required=("environments", "workloads"))
     if "name" in raw:
         if isinstance(raw["name"], str):
@@ -887,6 +969,10 @@ def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver |
     excludes = _rules(check, raw, "exclude", RULE_KEYS)
     expects = _rules(check, raw, "expect", EXPECT_KEYS)
     for i, rule in enumerate(expects):
+        if "metric" in rule:
+            values.check(check, f"expect[{i}]", rule, [e.name for e in envs])
+            if "status" not in rule:
+                continue
         if rule.get("status") not in status.ALL:
             check.problem(f"expect[{i}].status", f"expected one of {', '.join(status.ALL)}, "
                           f"got {_show(rule.get('status'))}")
@@ -941,13 +1027,16 @@ def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver |
                     continue
                 cells.append(Cell(environment=env, workload=work_, parallelism=par, batch_size=batch,
                                   epochs=raw.get("epochs", 1), repeat=repeat, seed=raw.get("seed", 1234),
-                                  limits=limits, expect=rules[2].first(exp)))
+                                  limits=limits, expect=values.expectation(rules[2].every(exp))))
     counts = collections.Counter(c.id for c in cells)
     dupes = sorted(i for i, k in counts.items() if k > 1)
     if dupes:
         _raise(path, [f"cell id '{d}' occurs twice; give the entries distinct names" for d in dupes])
     if not cells:
         _raise(path, ["the matrix expands to no cells (check include/exclude)"])
+    cells = chains.link(check, cells)
+    if check.problems:
+        _raise(path, check.problems)
     return Matrix(path=path, name=run_name, description=raw.get("description", ""),
                   sha256=sha256, cells=cells, slurm=slurm if isinstance(slurm, dict) else {},
                   resolver=check.resolver if check.resolver and check.resolver.used else None)

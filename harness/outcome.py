@@ -283,6 +283,30 @@ def _error(kind: str, type_: str | None, message: str, raw: RawOutcome, **extra)
             "signature_short": cut(sig, SHORT_CHARS), "exit_code": raw.exit_code, "signal": raw.signal, **extra}
 
 
+# A frame of the user's staged code (harness/usercode.py: <root>/user/<hash>/...), as Python's
+# traceback ('File "...", line N, in f') and faulthandler ('File "...", line N in f') print it.
+_USER_FRAME = re.compile(r'File "(?:[^"]*/)?user/[0-9a-f]{16}/([^"]+)", line (\d+),? in (\S+)')
+
+
+def user_frame(stderr_tail: str) -> str | None:
+    """The user's own frame a crash stack names: faulthandler prints the most recent call first."""
+    m = _USER_FRAME.search(stderr_tail or "")
+    return f"{m.group(1)}:{m.group(2)} in {m.group(3)}" if m else None
+
+
+def _at(error: dict, where: str | None) -> dict:
+    """Attribute an error to the user's file and line: kept in `where` and in the signature,
+    after the error's type (the line of the user's own code is what tells two failures apart;
+    it is not normalised)."""
+    if not where:
+        return error
+    sig = error["signature"]
+    head = error["kind"] + (f": {_short(error['type'])}" if error.get("type") else "")
+    # right after the type, so a table that cuts a long message still shows where
+    sig = f"{head} at {where}{sig[len(head):]}" if sig.startswith(head) else f"{sig} at {where}"
+    return {**error, "where": where, "signature": sig, "signature_short": cut(sig, SHORT_CHARS)}
+
+
 def not_engaged(workload: dict, asked: int, utilisation: dict | None) -> str | None:
     """Why a multi-device run that finished did not really use its devices, or None.
 
@@ -329,10 +353,10 @@ def classify(raw: RawOutcome, workload: dict | None, last_event: dict | None, st
             chain = err.get("chain") or [{"type": err.get("type") or "", "message": err.get("message") or "",
                                           "link": None}]
             word, error = _chained_error(chain, raw, traceback=err.get("traceback"))
-            return Verdict(word, error)
+            return Verdict(word, _at(error, err.get("where")))
     if raw.signal:
-        return Verdict(status.CRASH, _error("signal", None, f"killed by {raw.signal}; last event: {last}", raw,
-                                       last_event=last_event))
+        return Verdict(status.CRASH, _at(_error("signal", None, f"killed by {raw.signal}; last event: {last}", raw,
+                                                last_event=last_event), user_frame(stderr_tail)))
     if raw.exit_code == 0:
         return Verdict(status.CRASH, _error("silent-exit", None, f"exited 0 without a result; last event: {last}",
                                        raw, last_event=last_event))

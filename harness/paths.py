@@ -18,6 +18,15 @@ from pathlib import Path
 
 from .errors import UserError
 
+
+def cache_dir() -> Path:
+    """Where environments, bases and the warm caches are kept between runs."""
+    explicit = os.environ.get("HARNESS_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "tfkeras-harness"
+
 MIN_FREE_BYTES = 64 << 20  # below this a cell's logs and results may not fit
 
 

@@ -98,6 +98,7 @@ def docker_script(cell: Cell, prov: dict) -> str:
         run_flags += ["--gpus", _q(f"device={','.join(str(i) for i in range(int(cell.parallelism.devices)))}")]
     run_flags += [f"-e {_assignment(k, v)}" for k, v in sorted(env.items())]
     wall = int(cell.limits.wall)
+    user_mount = _user_mount(cell)
     return f"""#!/usr/bin/env bash
 # Reproduce {_comment(cell.id)}
 # with plain Docker; nothing of the harness is needed. DOCKER=/path/to/docker to choose
@@ -114,10 +115,22 @@ if ! "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
     --secret "id=ca,src=${{PIP_CERT:-environment/no-ca}}" environment || exit 125
 fi
 rm -rf out && mkdir -p out && cp spec.json out/
+if [ -d inputs ]; then cp -a inputs out/; fi
 timeout {wall} "$DOCKER" run {" ".join(run_flags)} \\
-  -v "$PWD/workloads:/opt/harness/workloads:ro" -v "$PWD/out:/out" \\
+  -v "$PWD/workloads:/opt/harness/workloads:ro" -v "$PWD/out:/out" \\{user_mount}
   "$IMAGE" python3 -m workloads /out/spec.json /out
 """ + _REPORT.format(wall=wall)
+
+
+def _user_mount(cell: Cell) -> str:
+    """The user's own code (harness/usercode.py), mounted read-only where the staged tree has it,
+    and a chain's inputs (harness/chains.py)."""
+    mounts = ""
+    if cell.workload.code is not None:
+        mounts += '\n  -v "$PWD/user:/opt/harness/user:ro" \\'
+    if cell.needs:  # a chain's producer files (copied into out/ above), read-only as in the harness
+        mounts += '\n  -v "$PWD/out/inputs:/out/inputs:ro" \\'
+    return mounts
 
 
 def venv_script(cell: Cell, has_lock: bool) -> str:
@@ -147,6 +160,7 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/python -m pip install -q {no_deps}-r {reqs} || exit 125{force if env.force else ""}
 fi
 rm -rf out && mkdir -p out && cp spec.json out/
+if [ -d inputs ]; then cp -a inputs out/; fi
 unset {" ".join(stacks.KERAS_SWITCHES)}  # the Keras this cell uses is set below, never inherited
 {exports}
 export PYTHONPATH="$PWD"

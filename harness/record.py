@@ -12,6 +12,7 @@ from pathlib import Path
 from . import SCHEMA, __version__
 from .cells import Cell
 from .evidence import Evidence
+from .launch import warmth_record
 from .outcome import Verdict
 from .result import Result
 from .stats import spread_of, steady
@@ -151,8 +152,8 @@ def assemble(cell: Cell, engine: str, provenance: dict, verdict: Verdict, eviden
         started=started,
         finished=now(),
         # the releases a version range (or a bisect) chose: [package, range, version] each
-        extra={**evidence.extra, **({"releases": [list(r) for r in cell.environment.ranges]}
-                                    if cell.environment.ranges else {})},
+        extra={**evidence.extra, "warmth": warmth_record(workload, raw),
+               **({"releases": [list(r) for r in cell.environment.ranges]} if cell.environment.ranges else {})},
     )
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from . import chains, status, usercode
 from . import matrix as matrix_mod
-from . import status
 from .cells import Cell
 from .engines.base import Engine
 from .errors import EnvironmentUnavailable, UserError
@@ -33,6 +33,7 @@ from .result import Result
 from .runner import Runner
 from .status import failure_line
 from .terminal import shown
+from .workloads.protocol import INPUTS_DIR
 
 DEFAULT_OUT = "bundles"
 
@@ -89,18 +90,21 @@ class LiveLog:
 def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, console: Console,
               live: bool = True) -> tuple[Path, list[Result]]:
     bundle = inside(out, out / file_name(cell.id))
+    engine.warm = False  # a reproduction is clean-room: a new interpreter, no caches (docs/warm.md)
     attempts_root = bundle / "attempts"
     results = []
+    run_cells = chains.producers_of(cell, m.cells) + [cell]  # a consumer needs its producers' files
     for k in range(1, repeat + 1):
         console.rule(f"attempt {k}/{repeat}: {shown(cell.id)}")
-        attempt = replace(m, name=f"attempt-{k}", cells=[cell])
+        attempt = replace(m, name=f"attempt-{k}", cells=run_cells)
         runner = Runner(attempt, engine, attempts_root, console, rerun=frozenset({"all"}),
                         matrix_label=str(m.path))
         if live:
             with LiveLog(attempts_root / attempt.name, console):
-                results += runner.run([cell])
+                done = runner.run(run_cells)
         else:
-            results += runner.run([cell])
+            done = runner.run(run_cells)
+        results += [r for r in done if r.cell == cell.id]
     # The environment's provenance (image, venv, base) is in every result the engine could run.
     prov = next((r.provenance for r in results if r.status != status.UNAVAILABLE), None)
     write_bundle(bundle, cell, engine, prov, results)
@@ -123,6 +127,13 @@ def write_bundle(bundle: Path, cell: Cell, engine: Engine, prov: dict | None, re
     (bundle / "spec.json").write_text(json.dumps(cell.spec(), indent=2, sort_keys=True) + "\n")
     shutil.rmtree(bundle / "workloads", ignore_errors=True)
     shutil.copytree(WORKLOADS_SRC, bundle / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.rmtree(bundle / usercode.STAGE_DIR, ignore_errors=True)
+    if cell.workload.code is not None:  # the user's code, so the bundle replays with nothing else
+        usercode.copy_into(bundle, cell.workload.code)
+    shutil.rmtree(bundle / INPUTS_DIR, ignore_errors=True)
+    handed = sorted((bundle / "attempts").glob(f"attempt-*/{cell.id}/{INPUTS_DIR}"))
+    if handed:  # what the producers of a chain handed this cell (harness/chains.py)
+        shutil.copytree(handed[-1], bundle / INPUTS_DIR)
     env_dir = bundle / "environment"
     shutil.rmtree(env_dir, ignore_errors=True)
     env_dir.mkdir()
@@ -138,6 +149,10 @@ def write_bundle(bundle: Path, cell: Cell, engine: Engine, prov: dict | None, re
     (bundle / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def _entry(cell: Cell) -> str:
+    return str(cell.workload.params.get("script") or cell.workload.params.get("build"))
+
+
 def readme(cell: Cell, engine: Engine, results: list[Result]) -> str:
     seen = next((r.seen for r in results if r.seen), {})
     lines = [f"# Reproduction of `{cell.id}`", "", f"Outcome here: **{summary(results)}**", "",
@@ -151,6 +166,9 @@ def readme(cell: Cell, engine: Engine, results: list[Result]) -> str:
         "It prints the exit code and the signal, if any.", "",
         "- `spec.json`: the cell (model, sizes, wrapper, devices, batch, seed, limits)",
         "- `workloads/`: the code that ran (Python 3.5+ syntax, standard library + numpy + the stack)",
+        *([f"- `{cell.workload.code.dir}/`: your own code ({_entry(cell)}, sha256 {cell.workload.code.sha256[:16]})"]
+          if cell.workload.code is not None else []),
+        *([f"- `{INPUTS_DIR}/`: the files this cell's producers handed it (`needs:`)"] if cell.needs else []),
         "- `environment/`: " + engine.recipe_words,
         "- `attempts/`: every attempt's result.json, events.jsonl, stdout.log, stderr.log",
         "- `provenance.json`: image or venv, harness commit, build details", ""]
@@ -167,7 +185,7 @@ def run_command(args, console: Console, engine: Engine) -> int:
         raise UserError(f"no cell matches '{args.cell}' in {', '.join(str(p) for p in matrices)} "
                         "(python -m harness list MATRIX shows the ids)")
     out = Path(args.out)
-    if args.shell:
+    if args.shell or getattr(args, "shell_command", None):
         cell, _ = found[0]
         bundle = inside(out, out / file_name(cell.id))
         try:
@@ -176,6 +194,8 @@ def run_command(args, console: Console, engine: Engine) -> int:
             raise UserError(f"{cell.environment.name} is unavailable: {exc.reason}") from None
         write_bundle(bundle, cell, engine, prepared.provenance, [])
         argv, env = engine.shell(cell, prepared, bundle)
+        if getattr(args, "shell_command", None):
+            argv = [*argv, "-c", args.shell_command]  # exec'd below: its exit status is this process's
         console.print(f"shell in {cell.environment.name} ({engine.name}); the bundle is at {bundle}; exit to leave")
         sys.stdout.flush()
         os.chdir(bundle)

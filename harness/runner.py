@@ -29,7 +29,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from . import resources, status
+from . import chains, resources, status, usercode
 from .cells import Cell
 from .engines.base import Engine, Prepared
 from .errors import EnvironmentUnavailable, EnvironmentUnsupported  # noqa: F401 - re-exported
@@ -72,7 +72,7 @@ class Runner:
         if removed:
             self.console.print(f"removed {removed} half-written cell folder(s) left by an interrupted run"
                                + (f"; ended {ended} cell process group(s) it left running" if ended else ""))
-        todo = [c for c in cells if self.store.needs_run(c, self.rerun)]
+        todo = chains.with_consumers([c for c in cells if self.store.needs_run(c, self.rerun)], cells)
         self._notes()
         stale = [c for c in todo if self.store.existing(c) and self.store.is_stale(c)]
         if stale:
@@ -82,8 +82,9 @@ class Runner:
             self.console.print(f"{skipped} of {len(cells)} cells already have results in {self.store.run_dir} "
                                "and are skipped (--rerun STATUS to run them again)")
         if todo:
-            self.life.stage()
-            self._run_all(todo)
+            self.life.stage(usercode.codes_of(todo))  # the user's code travels with the workloads
+            for wave in chains.waves(todo):  # producers before the cells that need their files
+                self._run_all(wave)
         results = []
         for cell in cells:
             result = self.store.existing(cell)
@@ -175,6 +176,8 @@ class Runner:
                 [f"cpu {_ranges(slot.cpus)}"] if slot.cpus else [])
             where = f" [dim]on {' '.join(parts)}[/]"
         flag = {None: "", True: " [green]as expected[/]", False: " [red]NOT as expected[/]"}[result.met]
+        if result.expectation and result.met is None:  # a value `same_as` a cell that has not run yet
+            flag = " [dim](expectation judged when its peer has run)[/]"
         self.console.print(f"[{colour}]{word:>11}[/] {shown(result.cell)}  "
                            f"{shown(group_summary(Group([result])).text)}{took}{where}{flag}",
                            highlight=False)

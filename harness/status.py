@@ -46,13 +46,26 @@ def failure_line(result) -> str:
     return f"{word}: {text}" if text else word
 
 
-def judge(expect: dict | None, result) -> dict | None:
+def judge(expect: dict | None, result, peer=None) -> dict | None:
     """Did a control cell give the answer its matrix expects? None for other cells.
-    `result` is a `result.Result` (or a raw result dict)."""
+    `result` is a `result.Result` (or a raw result dict).
+
+    Value expectations (``expect["values"]``, harness/values.py) are judged too;
+    `peer(cell_id)` gives another environment's stored result for ``same_as``.
+    `met` is None while such a peer has no result yet (the run judges again at its end)."""
     if not expect:
         return None
-    status_ok = result["status"] == expect["status"]
+    from . import values
+    want_status = expect.get("status")
+    status_ok = want_status is None or result["status"] == want_status
     want_sig = expect.get("signature")
     sig_ok = not want_sig or want_sig.lower() in failure_text(result).lower()
-    return {"status": expect["status"], "signature": want_sig, "met": status_ok and sig_ok,
-            "why": expect.get("why")}
+    out = {"status": want_status, "signature": want_sig, "met": status_ok and sig_ok, "why": expect.get("why")}
+    if expect.get("values"):
+        judged = values.judge(expect["values"], result, peer)
+        out["values"] = judged
+        if out["met"] and any(v["met"] is False for v in judged):
+            out["met"] = False
+        elif out["met"] and any(v["met"] is None for v in judged):
+            out["met"] = None
+    return out

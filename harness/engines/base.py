@@ -16,7 +16,9 @@ from pathlib import Path
 
 from ..cellenv import CELL_ENV, INHERITED, INHERITED_PREFIXES, cell_variables, inherited  # noqa: F401 - re-exported
 from ..cells import Cell, Environment, size_bytes
+from ..launch import warm_settings
 from ..outcome import signal_name
+from ..paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
 from ..resources import Slot
 from ..store import OWNER_VARIABLE
 from ..supervise import RawOutcome, watch
@@ -36,15 +38,6 @@ def cell_argv(python: str, spec: str, outdir: str, wall: float) -> list[str]:
     """
     backstop = ["timeout", "-k", "10", str(int(wall) + BACKSTOP_GRACE)] if wall else []
     return [*backstop, python, "-m", "workloads", spec, outdir]
-
-
-def cache_dir() -> Path:
-    """Where environments and bases are kept between runs."""
-    explicit = os.environ.get("HARNESS_CACHE")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "tfkeras-harness"
 
 
 @dataclass
@@ -78,6 +71,9 @@ class RunContext:
 
 class Engine(ABC):
     name: str
+    # Warm cells (issue: the fixed cost of a cell): compile and data caches, the host's own
+    # `unsupported` verdicts and, for process engines, a warm launch. `--fresh` turns it all off.
+    warm: bool = True
     replay_words = "a virtualenv from the exact pins"   # how a bundle's run.sh remakes the environment
     recipe_words = "the exact pip lock"                 # what a bundle's environment/ holds
 
@@ -177,15 +173,32 @@ class ProcessEngine(Engine):
             return None, _text(exc.stdout), _text(exc.stderr)
         return proc.returncode, proc.stdout, proc.stderr
 
+    _launcher = None
+
+    def launcher(self):
+        """The engine's warm launchers (launch.py), made on first use, closed with the engine."""
+        if self._launcher is None:
+            from ..launch import Launcher
+            self._launcher = Launcher()
+        return self._launcher
+
+    def close(self) -> None:
+        if self._launcher is not None:
+            self._launcher.close()
+
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path,
             ctx: RunContext | None = None) -> RawOutcome:
         ctx = ctx or RunContext()
         workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
+        warmth = warm_settings(self, cell, ctx.slot)  # the host's verdict, the caches (launch.py)
         env = self.environ(cell, ctx.slot, workloads_root)
+        env.update(warmth.variables)
         if ctx.run_id:
             env[OWNER_VARIABLE] = ctx.run_id
         limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
         cpus = ctx.slot.cpus
+        server = self.launcher().for_cell(self.interpreter(prepared), cell, env, workloads_root, warmth) \
+            if self.warm else None
 
         def preexec() -> None:
             _die_with_parent()
@@ -196,8 +209,17 @@ class ProcessEngine(Engine):
 
         argv = cell_argv(self.interpreter(prepared), str(workdir / SPEC_FILE), str(workdir), cell.limits.wall)
         with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
-            proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
+            proc = None
+            if server is not None:  # forked from the stack's warm launcher: the same cell, started warm
+                try:
+                    proc = server.start_cell(workdir, cpus, limit,
+                                             cell.limits.wall + BACKSTOP_GRACE if cell.limits.wall else None)
+                except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
+                    warmth.notes.append(f"launched fresh: the warm launcher did not answer ({exc})")
+                    server = None
+            if proc is None:
+                proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
+                                        stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
             if ctx.on_start:
                 ctx.on_start(proc.pid)
 
@@ -220,12 +242,15 @@ class ProcessEngine(Engine):
                 kill()
                 proc.wait()
                 raise
+            finally:
+                if server is not None:
+                    proc.close()
             kill()  # whatever the cell started in its session goes with it
         # `timeout` dies of the signal that killed its child, so a SIGSEGV still reads as one
         sig = signal_name(-code) if code is not None and code < 0 else None
-        return RawOutcome(exit_code=code, signal=sig, timed_out=timed_out, seconds=seconds,
+        return RawOutcome(exit_code=code, signal=sig, timed_out=timed_out, seconds=seconds + warmth.waited,
                           detail={"pid": proc.pid, "memory_limit_bytes": limit,
-                                  "variables": sorted(env)})
+                                  "variables": sorted(env), **warmth.detail(server is not None)})
 
 
 def _text(data: bytes | str | None) -> str:

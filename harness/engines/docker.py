@@ -22,13 +22,15 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import __version__, bases, releases, stacks
+from ..caches import in_container
 from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
+from ..launch import warm_settings
 from ..outcome import signal_name
 from ..store import boot_id, process_start
 from ..supervise import RawOutcome, watch
-from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
+from ..workloads.protocol import EVENTS_FILE, INPUTS_DIR, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure
 
 LABEL = "tfkeras-harness"
@@ -325,7 +327,10 @@ class DockerEngine(Engine):
         from docker.types import DeviceRequest
 
         ctx = ctx or RunContext()
-        environment = {**cell_variables(cell, ctx.slot), "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}
+        warmth = warm_settings(self, cell, ctx.slot)  # a cell the host decides is never started
+        cache_volumes, cache_env = in_container(warmth.variables)
+        environment = {**cell_variables(cell, ctx.slot), **cache_env, "PYTHONPATH": WORKLOADS_MOUNT,
+                       "HOME": "/tmp"}
         environment.pop("CUDA_VISIBLE_DEVICES", None)  # the runtime exposes exactly the requested GPUs
         kwargs = {}
         if ctx.slot.gpus:
@@ -339,13 +344,16 @@ class DockerEngine(Engine):
         if memory:
             kwargs["mem_limit"] = memory
             kwargs["memswap_limit"] = memory  # no swap: over the limit is an OOM kill
+        volumes = {str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"},
+                   str(workdir.resolve()): {"bind": OUT_MOUNT, "mode": "rw"}}
+        if (workdir / INPUTS_DIR).is_dir():  # a chain's producer files (harness/chains.py): read-only, even for root
+            volumes[str((workdir / INPUTS_DIR).resolve())] = {"bind": f"{OUT_MOUNT}/{INPUTS_DIR}", "mode": "ro"}
         try:
             container = self.client.containers.run(
                 prepared.handle, cell_argv("python3", f"{OUT_MOUNT}/{SPEC_FILE}", OUT_MOUNT, cell.limits.wall),
                 detach=True, init=True, network_mode="none", environment=environment,
                 user=f"{os.getuid()}:{os.getgid()}", working_dir="/tmp",
-                volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"},
-                         str(workdir.resolve()): {"bind": OUT_MOUNT, "mode": "rw"}},
+                volumes={**volumes, **cache_volumes},
                 labels={LABEL: "1", f"{LABEL}.cell": cell.id, **_owner_labels()},
                 **hardening(), **kwargs)
         except docker.errors.APIError as exc:
@@ -383,7 +391,7 @@ class DockerEngine(Engine):
         return RawOutcome(exit_code=code, signal=sig, oom_killed=bool(state.get("OOMKilled")) and code != 0,
                           timed_out=timed_out, seconds=seconds,
                           detail={"container_oom_flag": bool(state.get("OOMKilled")), "image": prepared.handle,
-                                  "memory_limit": memory})
+                                  "memory_limit": memory, **warmth.detail(False)})
 
     def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
              gpus: bool = False) -> tuple[int | None, str, str]:
@@ -458,6 +466,8 @@ class DockerEngine(Engine):
         argv = [self.cli, "run", "--rm", *tty, "--network", "none",
                 *(arg for k, v in sorted(variables.items()) for arg in ("-e", f"{k}={v}")),
                 "-v", f"{bundle.resolve() / 'workloads'}:{WORKLOADS_MOUNT}/workloads:ro",
+                *(["-v", f"{bundle.resolve() / 'user'}:{WORKLOADS_MOUNT}/user:ro"]  # the user's code
+                  if (bundle / "user").is_dir() else []),
                 "-v", f"{bundle.resolve()}:/bundle", "-w", "/bundle", prepared.handle, "bash"]
         return argv, dict(os.environ)
 

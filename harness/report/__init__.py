@@ -18,12 +18,13 @@ from ..outputs import Manifest
 from ..result import Result
 from ..store import read_all
 from ..workloads.protocol import cuda_version_text, cudnn_version_text
-from . import plots, site, tables
+from . import plots, reported, site, tables
 from .markdown import md_escape, md_table
 
 CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devices", "batch_size", "repeat",
               "engine", "python", "tensorflow", "keras", "backend", "val_accuracy", "accuracy",
-              "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason", "releases")
+              "steady_epoch_seconds", "steady_samples_per_sec", "total_seconds", "signature", "reason", "releases",
+              "launch", "first_epoch_seconds", "compile_cache")
 
 
 def load(roots: list[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:
@@ -33,7 +34,7 @@ def load(roots: list[Path], notes: Callable[[str], None] | None = None) -> list[
 
 
 def report_tables(results: list[Result]) -> list[tables.Table]:
-    return tables.report(results)
+    return tables.report(results) + reported.tables(results)  # then what users' scripts reported
 
 
 def provenance_lines(results: list[dict]) -> list[str]:
@@ -48,7 +49,28 @@ def provenance_lines(results: list[dict]) -> list[str]:
         f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; {len(hosts)} host(s); "
         f"harness: {', '.join(commits)}",
         "devices seen: " + (", ".join(gpus) if gpus else "no GPU (CPU and virtual CPU devices only)"),
-    ] + gpu_lines(results) + coverage_lines(results)
+    ] + gpu_lines(results) + warmth_lines(results) + coverage_lines(results)
+
+
+def warmth_lines(results: list[Result]) -> list[str]:
+    """How the cells started (warm: forked from a launcher that had imported the stack; fresh: a
+    new interpreter), and whether compilation came from a cache. Every figure the tables compare
+    is a steady epoch (2..N); the first epoch, where compilation lands, is kept apart in each
+    cell's timing and means something different warm with a cache hit than cold."""
+    warmth = [r.get("warmth") for r in results if r.get("warmth")]
+    if not warmth:
+        return []
+    launches = Counter(w.get("launch") or "fresh" for w in warmth)
+    hits = Counter((w.get("compile_cache") or {}).get("hit") for w in warmth if w.get("compile_cache"))
+    decided = sum(1 for r in results if r["status"] == "unsupported" and r.get("exit") is None
+                  and r.get("warmth") is None and r.get("reason"))
+    line = "launch: " + ", ".join(f"{n} {k}" for k, n in sorted(launches.items()))
+    if hits:
+        line += "; compile cache hit: " + ", ".join(f"{k} in {n}" for k, n in sorted(hits.items()))
+    line += "; first epochs (compilation) are kept apart, steady epochs are compared"
+    if decided:
+        line += f"; {decided} unsupported cell(s) decided without launching"
+    return [line]
 
 
 def _harness_of(prov: dict) -> str:
@@ -121,7 +143,9 @@ def _csv_row(r: Result) -> dict:
             "val_accuracy": r.metric("val_accuracy"), "accuracy": r.metric("accuracy"),
             **{k: r.timing_of(k) for k in ("steady_epoch_seconds", "steady_samples_per_sec", "total_seconds")},
             "signature": r.signature, "reason": r.reason,
-            "releases": " ".join(f"{p}=={v}" for p, _, v in (r.get("releases") or []))}
+            "releases": " ".join(f"{p}=={v}" for p, _, v in (r.get("releases") or [])),
+            "launch": (r.get("warmth") or {}).get("launch"), "first_epoch_seconds": r.timing_of("first_epoch_seconds"),
+            "compile_cache": ((r.get("warmth") or {}).get("compile_cache") or {}).get("hit")}
 
 
 REPORT_FILES = ("index.html", "report.md", "results.csv", "results.json")
@@ -202,9 +226,11 @@ def compare(run_a: Path, run_b: Path, notes: Callable[[str], None] | None = None
     a = [r for _, r in load([run_a], notes)]
     b = [r for _, r in load([run_b], notes)]
     diff = compare_runs(a, b)
+    diff["metric_changes"] = reported.changes(a, b)
     parts = [f"# {run_a} -> {run_b}", "",
              f"- {len(diff['regressions'])} regressions, {len(diff['fixes'])} fixes, {len(diff['slower'])} slower, "
-             f"{len(diff['faster'])} faster; {len(diff['only_a'])} cells only in A, {len(diff['only_b'])} only in B",
+             f"{len(diff['faster'])} faster, {len(diff['metric_changes'])} reported numbers changed; "
+             f"{len(diff['only_a'])} cells only in A, {len(diff['only_b'])} only in B",
              ""]
     parts += [md_table(t) for t in tables.comparison(diff)]
     return "\n".join(parts), len(diff["regressions"])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..names import file_name
 from ..status import OK
-from . import analysis
+from . import analysis, reported
 
 
 def _pyplot():
@@ -170,4 +170,5 @@ def draw_all(results: list[dict], out: Path) -> list[tuple[str, Path]]:
             + _draw(scaling_series(results), "scaling", "Throughput against devices", "devices",
                     "samples / s (training, steady epochs)", out, stacks)
             + _draw(time_vs_batch_series(results), "time-vs-batch", "Epoch time against batch size", "batch size",
-                    "seconds per epoch (training)", out, stacks, log_x=True))
+                    "seconds per epoch (training)", out, stacks, log_x=True)
+            + reported.draw(results, out, _pyplot))

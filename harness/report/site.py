@@ -90,7 +90,7 @@ def cells_page(found: list[tuple[Path | None, Result]]) -> str:
 def _cell_body(result: Result, folder: Path | None) -> str:
     err = result.error or {}
     rows = [("status", result.status), ("engine", result.engine),
-            ("signature", result.signature), ("reason", result.reason),
+            ("signature", result.signature), ("where (your code)", err.get("where")), ("reason", result.reason),
             ("exit", json.dumps(result.exit)), ("expectation", json.dumps(result.expectation)),
             ("folder", str(folder) if folder else None)]
     body = ["<table>"]
@@ -107,9 +107,9 @@ def _cell_body(result: Result, folder: Path | None) -> str:
         for ep in epochs:
             body.append("<tr>" + "".join(f"<td>{e(_num(ep.get(k)))}</td>" for k in keys) + "</tr>")
         body.append("</table>")
-    for key in ("timing", "engagement", "resources", "metrics", "seen", "placement", "samples", "parallelism",
-                "provenance"):
-        value = getattr(result, key)
+    for key in ("timing", "warmth", "engagement", "resources", "metrics", "code", "needs", "feeds", "seen",
+                "placement", "samples", "parallelism", "provenance"):
+        value = result.get(key)  # warmth, code, needs, feeds: extra keys (warm launch, user code, chain links)
         if value:
             body.append(f"<h2>{e(key)}</h2><pre>{e(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre>")
     logs = result.logs

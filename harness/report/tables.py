@@ -358,12 +358,24 @@ def scaling(results: list[Result], ctx: Context | None = None) -> list[Table]:
 
 def drifted_controls(results: list[Result]) -> Table:
     table = Table("Control cells that drifted", ["cell", "expected", "got", "why it was expected"],
-                  note="A control cell's known answer is written in its matrix; these no longer give it.")
+                  note="A control cell's known answer (a status, or a value) is written in its matrix; "
+                       "these no longer give it.")
     for r in analysis.drifted_controls(results):
         want = r.expectation
         got = r.failure_text
+        failed_values = [v for v in want.get("values") or [] if v.get("met") is False]
+        if failed_values:  # a value expectation (harness/values.py): the numbers are the finding
+            for v in failed_values:
+                peer = f" ({v['peer'].split('/', 1)[0]})" if v.get("peer") else ""
+                wanted = f"{v['metric']} = {v.get('want')}{peer}"
+                table.rows.append([Entry(r.cell, link=r.cell, mark="flag"), Entry(wanted),
+                                   Entry(cut(f"{v['metric']} = {v.get('got')}")),
+                                   Entry(v.get("why") or want.get("why") or v.get("detail") or "")])
+            if not want.get("status") or r.status == want["status"]:
+                continue
         table.rows.append([Entry(r.cell, link=r.cell, mark="flag"),
-                           Entry(want["status"] + (f" '{want['signature']}'" if want.get("signature") else "")),
+                           Entry((want.get("status") or "")
+                                 + (f" '{want['signature']}'" if want.get("signature") else "")),
                            Entry(cut(got if got.startswith(r.status) else f"{r.status} {got}".strip())),
                            Entry(want.get("why") or "")])
     return table
@@ -397,6 +409,12 @@ def comparison(diff: dict[str, list[dict]]) -> list[Table]:
             if "change" in e:
                 detail = f"{e['a_seconds'].fmt()} -> {e['b_seconds'].fmt()} s/epoch ({e['change']:+.0%})"
             t.rows.append([Entry(e["cell"]), Entry(e["a"]), Entry(e["b"]), Entry(detail)])
+        tables.append(t)
+    if diff.get("metric_changes"):  # numbers users' scripts reported (report/reported.py)
+        t = Table("Reported numbers that changed", ["cell", "metric", "run A", "run B"])
+        for e in diff["metric_changes"]:
+            t.rows.append([Entry(e["cell"]), Entry(e["metric"]), Entry(f"{e['a_value'].median:.6g}"),
+                           Entry(f"{e['b_value'].median:.6g}")])
         tables.append(t)
     return tables
 

@@ -97,6 +97,20 @@ def nvidia_driver():
     return None
 
 
+def set_variables(api, backend, device_kind, device_count):
+    """The variables a stack reads at import (or at backend start): the Keras 3 backend, and JAX's
+    count of virtual CPU devices. Idempotent, so a warm launcher (``forkserver``) can set them
+    before its imports and the cell again in :func:`load`."""
+    if api != "keras3":
+        return
+    os.environ["KERAS_BACKEND"] = backend or "tensorflow"
+    if backend == "jax" and device_kind == "cpu":
+        flag = "--xla_force_host_platform_device_count=%d" % device_count
+        flags = os.environ.get("XLA_FLAGS", "")
+        if flag not in flags.split():
+            os.environ["XLA_FLAGS"] = (flags + " " + flag).strip()
+
+
 class Stack(object):
     """The imported deep-learning stack of one environment, ready to use."""
 
@@ -113,12 +127,8 @@ class Stack(object):
 
     # -- import and device set-up -------------------------------------------
     def _import(self):
+        set_variables(self.api, self.backend, self.device_kind, self.device_count)
         if self.api == "keras3":
-            os.environ["KERAS_BACKEND"] = self.backend or "tensorflow"
-            if self.backend == "jax" and self.device_kind == "cpu":
-                flags = os.environ.get("XLA_FLAGS", "")
-                os.environ["XLA_FLAGS"] = (
-                    flags + " --xla_force_host_platform_device_count=%d" % self.device_count).strip()
             if self.backend in (None, "tensorflow"):
                 self._import_tf()
             import keras

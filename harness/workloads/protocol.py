@@ -39,6 +39,19 @@ TRAPS = ("clear_session",)
 
 # Environment variables the host sets for the cell process.
 ENV_WALL_DEADLINE = "HARNESS_WALL_DEADLINE"   # epoch seconds after which the cell ends itself
+ENV_DATA_DIR = "HARNESS_DATA_DIR"             # a private folder where generated data is kept (data.py)
+ENV_LAUNCH = "HARNESS_LAUNCH"                 # "warm" in a child of workloads/forkserver.py
+
+# The user's own code (workloads/user.py, harness/usercode.py, harness/chains.py). In a cell
+# folder: what a cell leaves for the cells that need it, what it was handed by them, and the
+# metrics a script reported. The variables are set for the user's code by workloads/user.py.
+OUTPUT_DIR = "artifacts"
+INPUTS_DIR = "inputs"
+METRICS_FILE = "metrics.jsonl"
+ENV_METRICS = "HARNESS_METRICS"   # append JSON lines {"name": ..., "value": ...} to this file
+ENV_OUTPUT = "HARNESS_OUTPUT"     # a folder: files left here are handed to the cells that need this one
+ENV_INPUT = "HARNESS_INPUT"       # the (first) producer's files; HARNESS_INPUT_<NAME> for each
+ENV_SPEC = "HARNESS_SPEC"         # the cell's spec.json (batch size, devices, wrapper, params)
 
 # The message that marks a multi-device run that did not use its devices.
 NOT_ENGAGED = "parallelism not engaged: asked %d, ran on %d"

@@ -75,8 +75,14 @@ def _idle(workload, log):
         time.sleep(min(0.5, max(0.0, deadline - time.time())))
 
 
-def _train(spec, log, record):
+def _train(spec, log, record, outdir):
     workload = spec["workload"]
+    if workload["model"] in ("script", "user"):
+        from . import user
+        user.prepare_environ(spec, outdir)
+        if workload["model"] == "script":  # the user's script is the cell: no stack imported here
+            user.run_script(spec, log, record, outdir)
+            return
     if workload["model"] == "fault":  # before any third-party import: a bare Python is enough
         from . import faults
         faults.plant(workload["fault"], log, workload.get("message"))
@@ -85,6 +91,8 @@ def _train(spec, log, record):
         return
     from . import compat, engagement, models, wrappers
     stack = compat.load(spec)
+    from .warmth import Watch
+    warmth = Watch(stack)
     record["timing"]["import_seconds"] = round(time.time() - T_PROCESS, 4)
     _phase(record, "imports")
     record["seen"] = stack.seen()
@@ -96,7 +104,11 @@ def _train(spec, log, record):
     plan = wrappers.Plan(stack, par, trap=workload.get("trap"))
     record["placement"] = plan.devices
     with plan.scope():
-        model, (train, val), loss = models.build(stack, workload, int(spec["seed"]))
+        if workload["model"] == "user":
+            from . import user
+            model, (train, val), loss = user.factory(stack, workload, spec)
+        else:
+            model, (train, val), loss = models.build(stack, workload, int(spec["seed"]))
         _phase(record, "data_and_model")
         record["parameters"] = int(model.count_params())
         trainable = plan.wrap(model)
@@ -124,6 +136,7 @@ def _train(spec, log, record):
     record["engagement"] = engagement.collect(stack, plan, trainable, x, batch)
     last = record["epochs"][-1] if record["epochs"] else {}
     record["metrics"] = dict((k, last.get(k)) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
+    record["warmth"] = warmth.report()
 
 
 class BatchNotDivisible(Exception):
@@ -187,12 +200,19 @@ def _chain(exc, limit=10):
     return chain
 
 
+def _user_where(spec, exc):
+    if spec["workload"].get("code") is None:
+        return None
+    from . import user
+    return getattr(exc, "where", None) or user.where_of(exc, user.code_dir(spec))
+
+
 def main(argv):
     faulthandler.enable()
     if len(argv) != 2:
         sys.stderr.write("usage: python -m workloads SPEC.json OUTDIR\n")
         return EXIT_USAGE
-    spec_path, outdir = argv
+    spec_path, outdir = argv[0], os.path.abspath(argv[1])  # a user's script may change the directory
     with open(spec_path) as fh:
         spec = json.load(fh)
     log = EventLog(os.path.join(outdir, EVENTS_FILE))
@@ -204,7 +224,7 @@ def main(argv):
               "outcome": "ok", "error": None}
     code = EXIT_OK
     try:
-        _train(spec, log, record)
+        _train(spec, log, record, outdir)
     except Exception as exc:  # noqa: BLE001 - every exception is evidence, recorded below
         from .compat import Unsupported
         if isinstance(exc, Unsupported):
@@ -217,6 +237,9 @@ def main(argv):
             record["outcome"] = "error"
             record["error"] = {"type": _type_name(exc), "message": _text(exc), "traceback": tb[-6000:],
                                "chain": _chain(exc)}
+            where = _user_where(spec, exc)
+            if where:  # the user's own file and line, not the harness's
+                record["error"]["where"] = where
             code = EXIT_ERROR
     record["timing"]["total_seconds"] = round(time.time() - T_PROCESS, 4)
     record["timing"].pop("first_epoch_begin", None)

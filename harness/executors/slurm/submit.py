@@ -25,6 +25,7 @@ from rich.console import Console
 
 from ... import record, status
 from ...cells import Cell, size_bytes
+from ...chains import waves
 from ...engines.base import Engine
 from ...errors import EnvironmentUnavailable, UserError
 from ...lifecycle import Lifecycle, stage_workloads
@@ -32,6 +33,7 @@ from ...matrix import Matrix
 from ...recipes import _comment  # one line, escaped: as a bundle's run.sh writes comments
 from ...store import ResultStore, write_json
 from ...terminal import shown, visible
+from ...usercode import codes_of
 from .board import LIVE, QUEUED, board
 from .options import SlurmOptions, text_problem
 from .queue import run_slurm
@@ -193,6 +195,11 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
     if not todo:
         console.print("nothing to submit")
         return 0
+    held = [c for wave in waves(todo)[1:] for c in wave]  # consumers wait for their producers' results
+    if held:
+        todo = [c for c in todo if c not in held]
+        console.print(f"{len(held)} cell(s) need files of cells submitted now (needs:) and are held back: "
+                      "run the same command again once those have finished")
     failed = prepare_environments(todo, engine, store, console)
     if failed:  # recorded here: a node could not do better
         life = Lifecycle(store, engine.name, str(matrix.path), matrix.sha256)
@@ -209,7 +216,7 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
         todo = [c for c in todo if c.environment.name not in failed]
         if not todo:
             return 0
-    stage_workloads(store.run_dir)  # once, here: tasks staging it side by side would race
+    stage_workloads(store.run_dir, codes_of(todo))  # once, here: tasks staging it side by side would race
 
     sub_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
     root = store.run_dir / SLURM_DIR
@@ -224,6 +231,7 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
         (tmp / f"array-{arr.index}.sh").write_text(script(sub_dir, arr, matrix.name, opts, cwd))
     meta = {"id": sub_id, "submitted": record.now(), "run": matrix.name, "results_root": str(results_root),
             "matrix_file": matrix.path.name, "matrix_label": str(matrix.path), "engine": engine.name,
+            "matrix_dir": str(matrix.path.resolve().parent),  # where the user's code paths start
             "engine_args": engine_args or {}, "rerun": sorted(rerun), "sbatch_args": opts.sbatch_args,
             "arrays": [{"index": a.index, "offset": a.offset, "count": len(a.cells),
                         "resources": asdict(a.resources), "script": f"array-{a.index}.sh"} for a in arrays]}

@@ -46,8 +46,9 @@ def run_task(sub_dir: Path, offset: int) -> int:
     try:
         # version ranges: as the submission recorded them beside the results (nodes may be offline)
         from ...releases import Resolver
+        base = meta.get("matrix_dir") if isinstance(meta.get("matrix_dir"), str) else None
         m = matrix_mod.load(sub_dir / Path(meta["matrix_file"]).name,
-                            resolver=Resolver(sub_dir.parents[2], offline=True))
+                            resolver=Resolver(sub_dir.parents[2], offline=True), base=base)  # the user's code paths
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,155 @@
+"""Benchmark: the fixed cost of a cell, fresh against warm, in one invocation.
+
+    python bench/warm.py [MATRIX] [--engine venv|local|docker] [--only GLOB ...] [--jobs N] [--gpus IDS]
+                         [--python X.Y=PATH ...] [--rounds R] [--repeats N]
+
+Environments are prepared first (`harness build`, not timed). Then the matrix
+runs into temporary results folders: one warm run first (it starts the
+caches: its fixed costs are printed apart), then `--rounds` times a `--fresh`
+run (every cell in a new interpreter, no caches: the clean-room behaviour)
+followed by a warm run (forked from warm launchers, caches warm). Fresh and
+warm alternate so that a load that drifts over time hits both alike; each
+cell's figures are medians over the rounds. `--repeats N` replaces the
+matrix's repeats: in a real matrix many cells share an environment, and the
+first cell of each warm launcher starts fresh while the launcher imports.
+
+Printed per cell: its wall (the cell process's life, on the host's clock)
+and its fixed cost (wall minus steady epoch seconds x epochs) in each run,
+the fresh / warm ratio of the walls, the first epoch (where compilation
+lands) of each, how it launched and whether compilation hit a cache; then
+each run's wall against the steady-work bound (sum over cells of steady
+epoch seconds x epochs x devices, divided by the GPUs -- or, without GPUs,
+by the cells the run let side by side), and whether fresh and warm cells
+agree (status, accuracy). Ratios are taken within this one invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+
+import yaml
+from _common import harness, results, run_records
+
+
+def fixed_cost(r: dict) -> float | None:
+    t = r.get("timing") or {}
+    if t.get("total_seconds") is None or t.get("steady_epoch_seconds") is None:
+        return None
+    return t["total_seconds"] - t["steady_epoch_seconds"] * r["epochs_asked"]
+
+
+def bound(rs: list[dict], divisor: int) -> float:
+    work = sum((r["timing"].get("steady_epoch_seconds") or 0) * r["epochs_asked"] * r["parallelism"]["devices"]
+               for r in rs if r["status"] == "ok")
+    return work / max(1, divisor)
+
+
+def divisor(record: dict) -> tuple[int, str]:
+    gpus = len(((record.get("resources") or {}).get("gpus")) or [])
+    return (gpus, "GPUs") if gpus else (record.get("jobs") or 1, "cells side by side")
+
+
+def fmt(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("matrix", nargs="?", default="matrices/smoke.yaml")
+    p.add_argument("--engine", default="venv")
+    p.add_argument("--only", action="append", default=[])
+    p.add_argument("--jobs")
+    p.add_argument("--gpus")
+    p.add_argument("--python", action="append", default=[])
+    p.add_argument("--rounds", type=int, default=1,
+                   help="fresh and warm runs alternate this many times; per cell the median (a loaded machine)")
+    p.add_argument("--repeats", type=int,
+                   help="run each cell this many times (the matrix's `repeats:` replaced): cells of one "
+                        "environment share a warm launcher, as in a real matrix")
+    a = p.parse_args()
+    common = ["--engine", a.engine]
+    for item in a.python:
+        common += ["--python", item]
+    select = [x for g in a.only for x in ("--only", g)]
+    extra = (["--jobs", a.jobs] if a.jobs else []) + (["--gpus", a.gpus] if a.gpus else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if a.repeats:
+            data = yaml.safe_load(Path(a.matrix).read_text())
+            data["repeats"] = a.repeats
+            copy = Path(a.matrix).with_name(f".bench-{Path(a.matrix).stem}-r{a.repeats}.yaml")
+            copy.write_text(yaml.safe_dump(data, sort_keys=False))
+            a.matrix = str(copy)
+        try:
+            run_all(a, tmp, common, select, extra)
+        finally:
+            if a.repeats:
+                Path(a.matrix).unlink(missing_ok=True)
+
+
+def _median(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]) -> None:
+    harness("build", a.matrix, *common, *select, "--results", str(tmp / "build"))
+    order = [("warm-up", [])] + [(f"{kind}-{k}", flags) for k in range(1, a.rounds + 1)
+                                 for kind, flags in (("fresh", ["--fresh"]), ("warm", []))]
+    runs = {}
+    for label, flags in order:  # fresh and warm alternate, so a drifting load hits both alike
+        wall = harness("run", a.matrix, *common, *select, *extra, *flags, "--results", str(tmp / label))
+        record = run_records(tmp / label)[-1]
+        runs[label] = (wall, {r["cell"]: r for r in results(tmp / label)}, record)
+    fresh = [runs[f"fresh-{k}"][1] for k in range(1, a.rounds + 1)]
+    warm = [runs[f"warm-{k}"][1] for k in range(1, a.rounds + 1)]
+    first = runs["warm-up"][1]
+    print(f"{a.matrix} ({a.engine}), {a.rounds} round(s) of fresh then warm after a warm-up run; "
+          "per cell the median over rounds, seconds; fixed = wall - steady epoch x epochs")
+    print("| cell | status | fresh wall | warm wall | fresh/warm | fixed fresh | fixed warm (warm-up run) | "
+          "fixed warm | epoch 1 fresh | epoch 1 warm | warm launches | compile cache | same accuracy |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ratios, fixed_f, fixed_w = [], [], []
+    for cell in sorted(fresh[0]):
+        fs, ws = [r[cell] for r in fresh if cell in r], [r[cell] for r in warm if cell in r]
+        f = fs[0]
+        tf, tw = _median([x["timing"].get("total_seconds") for x in fs]), \
+            _median([x["timing"].get("total_seconds") for x in ws])
+        ratio = tf / tw if tf and tw else None
+        if ratio and f["status"] == "ok":
+            ratios.append(ratio)
+        ff, fw = _median([fixed_cost(x) for x in fs]), _median([fixed_cost(x) for x in ws])
+        if ff is not None and fw is not None:
+            fixed_f.append(ff)
+            fixed_w.append(fw)
+        caches = sorted({((x.get("warmth") or {}).get("compile_cache") or {}).get("hit", "none offered")
+                         for x in ws})
+        same = all(x["metrics"].get("val_accuracy") == f["metrics"].get("val_accuracy") for x in fs + ws)
+        statuses = {x["status"] for x in fs + ws}
+        status = f["status"] if len(statuses) == 1 else f"{sorted(statuses)} (DIFFERS)"
+        launches = sum(1 for x in ws if (x.get("warmth") or {}).get("launch") == "warm")
+        up = first.get(cell)
+        print(f"| {cell} | {status} | {fmt(tf)} | {fmt(tw)} | {fmt(ratio)} | {fmt(ff)} | "
+              f"{fmt(fixed_cost(up) if up else None)} | {fmt(fw)} | "
+              f"{fmt(_median([x['timing'].get('first_epoch_seconds') for x in fs]))} | "
+              f"{fmt(_median([x['timing'].get('first_epoch_seconds') for x in ws]))} | {launches}/{len(ws)} "
+              f"| {', '.join(caches)} | {'bitwise' if same else 'no'} |")
+    if ratios:
+        print(f"\nfresh / warm cell wall: median {statistics.median(ratios):.2f}x "
+              f"[{min(ratios):.2f}-{max(ratios):.2f}] over {len(ratios)} ok cells")
+    if fixed_f:
+        print(f"fixed cost per cell: fresh median {statistics.median(fixed_f):.2f} s, "
+              f"warm median {statistics.median(fixed_w):.2f} s [{min(fixed_w):.2f}-{max(fixed_w):.2f}]")
+    for label, (wall, rs, record) in runs.items():
+        n, what = divisor(record)
+        b = bound(list(rs.values()), n)
+        ratio = f"{record['wall_seconds'] / b:.2f}x the bound" if b else "no steady work"
+        print(f"run {label:>7}: command {wall:.1f} s, cells' run {record['wall_seconds']:.1f} s; steady-work bound "
+              f"{b:.1f} s ({n} {what}): {ratio}")
+
+
+if __name__ == "__main__":
+    main()

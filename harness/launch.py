@@ -1,0 +1,323 @@
+"""How a process engine starts a cell: warm (forked from a server that has
+already imported the stack) or fresh (a new interpreter, as always).
+
+The server is ``workloads/forkserver.py`` (asv's ``launch_method =
+forkserver``). One server per key: the interpreter, every variable the cell
+process gets (its devices, XLA flags, Keras switches, caches: a server
+freezes its environment at start, so cells that differ in any of them never
+share one), what it imports and the virtual device count. A server that
+finds its imports unsafe to fork (a thread started, a device runtime
+touched) refuses; its key is remembered and those cells start fresh.
+
+A warm child is supervised like a fresh process: it leads its own session,
+the harness kills its process group, and its exit status comes back from
+the server (``WarmChild.poll``). The server's stdin is a pipe from the
+harness: when the harness dies, even by ``kill -9``, the server sees
+end-of-file, kills every child's group and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cells import Cell
+from .errors import CellUnsupported
+from .workloads.protocol import ENV_LAUNCH, SPEC_FILE, STDERR_FILE, STDOUT_FILE
+
+READY_SECONDS = 600.0   # importing TensorFlow on a loaded machine can take minutes
+
+
+@dataclass
+class Warmth:
+    """How warm one cell starts: the cache variables it gets, notes on what it did not get, and
+    the seconds it waited for its launcher (they count in its time)."""
+
+    variables: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    waited: float = 0.0
+
+    def detail(self, forked: bool) -> dict:
+        """What the result's `exit` records: the launch ("warm": forked from a launcher that had
+        imported the stack; "fresh": a new interpreter) and the caches offered."""
+        out = {"launch": "warm" if forked else "fresh", "caches": sorted(self.variables),
+               "launcher_wait_seconds": round(self.waited, 3)}
+        if self.notes:
+            out["launch_notes"] = list(self.notes)
+        return out
+
+
+def warm_settings(engine, cell: Cell, slot) -> Warmth:
+    """A cell's warmth on this engine: nothing with `--fresh`; else the host's own verdict first
+    (a cell `unsupported` for a reason its pins settle raises CellUnsupported and is never
+    started: preflight.py), then the caches it gets (caches.py)."""
+    if not engine.warm:
+        return Warmth()
+    from . import caches, preflight
+    why = preflight.unsupported(cell)
+    if why:
+        raise CellUnsupported(why)
+    variables, notes = caches.variables(cell, slot)
+    return Warmth(variables, notes)
+
+
+# Workloads that import nothing before they fire (a planted fault, an idle cell): a bare server.
+BARE_WORKLOADS = ("fault", "idle")
+BUILT_IN = ("rnn", "convnet", "maxing", "dense")
+
+
+def fresh_because(cell: Cell) -> str | None:
+    """Why this cell must start in a new interpreter even on a warm run; None when it may fork."""
+    if cell.workload.model in BARE_WORKLOADS:
+        return None
+    if cell.workload.model not in BUILT_IN:
+        return "a workload the harness does not know the imports of starts fresh"
+    if cell.limits.memory:
+        # RLIMIT_AS counts address space: a preloaded stack's would count against the cell
+        # before it began, and an import that fails under the limit would not fail
+        return "a memory limit on a process engine is an address-space limit: the cell starts fresh"
+    return None
+
+
+def imports(cell: Cell) -> list[str]:
+    """What the cell's stack imports before it builds anything (the server preloads these)."""
+    env = cell.environment
+    if cell.workload.model in BARE_WORKLOADS:
+        return []
+    if env.api == "keras3":
+        backend = env.backend or "tensorflow"
+        return ["numpy", backend, "keras"]
+    if not env.tensorflow:
+        return []  # a bare Python (the planted faults): nothing to import
+    if env.api == "standalone":
+        return ["numpy", "tensorflow", "keras"]
+    if env.api == "tf_keras":
+        return ["numpy", "tensorflow", "tf_keras", "tensorflow.keras"]
+    return ["numpy", "tensorflow", "tensorflow.keras"]
+
+
+@dataclass
+class WarmChild:
+    """A forked cell, as the supervisor sees a Popen: pid, poll(), wait(timeout)."""
+
+    pid: int
+    conn: socket.socket
+    returncode: int | None = None
+    _buffer: bytes = b""
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired("warm cell", timeout or 0)
+            self._read(0.5 if left is None else min(left, 0.5))
+        return self.returncode
+
+    def _read(self, timeout: float) -> None:
+        if not select.select([self.conn], [], [], timeout)[0]:
+            return
+        data = self.conn.recv(4096)
+        if not data:  # the server died: its children died with it (PR_SET_PDEATHSIG)
+            self.returncode = -signal.SIGKILL
+            self.conn.close()
+            return
+        self._buffer += data
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if "exit" in message:
+                self.returncode = int(message["exit"])
+                self.conn.close()
+
+    def close(self) -> None:
+        """The host gives the cell up: the server kills its group when this closes."""
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+
+class Server:
+    """One warm launcher process: started at once, ready (or refused) after its imports."""
+
+    def __init__(self, python: str, env: dict[str, str], preload: dict, workloads: Path, log: Path):
+        self.folder = Path(tempfile.mkdtemp(prefix="harness-warm-"))  # 0700: only we can connect
+        self.socket = str(self.folder / "s")
+        (self.folder / "preload.json").write_text(json.dumps(preload))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log, "ab")
+        # the workloads folder (inside the results folder) on the command line says whose server it is
+        self.proc = subprocess.Popen([python, "-m", "workloads.forkserver", self.socket,
+                                      str(self.folder / "preload.json"), str(workloads)], env=env, cwd=self.folder,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     start_new_session=True)
+        self.refused: str | None = None
+        self.ready = False
+        self.settled = threading.Event()
+        self._closed = False
+
+    def wait_ready(self) -> None:
+        """Read the server's first line (in a background thread): ready, or why not."""
+        deadline = time.monotonic() + READY_SECONDS
+        line = b""
+        try:
+            while time.monotonic() < deadline and not self._closed:
+                if select.select([self.proc.stdout], [], [], 1.0)[0]:
+                    chunk = os.read(self.proc.stdout.fileno(), 4096)
+                    if not chunk:
+                        break
+                    line += chunk
+                    if b"\n" in line:
+                        message = json.loads(line.split(b"\n", 1)[0])
+                        self.ready = bool(message.get("ready"))
+                        if not self.ready:
+                            self.refused = message.get("refused") or "the warm launcher said no"
+                        return
+                elif self.proc.poll() is not None:
+                    break
+            self.refused = f"the warm launcher did not start (exit {self.proc.poll()}; see its log)"
+        except (OSError, ValueError) as exc:
+            self.refused = f"the warm launcher did not start ({exc})"
+        finally:
+            self.settled.set()
+
+    def spawn(self, request: dict) -> WarmChild:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(self.socket)
+        conn.sendall((json.dumps(request) + "\n").encode())
+        buffer = b""
+        while b"\n" not in buffer:
+            data = conn.recv(4096)
+            if not data:
+                conn.close()
+                raise OSError("the warm launcher closed the connection before forking")
+            buffer += data
+        line, rest = buffer.split(b"\n", 1)
+        return WarmChild(pid=int(json.loads(line)["pid"]), conn=conn, _buffer=rest)
+
+    def start_cell(self, workdir: Path, cpus, memory: int | None, backstop: float | None) -> WarmChild:
+        """Fork the cell whose spec is in `workdir`: it runs there, writes its logs there, on
+        `cpus`, under an address-space limit of `memory`, and ends itself after `backstop` s."""
+        return self.spawn({"spec": str(workdir / SPEC_FILE), "outdir": str(workdir), "cwd": str(workdir),
+                           "stdout": str(workdir / STDOUT_FILE), "stderr": str(workdir / STDERR_FILE),
+                           "cpus": sorted(cpus) if cpus else None, "memory": memory,
+                           "backstop": int(backstop) if backstop else None, "env": {ENV_LAUNCH: "warm"}})
+
+    def alive(self) -> bool:
+        return self.ready and self.proc.poll() is None
+
+    def close(self) -> None:
+        """Close the lifeline: the server kills its children and exits."""
+        self._closed = True
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.settled.wait(timeout=5)
+        self.proc.stdout.close()
+        self._log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Launcher:
+    """The warm servers of one engine, closed with the engine.
+
+    The first cell of a key starts fresh while its server imports in the
+    background, so no cell waits for a launcher it would not have needed: a
+    key with one cell costs what it did before, and every later cell of the
+    key forks (waiting, if it comes early, only for the rest of the import).
+    """
+
+    def __init__(self) -> None:
+        self._servers: dict[str, Server] = {}
+        self._lock = threading.Lock()
+        self.refusals: dict[str, str] = {}
+
+    def server(self, python: str, cell: Cell, env: dict[str, str], workloads: Path, log: Path) -> Server | str:
+        """The ready server for this cell's key, or why the cell starts fresh."""
+        preload = {"api": cell.environment.api, "backend": cell.environment.backend,
+                   "device_kind": cell.parallelism.device_kind, "device_count": cell.parallelism.devices,
+                   "imports": imports(cell)}
+        key = json.dumps([python, sorted(env.items()), preload, str(workloads)])
+        with self._lock:
+            if key in self.refusals:
+                return self.refusals[key]
+            server = self._servers.get(key)
+            if server is not None and server.settled.is_set() and not server.alive():
+                if server.refused:
+                    self.refusals[key] = server.refused
+                    del self._servers[key]
+                    threading.Thread(target=server.close, daemon=True).start()
+                    return server.refused
+                del self._servers[key]  # it died: start another
+                threading.Thread(target=server.close, daemon=True).start()
+                server = None
+            if server is None:
+                try:
+                    server = Server(python, env, preload, workloads, log)
+                except OSError as exc:
+                    self.refusals[key] = f"the warm launcher could not be started ({exc})"
+                    return self.refusals[key]
+                threading.Thread(target=server.wait_ready, daemon=True, name="warm launcher").start()
+                self._servers[key] = server
+                return "its warm launcher was starting (the first cell of each launcher starts fresh)"
+        server.settled.wait()
+        if not server.ready:
+            return server.refused or "refused"
+        return server
+
+    def for_cell(self, python: str, cell: Cell, env: dict[str, str], workloads: Path,
+                 warmth: Warmth) -> Server | None:
+        """The server to fork this cell from, or None (start it fresh; `warmth.notes` says why)."""
+        why = fresh_because(cell)
+        if why:
+            warmth.notes.append(f"launched fresh: {why}")
+            return None
+        log = workloads.parent.parent / ".launch" / f"{cell.environment.name}.log"
+        began = time.monotonic()
+        server = self.server(python, cell, env, workloads, log)
+        warmth.waited = time.monotonic() - began  # a cell that waited for its launcher's imports paid them
+        if isinstance(server, str):
+            warmth.notes.append(f"launched fresh: {server}")
+            return None
+        return server
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.close()
+
+
+def warmth_record(workload: dict, raw) -> dict | None:
+    """result.json's `warmth`: how the cell launched (warm / fresh, and why fresh on a warm run),
+    which caches it was offered, whether its compilation hit one and where its data came from --
+    so a warm first epoch is never compared with a cold one as if equal. None: never launched."""
+    if raw is None:
+        return None
+    inside = workload.get("warmth") or {}
+    detail = raw.detail or {}
+    return {"launch": detail.get("launch", "fresh"), "notes": detail.get("launch_notes", []),
+            "caches": detail.get("caches", []), "compile_cache": inside.get("compile_cache"),
+            "data": inside.get("data")}

@@ -1,0 +1,278 @@
+"""Warm launch: import the stack once, fork a fresh child per cell (asv's forkserver).
+
+    python -m workloads.forkserver SOCKET PRELOAD.json [WORKLOADS]
+
+The host starts one server per environment and per set of everything a cell
+process reads at start (its variables, its devices: the host keys servers by
+them), with exactly the variables its cells get. The server imports the
+stack -- modules only: no TF session or context, no device listing, no JAX
+backend -- and then checks that the imports started no thread and touched
+no device. Only then does it say ``{"ready": ...}`` on stdout; otherwise it
+says ``{"refused": why}`` and exits, and the host runs that stack's cells in
+a fresh process as before. (fork copies only the calling thread: a lock
+another thread held stays locked forever in the child; a device context
+does not survive a fork at all.)
+
+Each connection to SOCKET is one cell: the host sends one JSON line (spec,
+outdir, log files, cores, memory limit, a backstop), the server forks and
+answers ``{"pid": N}``, and ``{"exit": CODE}`` when the child ends (CODE as
+subprocess reports it: negative for a signal). The child starts its own
+session, so the host supervises and kills its process group exactly as for a
+fresh cell; it dies with the server (PR_SET_PDEATHSIG) and runs
+``workloads.run.main`` as ``python -m workloads`` does. A host that closes
+the connection has given the cell up: its group is killed. The server ends
+its children and exits when its stdin reaches end-of-file: that pipe is the
+host's lifeline, so a harness killed with -9 leaves no process behind.
+
+Python 3.5 syntax, standard library only (plus what PRELOAD names).
+"""
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+
+
+def _say(message):
+    sys.stdout.write(json.dumps(message, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def _threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+        return threading.active_count()
+
+
+def _touched():
+    """Names of device runtimes the imports started (none may be, before a fork)."""
+    found = []
+    mods = sys.modules
+    if "jax" in mods:
+        try:
+            from jax._src import xla_bridge
+            if getattr(xla_bridge, "_backends", None):
+                found.append("jax backend")
+        except Exception:  # noqa: BLE001 - a private module that may move: not knowing is not a yes
+            pass
+    if "tensorflow" in mods:
+        try:
+            from tensorflow.python.eager import context
+            ctx = getattr(context, "_context", None)
+            if ctx is not None and getattr(ctx, "_context_handle", None) is not None:
+                found.append("tensorflow eager context")
+        except Exception:  # noqa: BLE001 - TF 1 has no eager context to look at
+            pass
+    if "torch" in mods:
+        try:
+            if mods["torch"].cuda.is_initialized():
+                found.append("torch cuda")
+        except Exception:  # noqa: BLE001
+            pass
+    return found
+
+
+def _blas():
+    """Load the BLAS libraries first and count the threads they start: OpenBLAS (numpy's, and
+    scipy's own copy, which Keras 3 on JAX imports) starts its worker pool at load and shuts it
+    down around a fork itself (pthread_atfork), so those threads are safe; any other is not."""
+    import importlib
+    for name in ("numpy", "scipy.linalg"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    return _threads()
+
+
+def preload(spec):
+    """Import what the environment's cells will import, and nothing that starts a device.
+    Returns the threads the BLAS libraries started (allowed; see _blas)."""
+    from . import compat
+    compat.set_variables(spec.get("api"), spec.get("backend"), spec.get("device_kind", "cpu"),
+                         int(spec.get("device_count", 1)))
+    import importlib
+    baseline = _blas() if spec.get("imports") else _threads()
+    for name in spec.get("imports") or []:
+        if name == "tensorflow.keras":  # a lazy proxy on TF 2.x: touch it so Keras really loads
+            sys.modules["tensorflow"].keras.layers  # noqa: B018 - the access is the point
+            continue
+        importlib.import_module(name)
+    return baseline
+
+
+def _pdeathsig(sig):
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - the server's own clean-up still ends the child
+        pass
+
+
+def _child(request, keep_out):
+    """In the forked child: become a cell process, run the cell, never return."""
+    code = 1
+    try:
+        os.setsid()
+        _pdeathsig(signal.SIGKILL)
+        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sock in keep_out:  # the server's sockets: closed as objects, so no later close hits a reused fd
+            sock.close()
+        os.chdir(request["cwd"])
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        for fd in (null, out, err):
+            os.close(fd)
+        if request.get("cpus") and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, request["cpus"])
+        if request.get("memory"):
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (int(request["memory"]), int(request["memory"])))
+        if request.get("backstop"):
+            signal.alarm(int(request["backstop"]))  # ends the cell if nobody else does
+        os.environ.update(request.get("env") or {})
+        sys.argv = [sys.argv[0], request["spec"], request["outdir"]]
+        from . import run
+        code = run.main([request["spec"], request["outdir"]])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - what Python would print for an uncaught exception
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _status(raw):
+    if os.WIFSIGNALED(raw):
+        return -os.WTERMSIG(raw)
+    return os.WEXITSTATUS(raw)
+
+
+def _send(conn, message):
+    try:
+        conn.sendall((json.dumps(message) + "\n").encode())
+    except (OSError, IOError):
+        pass  # the host went away: the child's group was or will be killed
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class Server(object):
+    def __init__(self, path):
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(64)
+        self.reading = {}    # connection -> bytes received (no full request yet)
+        self.children = {}   # pid -> connection
+        self.running = True
+
+    def shutdown(self, *_):
+        self.running = False
+
+    def serve(self):
+        signal.signal(signal.SIGTERM, self.shutdown)
+        while self.running:
+            watched = [self.listener, sys.stdin] + list(self.reading) + list(self.children.values())
+            try:
+                ready = select.select(watched, [], [], 0.05)[0]
+            except (OSError, IOError, select.error) as exc:
+                if getattr(exc, "errno", None) == errno.EINTR or (exc.args and exc.args[0] == errno.EINTR):
+                    continue
+                raise
+            for item in ready:
+                if item is sys.stdin:
+                    if not os.read(sys.stdin.fileno(), 4096):
+                        self.running = False  # the host is gone
+                elif item is self.listener:
+                    conn = self.listener.accept()[0]
+                    self.reading[conn] = b""
+                elif item in self.reading:
+                    self._read(item)
+                else:  # a cell's connection: the host closed it, so it gave the cell up
+                    for pid, conn in list(self.children.items()):
+                        if conn is item and not item.recv(4096):
+                            _kill_group(pid)
+            self._reap()
+        for pid in list(self.children):
+            _kill_group(pid)
+        self._reap(block=True)
+
+    def _read(self, conn):
+        data = conn.recv(65536)
+        if not data:
+            del self.reading[conn]
+            conn.close()
+            return
+        self.reading[conn] += data
+        if b"\n" not in self.reading[conn]:
+            return
+        request = json.loads(self.reading.pop(conn).split(b"\n", 1)[0].decode())
+        keep_out = [self.listener] + list(self.reading) + list(self.children.values())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            _child(request, keep_out)
+        self.children[pid] = conn
+        _send(conn, {"pid": pid})
+
+    def _reap(self, block=False):
+        while self.children:
+            try:
+                pid, raw = os.waitpid(-1, 0 if block else os.WNOHANG)
+            except OSError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                _send(conn, {"exit": _status(raw)})
+                conn.close()
+
+
+def main(argv):
+    path, preload_path = argv[:2]  # a third argument only names whose server this is
+    with open(preload_path) as fh:
+        spec = json.load(fh)
+    try:
+        baseline = preload(spec)
+    except BaseException as exc:  # noqa: BLE001 - any failure: the cells run fresh and meet it there
+        _say({"refused": "preloading failed: %s: %s" % (type(exc).__name__, str(exc)[:300])})
+        return 0
+    threads, touched = _threads(), _touched()
+    if threads > baseline:
+        _say({"refused": "importing the stack started %d thread(s) besides BLAS's; fork would copy only one"
+              % (threads - baseline)})
+        return 0
+    if touched:
+        _say({"refused": "importing the stack started a device runtime: %s" % ", ".join(touched)})
+        return 0
+    server = Server(path)
+    _say({"ready": True, "pid": os.getpid(), "modules": len(sys.modules), "blas_threads": baseline - 1})
+    server.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,248 @@
+"""The user's own code, inside the cell: a model factory, or a script that is the cell.
+
+The host stages the user's folder beside this package (``<root>/user/<hash>/``,
+``harness/usercode.py``); here it is imported or run with the environment's
+own Python. Whatever goes wrong in it is reported with the user's file and
+line (``where``), found from the user's own frames, never the harness's.
+
+Python 3.5 syntax; the standard library and numpy only (the stack is reached
+through ``compat``).
+"""
+import importlib
+import inspect
+import json
+import os
+import runpy
+import sys
+import traceback
+
+from .protocol import ENV_INPUT, ENV_METRICS, ENV_OUTPUT, ENV_SPEC, INPUTS_DIR, METRICS_FILE, OUTPUT_DIR
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds `workloads` and `user`
+
+
+class UserCodeError(Exception):
+    """The user's code broke a rule the harness can name (no model returned, data of the
+    wrong shape); `where` is the user's file and line to look at."""
+
+    def __init__(self, message, where=None):
+        Exception.__init__(self, message)
+        self.where = where
+
+
+def code_dir(spec):
+    return os.path.join(ROOT, spec["workload"]["code"]["dir"])
+
+
+def _inside(path, folder):
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def where_of(exc, folder):
+    """'file.py:LINE in function' of the deepest frame of the user's code in the exception's
+    traceback (then in what it was raised from), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, SyntaxError) and exc.filename and _inside(exc.filename, folder):
+            return "%s:%s" % (os.path.relpath(os.path.realpath(exc.filename), os.path.realpath(folder)),
+                              exc.lineno)
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if _inside(f[0], folder)]
+        if frames:
+            filename, line, function = frames[-1][0], frames[-1][1], frames[-1][2]
+            rel = os.path.relpath(os.path.realpath(filename), os.path.realpath(folder))
+            return "%s:%d in %s" % (rel, line, function)
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _defined_at(fn, folder):
+    """Where the user defined `fn`, for an error about what it returned."""
+    try:
+        code = fn.__code__
+        return "%s:%d in %s" % (os.path.relpath(os.path.realpath(code.co_filename), os.path.realpath(folder)),
+                                code.co_firstlineno, fn.__name__)
+    except (AttributeError, ValueError):
+        return None
+
+
+def prepare_environ(spec, outdir):
+    """The variables the user's code reads: its output folder, the producers' files, the
+    metrics file and the spec. Set in this process, so a script sees them in os.environ."""
+    output = os.path.join(outdir, OUTPUT_DIR)
+    if not os.path.isdir(output):
+        os.makedirs(output)
+    os.environ[ENV_OUTPUT] = output
+    os.environ[ENV_METRICS] = os.path.join(outdir, METRICS_FILE)
+    os.environ[ENV_SPEC] = os.path.join(outdir, "spec.json")
+    for i, need in enumerate([n for n in spec.get("needs") or [] if n.get("files", True)]):
+        path = os.path.join(outdir, INPUTS_DIR, need["as"])
+        name = "".join(ch if ch.isalnum() else "_" for ch in need["as"].upper())
+        os.environ[ENV_INPUT + "_" + name] = path
+        if i == 0:
+            os.environ[ENV_INPUT] = path
+
+
+def reported_metrics(outdir):
+    """What the user's code reported (JSON lines {"name", "value"}): the last number per name,
+    and every line that was not one (kept as notes, never a crash)."""
+    values, notes = {}, []
+    path = os.path.join(outdir, METRICS_FILE)
+    if not os.path.exists(path):
+        return values, notes
+    with open(path) as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                name, value = item["name"], item["value"]
+            except (ValueError, KeyError, TypeError):
+                notes.append("line %d is not {\"name\": ..., \"value\": NUMBER}" % n)
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not isinstance(name, str):
+                notes.append("line %d: %r is not a named number" % (n, line.strip()[:80]))
+                continue
+            values[name] = value
+    return values, notes
+
+
+def _entry(folder, entry):
+    module, _, attr = entry.partition(":")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    mod = importlib.import_module(module)
+    fn = getattr(mod, attr, None)
+    if fn is None:
+        raise UserCodeError("%s has no '%s'" % (module, attr), "%s" % os.path.relpath(
+            os.path.realpath(mod.__file__), os.path.realpath(folder)))
+    return fn
+
+
+def _call(fn, stack, params):
+    """Call a factory with the matrix's params, and with the cell's Keras module as `keras`
+    when it asks for one (the portable way: the same factory on standalone Keras 2.2,
+    tf.keras and Keras 3)."""
+    kwargs = dict(params)
+    try:
+        accepted = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        accepted = {}
+    if "keras" in accepted and "keras" not in kwargs:
+        kwargs["keras"] = stack.keras
+    return fn(**kwargs)
+
+
+def _as_splits(data, where):
+    """((x, y), (x_val, y_val)) from what a data function returned: that, a mapping with
+    "train" and "validation", or (x, y) alone (the last 20% become validation)."""
+    import numpy as np
+    if isinstance(data, dict):
+        if "train" not in data or "validation" not in data:
+            raise UserCodeError("data returned a mapping without 'train' and 'validation'", where)
+        data = (data["train"], data["validation"])
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise UserCodeError("data returned %s; expected ((x, y), (x_val, y_val)) or (x, y)"
+                            % type(data).__name__, where)
+    first, second = data
+    if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)):
+        train, val = first, second
+    else:
+        x, y = np.asarray(first), np.asarray(second)
+        n_val = int(round(len(x) * 0.2))
+        train, val = (x[:len(x) - n_val], y[:len(y) - n_val]), (x[len(x) - n_val:], y[len(y) - n_val:])
+    out = []
+    for what, pair in (("training", train), ("validation", val)):
+        if len(pair) != 2:
+            raise UserCodeError("the %s data is not a pair (x, y)" % what, where)
+        x, y = np.asarray(pair[0]), np.asarray(pair[1])
+        if x.ndim == 0 or len(x) == 0:
+            raise UserCodeError("the %s x is empty" % what, where)
+        if len(x) != len(y):
+            raise UserCodeError("the %s x has %d rows and y has %d" % (what, len(x), len(y)), where)
+        out.append((x, y))
+    return out[0], out[1]
+
+
+def _shape(value):
+    try:
+        return tuple(value)
+    except TypeError:
+        return None
+
+
+def factory(stack, workload, spec):
+    """`model: user`: (model, (train, validation), loss) from the user's build and data."""
+    folder = code_dir(spec)
+    params = workload.get("params") or {}
+    build = _entry(folder, workload["build"])
+    model = _call(build, stack, params)
+    if model is None or not hasattr(model, "fit") or not hasattr(model, "count_params"):
+        raise UserCodeError("%s returned %s, not a Keras model" % (workload["build"], type(model).__name__),
+                            _defined_at(build, folder))
+    data_fn = _entry(folder, workload["data"])
+    where = _defined_at(data_fn, folder)
+    (x, y), val = _as_splits(_call(data_fn, stack, params), where)
+    wanted = _shape(getattr(model, "input_shape", None) or ())
+    if wanted and not isinstance(wanted[0], tuple):  # one input: check its shape past the batch axis
+        have = tuple(x.shape[1:])
+        if len(have) != len(wanted) - 1 or any(w is not None and w != h for w, h in zip(wanted[1:], have)):
+            raise UserCodeError("%s gave x of shape %s, but the model built by %s takes %s"
+                                % (workload["data"], tuple(x.shape), workload["build"], wanted), where)
+    own = getattr(model, "loss", None)  # a model the factory compiled keeps its loss (a name)
+    loss = workload.get("loss") or (own if isinstance(own, str) else None) or "categorical_crossentropy"
+    return model, ((x, y), val), loss
+
+
+def _seen_without_importing():
+    """The stack's versions a script imported (never imported here: a script that did not
+    import TensorFlow must not pay for it, and a broken stack must not hide the script's end)."""
+    import platform
+    seen = {"python": platform.python_version()}
+    for name in ("numpy", "tensorflow", "keras", "jax", "torch"):
+        mod = sys.modules.get(name)
+        if mod is not None:
+            seen[name] = getattr(mod, "__version__", None)
+    keras = sys.modules.get("keras")
+    if keras is not None and hasattr(keras, "backend"):
+        try:
+            seen["backend"] = keras.backend.backend()
+        except Exception:  # noqa: BLE001 - a version note must not fail the cell
+            pass
+    return seen
+
+
+class ScriptExit(Exception):
+    """A script called sys.exit with a failure status."""
+
+    def __init__(self, code, where):
+        Exception.__init__(self, "the script exited with status %s" % (code,))
+        self.code, self.where = code, where
+
+
+def run_script(spec, log, record, outdir):
+    """`script:`: run the user's script as __main__, with its arguments, in the cell's folder.
+    A SystemExit with a failure status is an error of the script; 0 / None is ok."""
+    workload = spec["workload"]
+    folder = code_dir(spec)
+    path = os.path.join(folder, workload["script"])
+    args = [str(a) for a in workload.get("args") or []]
+    log.emit("script", script=workload["script"], args=args)
+    sys.argv = [path] + args
+    sys.path.insert(0, os.path.dirname(path))
+    os.chdir(outdir)
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code
+        if code not in (None, 0):
+            if not isinstance(code, int):
+                sys.stderr.write("%s\n" % (code,))
+            raise ScriptExit(code, where_of(exc, folder)) from None
+    finally:
+        record["seen"] = _seen_without_importing()
+        values, notes = reported_metrics(outdir)
+        record["metrics"] = values
+        if notes:
+            record["metric_notes"] = notes[:20]

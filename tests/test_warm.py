@@ -1,0 +1,159 @@
+"""Warm cells, for real: the fidelity control (the same cells fresh and warm
+give the same answers), caches that are reused and private, cells the host
+decides without launching, and warm launches that fall back to fresh where
+they must. Real virtualenvs, real TensorFlow and JAX, real forks."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from harness import caches, preflight
+from harness.cells import Cell, Environment, Limits, Parallelism, Workload
+from harness.store import iter_results
+
+from .conftest import harness
+
+CONTROL = "matrices/warm-control.yaml"
+
+
+def _results(folder: Path) -> dict[str, dict]:
+    return {r["cell"]: r for _, r in iter_results(folder)}
+
+
+def _steady(r: dict) -> list[float]:
+    return [e["samples_per_sec"] for e in r["epochs"][1:]]
+
+
+@pytest.mark.tf
+def test_fresh_and_warm_give_the_same_answers(tmp_path):
+    runs = {}
+    for label, flags in (("fresh", ["--fresh"]), ("warm", []), ("again", [])):
+        proc = harness("run", CONTROL, "--engine", "venv", "--results", str(tmp_path / label), *flags,
+                       timeout=1800)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        runs[label] = _results(tmp_path / label / "warm-control")
+    fresh, warm, again = runs["fresh"], runs["warm"], runs["again"]
+    assert set(fresh) == set(warm) == set(again) and len(fresh) == 10
+    ratios = {}
+    for cell, f in fresh.items():
+        for w in (warm[cell], again[cell]):
+            assert (w["status"], w["reason"]) == (f["status"], f["reason"]), cell
+            assert (w["error"] or {}).get("signature") == (f["error"] or {}).get("signature"), cell
+        if f["status"] == "unsupported":
+            assert f["exit"] is not None, "a fresh run launches every cell"
+            assert warm[cell]["exit"] is None and warm[cell]["warmth"] is None, "decided on the host"
+            continue
+        assert f["status"] == "ok", (cell, f["error"])
+        assert f["warmth"]["launch"] == "fresh" and not f["warmth"]["caches"]
+        if cell.endswith("/r1"):  # one repeat starts fresh while its launcher imports; the other forks from it
+            for run in (warm, again):
+                launches = {run[cell]["warmth"]["launch"], run[cell[:-1] + "0"]["warmth"]["launch"]}
+                assert "warm" in launches, (run[cell]["warmth"], run[cell[:-1] + "0"]["warmth"])
+        w = again[cell]
+        # both stacks are deterministic on one CPU core each: the same bits, warm or fresh, cached or not
+        assert w["metrics"] == f["metrics"] == warm[cell]["metrics"], cell
+        if "jax" in cell:
+            assert w["warmth"]["compile_cache"]["hit"] == "all", w["warmth"]
+        assert [d["source"] for d in w["warmth"]["data"]] == ["mapped"], w["warmth"]
+        ratios[cell] = statistics.median(_steady(w)) / statistics.median(_steady(f))
+    # Steady speed. This is a shared 2-core machine where other jobs come and go and a steady epoch
+    # takes 0.1-0.3 s, so runs minutes apart differ by 2x either way. The fair pair is in one run:
+    # the repeat that forked and the one that started fresh ran side by side, under the same load.
+    for run in (warm, again):
+        by_launch: dict[str, dict[str, float]] = {}
+        for cell, r in run.items():
+            if r["status"] == "ok":
+                by_launch.setdefault(cell.rsplit("/", 1)[0], {})[r["warmth"]["launch"]] = \
+                    statistics.median(_steady(r))
+        pairs = {g: v["warm"] / v["fresh"] for g, v in by_launch.items() if len(v) == 2}
+        assert pairs and all(0.5 < p < 2 for p in pairs.values()), pairs
+    assert 0.5 < statistics.median(ratios.values()) < 2, ratios  # and across runs, over all cells
+
+
+def _cell(env: Environment, wrapper: str = "none", devices: int = 1, feed: str = "arrays", model: str = "rnn",
+          **params) -> Cell:
+    return Cell(environment=env, workload=Workload(name="w", model=model, params=params),
+                parallelism=Parallelism(wrapper=wrapper, devices=devices, feed=feed), batch_size=8, epochs=1,
+                repeat=0, limits=Limits())
+
+
+TF215 = Environment(name="tf2.15", python="3.11", tensorflow="2.15.0")
+TF112 = Environment(name="tf1.12", python="3.6", tensorflow="1.12.0", keras="2.2.4")
+JAX = Environment(name="jax", python="3.11", keras="3.15.1", backend="jax")
+TORCH = Environment(name="torch", python="3.11", keras="3.15.1", backend="torch")
+
+
+def test_the_host_decides_only_what_the_pins_settle():
+    assert preflight.unsupported(_cell(TF215, "data_parallel", 2)).startswith(
+        "keras.distribution.DataParallel runs on Keras 3 with the JAX backend only; this is tf.keras")
+    assert preflight.unsupported(_cell(TORCH, "data_parallel", 2)) == \
+        "the torch backend has no device placement the wrappers can use"
+    assert "Keras 3 has no multi_gpu_model" in preflight.unsupported(_cell(JAX, "multi_gpu_model", 2))
+    assert "the jax backend has none" in preflight.unsupported(_cell(JAX, "make_parallel", 2))
+    assert "this is standalone 2.2.4 on TF 1.12.0" in preflight.unsupported(_cell(TF112, "mirrored", 2))
+    assert "Keras 3 has no CuDNNGRU layer" in preflight.unsupported(_cell(JAX, cell="cudnn_gru"))
+    assert "this is keras3 on TF None" in preflight.unsupported(_cell(JAX, feed="dataset"))
+    # what depends on the running stack is never decided here
+    assert preflight.unsupported(_cell(TF215, "multi_gpu_model", 2)) is None
+    assert preflight.unsupported(_cell(JAX, "data_parallel", 2)) is None
+    assert preflight.unsupported(_cell(TF215, "mirrored", 2)) is None
+    forced = Environment(name="forced", python="3.11", tensorflow="2.15.0", force=("keras==2.2.4",))
+    assert preflight.unsupported(_cell(forced, "data_parallel", 2)) is None, "a forced Keras is the finding"
+    assert preflight.unsupported(_cell(TF215, "data_parallel", 2, model="fault", fault="segfault")) is None
+
+
+def test_cache_folders_are_private_and_others_are_refused(tmp_path):
+    mine = tmp_path / "mine"
+    assert caches.private(mine) is None
+    assert (mine.stat().st_mode & 0o777) == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert "writable by others" in caches.private(shared)
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    assert "not a plain folder" in caches.private(link)
+
+
+def test_compile_caches_are_keyed_by_what_decides_a_program(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    from harness.resources import Gpu, Slot
+    one, two = _cell(JAX), _cell(JAX, "data_parallel", 2)
+    h100 = Slot(gpus=(Gpu("0", name="NVIDIA H100", compute_capability="9.0", driver="580"),))
+    h200 = Slot(gpus=(Gpu("1", name="NVIDIA H200", compute_capability="9.0", driver="580"),))
+    keys = {caches.key(one, Slot()), caches.key(two, Slot()), caches.key(one, h100), caches.key(one, h200)}
+    assert len(keys) == 4, "device count and GPU model never share entries"
+    flags = Environment(name="jax", python="3.11", keras="3.15.1", backend="jax", env=(("XLA_FLAGS", "--x"),))
+    assert caches.key(_cell(flags), Slot()) != caches.key(one, Slot())
+    variables, notes = caches.variables(one, Slot())
+    assert variables["JAX_COMPILATION_CACHE_DIR"].startswith(str(tmp_path / "compile"))
+    assert variables["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0" and not notes
+    (tmp_path / "data").chmod(0o777)
+    variables, notes = caches.variables(one, Slot())
+    assert "HARNESS_DATA_DIR" not in variables and "writable by others" in notes[0]
+
+
+def test_planted_faults_give_the_same_statuses_and_signatures_warm(tmp_path):
+    """Each planted fault twice in one run: the first cell starts fresh while the (bare) launcher
+    starts, every later one forks from it; all must read exactly as fresh cells do."""
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from harness.engines.venv import VenvEngine
+    from harness.matrix import Matrix
+    from harness.runner import Runner
+
+    from .test_faults import check, fault_cells
+
+    cells = [replace(c, repeat=k) for k in (0, 1) for c in fault_cells()]
+    m = Matrix(path=tmp_path / "faults.yaml", name="faults", description="", sha256="", cells=cells)
+    with VenvEngine() as engine:
+        results = Runner(m, engine, tmp_path / "results", Console(quiet=True)).run(cells)
+    for k in (0, 1):
+        check({r["workload"].removeprefix("fault-"): r for r in results if r["repeat"] == k})
+    warm = {r["workload"] for r in results if r["warmth"]["launch"] == "warm"}
+    assert warm == {r["workload"] for r in results}, [(r["cell"], r["warmth"]) for r in results]
