@@ -52,7 +52,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from .paths import inside, read_json, write_json
+from .paths import cache_dir, inside, read_json, write_json
 from .stacks import keras_package
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -191,7 +191,6 @@ class Project:
 
 
 def _cache_root() -> Path:
-    from .engines.base import cache_dir
     return cache_dir() / "releases"
 
 

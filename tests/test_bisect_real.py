@@ -135,3 +135,18 @@ def test_the_report_shows_the_support_grid_and_trends_in_a_browser(bisected):
     widths = re.search(r'data-widths="([0-9,]*)"', dom).group(1).split(",")
     assert len(widths) >= len(plots) and all(int(w) > 100 for w in widths)
     assert "Uncaught" not in log
+
+
+def test_a_users_script_bisected_over_a_small_package(tmp_path):
+    """examples/packaging-legacy: the user's script imports packaging's LegacyVersion,
+    which packaging 22.0 removed; the error is attributed to the script's own line."""
+    proc = harness("bisect", str(ROOT / "examples" / "packaging-legacy" / "matrix.yaml"), "--package", "packaging",
+                   "--good", "21.2", "--bad", "22.0", "--engine", "venv", "--results", str(tmp_path / "results"),
+                   "--out", str(tmp_path / "bundles"), timeout=2400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "first bad: packaging 22.0   last good: packaging 21.3" in proc.stdout
+    assert "cannot import name 'LegacyVersion' from 'packaging.version'" in proc.stdout
+    assert "legacy_version.py:8" in proc.stdout
+    bundle = next((tmp_path / "bundles").iterdir())
+    assert (bundle / "run.sh").exists() and "packaging22.0" in bundle.name
+    assert list(bundle.glob("user/**/legacy_version.py"))          # the user's script travels with it
