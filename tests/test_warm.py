@@ -37,7 +37,6 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
         runs[label] = _results(tmp_path / label / "warm-control")
     fresh, warm, again = runs["fresh"], runs["warm"], runs["again"]
     assert set(fresh) == set(warm) == set(again) and len(fresh) == 10
-    ratios = {}
     for cell, f in fresh.items():
         for w in (warm[cell], again[cell]):
             assert (w["status"], w["reason"]) == (f["status"], f["reason"]), cell
@@ -58,7 +57,6 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
         if "jax" in cell:
             assert w["warmth"]["compile_cache"]["hit"] == "all", w["warmth"]
         assert [d["source"] for d in w["warmth"]["data"]] == ["mapped"], w["warmth"]
-        ratios[cell] = statistics.median(_steady(w)) / statistics.median(_steady(f))
     # Steady speed. This is a shared 2-core machine where other jobs come and go and a steady epoch
     # takes 0.1-0.3 s, so runs minutes apart differ by 2x either way. The fair pair is in one run:
     # the repeat that forked and the one that started fresh ran side by side, under the same load.
@@ -70,7 +68,8 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
                     statistics.median(_steady(r))
         pairs = {g: v["warm"] / v["fresh"] for g, v in by_launch.items() if len(v) == 2}
         assert pairs and all(0.5 < p < 2 for p in pairs.values()), pairs
-    assert 0.5 < statistics.median(ratios.values()) < 2, ratios  # and across runs, over all cells
+    # (across runs the steady speed is not compared: measured here, a fresh run that met an idle
+    # moment trained 4x faster than the warm runs before and after it -- load, not launch)
 
 
 def _cell(env: Environment, wrapper: str = "none", devices: int = 1, feed: str = "arrays", model: str = "rnn",
