@@ -156,3 +156,28 @@ def test_planted_faults_give_the_same_statuses_and_signatures_warm(tmp_path):
         check({r["workload"].removeprefix("fault-"): r for r in results if r["repeat"] == k})
     warm = {r["workload"] for r in results if r["warmth"]["launch"] == "warm"}
     assert warm == {r["workload"] for r in results}, [(r["cell"], r["warmth"]) for r in results]
+
+
+def test_a_launcher_refuses_a_stack_whose_import_starts_a_thread_and_names_the_library(tmp_path):
+    """Measured on a GPU host: Keras 3 imports pandas (pyarrow starts a jemalloc thread) and cv2
+    (its own 15-thread pool) when they are installed. The launcher must refuse to fork such a
+    stack, and say which library did it, so the user knows what keeps their cells fresh."""
+    import json
+    import subprocess
+    import sys
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "poolmaker.py").write_text("import threading, time\n"
+                                      "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+    (lib / "optionaldep.py").write_text("import poolmaker\n")
+    preload = tmp_path / "preload.json"
+    preload.write_text(json.dumps({"api": "tf_keras", "backend": None, "device_kind": "cpu", "device_count": 1,
+                                   "imports": ["json", "optionaldep"]}))
+    workloads = Path(__file__).resolve().parent.parent / "harness"
+    proc = subprocess.run([sys.executable, "-m", "workloads.forkserver", str(tmp_path / "s"), str(preload)],
+                          input="", capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": f"{workloads}:{lib}", "PATH": "/usr/bin:/bin"})
+    said = json.loads(proc.stdout.splitlines()[0])
+    assert "ready" not in said
+    assert "started 1 thread(s)" in said["refused"] and "optionaldep started 1" in said["refused"]

@@ -98,12 +98,61 @@ def preload(spec):
                          int(spec.get("device_count", 1)))
     import importlib
     baseline = _blas() if spec.get("imports") else _threads()
-    for name in spec.get("imports") or []:
-        if name == "tensorflow.keras":  # a lazy proxy on TF 2.x: touch it so Keras really loads
-            sys.modules["tensorflow"].keras.layers  # noqa: B018 - the access is the point
-            continue
-        importlib.import_module(name)
+    with _ThreadWatch() as watch:
+        for name in spec.get("imports") or []:
+            if name == "tensorflow.keras":  # a lazy proxy on TF 2.x: touch it so Keras really loads
+                sys.modules["tensorflow"].keras.layers  # noqa: B018 - the access is the point
+                continue
+            watch.load(importlib.import_module, name)
+    STARTERS[:] = watch.starters
     return baseline
+
+
+STARTERS = []  # (module, threads it started) found while preloading: named in a refusal
+
+
+class _ThreadWatch(object):
+    """Which module's import started threads: a refusal that names them ("cv2 started 15",
+    "pyarrow started 1": optional libraries that Keras imports when they are installed) tells
+    the user what to leave out of the environment for warm cells, instead of only a count."""
+
+    def __init__(self):
+        self.starters = []
+        self._stack = []
+
+    def __enter__(self):
+        import builtins
+        self._builtins = builtins
+        self._original = builtins.__import__
+        self._last = _threads()
+        watch = self
+
+        def traced(name, *args, **kwargs):
+            return watch.load(watch._original, name, *args, **kwargs)
+
+        builtins.__import__ = traced
+        return self
+
+    def load(self, importer, name, *args, **kwargs):
+        """Import `name` with `importer`, and charge any thread started meanwhile to the outermost
+        module of the import chain that is not the stack itself (that names the library)."""
+        self._stack.append(name)
+        try:
+            return importer(name, *args, **kwargs)
+        finally:
+            chain = [n for n in self._stack if n and n.split(".")[0] not in _STACK_ROOTS]
+            self._stack.pop()
+            now = _threads()
+            if now > self._last:
+                self.starters.append(((chain[0] if chain else name).split(".")[0], now - self._last))
+            self._last = now
+
+    def __exit__(self, *exc):
+        self._builtins.__import__ = self._original
+        return False
+
+
+_STACK_ROOTS = ("keras", "tensorflow", "tf_keras", "jax", "jaxlib", "torch", "numpy", "importlib")
 
 
 def _pdeathsig(sig):
@@ -262,8 +311,9 @@ def main(argv):
         return 0
     threads, touched = _threads(), _touched()
     if threads > baseline:
-        _say({"refused": "importing the stack started %d thread(s) besides BLAS's; fork would copy only one"
-              % (threads - baseline)})
+        named = ", ".join("%s started %d" % pair for pair in STARTERS)
+        _say({"refused": "importing the stack started %d thread(s) besides BLAS's%s; fork would copy only one"
+              % (threads - baseline, " (%s)" % named if named else "")})
         return 0
     if touched:
         _say({"refused": "importing the stack started a device runtime: %s" % ", ".join(touched)})
