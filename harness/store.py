@@ -280,27 +280,26 @@ def _end_leftover(folder: Path) -> tuple[int, str | None]:
 def iter_results(*roots: Path) -> Iterator[tuple[Path, dict]]:
     """Every result.json below the given folders as raw dicts, the way an outside checker reads
     them (tests and bench scripts do); the harness itself reads through `scan` / `read_all`."""
-    for root in roots:
-        root = Path(root)
-        files = [root] if root.is_file() else sorted(root.rglob(RESULT))
-        for path in files:
-            if PARTIAL in str(path):
-                continue
-            data = read_json(path)
-            if isinstance(data, dict) and "status" in data:
-                yield path.parent, data
+    for path in _result_files(roots):
+        data = read_json(path)
+        if isinstance(data, dict) and "status" in data:
+            yield path.parent, data
 
 
 def scan(*roots: Path) -> Iterator[tuple[Path, Result | Quarantined]]:
     """Every result.json below the given folders (or the files themselves), as (folder, answer);
     half-written cell folders are skipped. A checker finds results by this file name."""
+    for path in _result_files(roots):
+        yield path.parent, load(path)
+
+
+def _result_files(roots: Iterable[Path]) -> Iterator[Path]:
+    """The result.json files below `roots` (or the roots themselves), half-written folders left out."""
     for root in roots:
         root = Path(root)
-        files = [root] if root.is_file() else sorted(root.rglob(RESULT))
-        for path in files:
-            if PARTIAL in str(path):
-                continue
-            yield path.parent, load(path)
+        for path in [root] if root.is_file() else sorted(root.rglob(RESULT)):
+            if PARTIAL not in str(path):
+                yield path
 
 
 def read_all(roots: Iterable[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:
