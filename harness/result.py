@@ -186,6 +186,51 @@ class Result:
         """A control cell's verdict: True / False; None for a cell without an expected answer."""
         return None if self.expectation is None else bool(self.expectation.get("met"))
 
+    # -- read-only views of the nested parts ---------------------------------------------
+    # Built from the stored dicts on each access, so they always agree with what `save`
+    # writes and are never saved themselves; a key the cell did not record reads as None.
+    @property
+    def inside(self) -> Seen:
+        """What the cell saw from inside its environment (`seen`)."""
+        return Seen.of(self.seen)
+
+    @property
+    def origin(self) -> Provenance:
+        """Who wrote the result, where and when it resolved (`provenance`)."""
+        return Provenance.of(self.provenance)
+
+    @property
+    def warmth(self) -> Warmth | None:
+        """How the cell's process started; None when the result records none (decided
+        without launching, or written before warm launches existed)."""
+        data = self.extra.get("warmth")
+        return Warmth.of(data) if isinstance(data, dict) and data else None
+
+    @property
+    def failure(self) -> Failure | None:
+        """The cell's error (`error`); None for a cell that did not fail."""
+        return None if self.error is None else Failure.of(self.error)
+
+    @property
+    def expected(self) -> Expectation | None:
+        """A control cell's verdict (`expectation`); None for a cell without an expected answer."""
+        return None if self.expectation is None else Expectation.of(self.expectation)
+
+    @property
+    def code_kind(self) -> str | None:
+        """What user code the cell ran (`code.kind`: "script" for `script:`); None for built-in workloads."""
+        return _obj(self.extra.get("code")).get("kind")
+
+    @property
+    def releases(self) -> list[tuple]:
+        """The (package, specifier, version) each version range of the environment resolved to
+        (written by record.assemble). All or nothing: a malformed entry makes it [], since a
+        half-read list would name the wrong release."""
+        chosen = self.extra.get("releases")
+        if not isinstance(chosen, list) or not all(isinstance(c, (list, tuple)) and len(c) == 3 for c in chosen):
+            return []
+        return [tuple(c) for c in chosen]
+
     def metric(self, name: str):
         return self.metrics.get(name)
 
@@ -194,6 +239,146 @@ class Result:
 
 
 _FIELDS = frozenset(f.name for f in fields(Result))
+
+
+def _obj(value: Any) -> dict:
+    """A nested part as a dict: absent, null or (in a key `load` does not check) another type
+    reads as empty, so a view never raises on a result written by someone else."""
+    return value if isinstance(value, dict) else {}
+
+
+def _picked(cls, data: Any) -> dict:
+    """The keys of `data` that `cls` (a view) names, missing ones as None."""
+    data = _obj(data)
+    return {f.name: data.get(f.name) for f in fields(cls)}
+
+
+@dataclass(frozen=True)
+class Seen:
+    """`seen`: the versions and devices the cell's own process reported (workloads/compat.py).
+    Hashable, so the report can count which stack an environment's cells agreed on."""
+
+    python: str | None = None
+    tensorflow: str | None = None
+    keras: str | None = None
+    numpy: str | None = None
+    jax: str | None = None
+    api: str | None = None       # tf.keras, keras (2) or keras3
+    backend: str | None = None   # Keras 3's backend
+    devices: Any = None
+    gpus: tuple = ()
+    cuda: Any = None
+    cudnn: Any = None
+
+    @classmethod
+    def of(cls, data: Any) -> Seen:
+        picked = _picked(cls, data)
+        return cls(**{**picked, "gpus": tuple(picked["gpus"] or ())})
+
+    @property
+    def has_versions(self) -> bool:
+        """Whether the cell got far enough to report its framework at all."""
+        return bool(self.tensorflow or self.keras)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU of `provenance.host_resources.gpus`, as the host reported it."""
+
+    name: str | None = None
+    memory_mib: int | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+
+    @classmethod
+    def of(cls, data: Any) -> Gpu:
+        return cls(**_picked(cls, data))
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """`provenance`: which harness wrote the result, on what host, resolved as of when."""
+
+    harness_commit: str | None = None
+    harness_files_sha256: str | None = None  # an installed harness: the hash of its files
+    harness_version: str | None = None
+    gpus: tuple = ()          # host_resources.gpus
+    gpu_links: tuple = ()     # the kinds of link in host_resources.topology, sorted
+    uploaded_before: str | None = None  # cutoff.uploaded_before: the day the environment resolved as of
+
+    @classmethod
+    def of(cls, data: Any) -> Provenance:
+        data = _obj(data)
+        resources = _obj(data.get("host_resources"))
+        return cls(harness_commit=data.get("harness_commit"), harness_files_sha256=data.get("harness_files_sha256"),
+                   harness_version=data.get("harness_version"),
+                   gpus=tuple(Gpu.of(g) for g in resources.get("gpus") or ()),
+                   gpu_links=tuple(sorted(set(_obj(resources.get("topology")).values()))),
+                   uploaded_before=_obj(data.get("cutoff")).get("uploaded_before"))
+
+
+@dataclass(frozen=True)
+class Warmth:
+    """`warmth`: how the cell's process started (record.warmth_record)."""
+
+    launch: str | None = None         # warm (forked from a launcher) or fresh; None: not recorded
+    compile_cache: dict | None = None
+
+    @classmethod
+    def of(cls, data: Any) -> Warmth:
+        return cls(**_picked(cls, data))
+
+    @property
+    def cache_hit(self):
+        """Whether compilation came from the cache; None when it was not looked at."""
+        return _obj(self.compile_cache).get("hit")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """`error`: what failed, as the cell's process caught it."""
+
+    signature: str | None = None
+    where: str | None = None       # the frame in the user's code, for user workloads
+    message: str | None = None
+    traceback: str | None = None
+
+    @classmethod
+    def of(cls, data: Any) -> Failure:
+        return cls(**_picked(cls, data))
+
+
+@dataclass(frozen=True)
+class ExpectedValue:
+    """One value a control cell was expected to give (harness/values.py) and what it gave."""
+
+    metric: str | None = None
+    want: Any = None
+    got: Any = None
+    met: bool | None = None
+    peer: str | None = None   # the cell whose figure it was compared with
+    why: str | None = None
+    detail: str | None = None
+
+    @classmethod
+    def of(cls, data: Any) -> ExpectedValue:
+        return cls(**_picked(cls, data))
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """`expectation`: a control cell's known answer (a status, or values) and whether it held."""
+
+    status: str | None = None
+    signature: str | None = None
+    why: str | None = None
+    met: bool | None = None
+    values: tuple = ()
+
+    @classmethod
+    def of(cls, data: Any) -> Expectation:
+        picked = _picked(cls, data)
+        return cls(**{**picked, "values": tuple(ExpectedValue.of(v) for v in picked["values"] or ())})
 
 # The documented types of each key (None is accepted for optional keys).
 TYPES: dict[str, Any] = {

@@ -71,6 +71,33 @@ def test_an_older_result_is_migrated_and_a_result_round_trips(tmp_path):
     assert again["added_by_a_feature"] == [1, 2] and again["status"] == "error"
 
 
+def test_nested_parts_are_read_through_views_that_tolerate_gaps_and_are_never_saved(tmp_path):
+    written = {"cell": "e/w/p/b1/r0", "status": "error", "schema": SCHEMA,
+               "seen": {"tensorflow": "2.15.0", "gpus": ["A100"], "gpu_devices": {"x": 1}},
+               "provenance": {"harness_commit": "abc", "cutoff": {"uploaded_before": "2024-01-01T00:00:00Z"},
+                              "host_resources": {"gpus": [{"name": "A100"}], "topology": {"0-1": "NV12"}}},
+               "error": {"signature": "ValueError: x"}, "expectation": {"status": "ok", "values": [{"met": False}]},
+               "warmth": {"launch": "warm", "compile_cache": {"hit": False}}, "code": "not an object",
+               "releases": [["tensorflow", ">=2", "2.15.0"], "broken"]}
+    (tmp_path / "result.json").write_text(json.dumps(written))
+    r = load(tmp_path / "result.json")
+    assert r.inside.tensorflow == "2.15.0" and r.inside.keras is None and r.inside.gpus == ("A100",)
+    assert r.inside.has_versions and not Result(cell="c", status="ok").inside.has_versions
+    assert r.origin.harness_commit == "abc" and r.origin.harness_version is None
+    assert r.origin.uploaded_before.startswith("2024") and r.origin.gpu_links == ("NV12",)
+    assert r.origin.gpus[0].name == "A100" and r.origin.gpus[0].driver is None
+    assert r.failure.signature == "ValueError: x" and r.failure.traceback is None
+    assert r.expected.status == "ok" and r.expected.values[0].met is False and r.expected.values[0].peer is None
+    assert r.warmth.launch == "warm" and r.warmth.cache_hit is False
+    assert r.code_kind is None and r.releases == []  # wrong-typed extras read as absent, never raise
+    assert r["warmth"] == written["warmth"]  # dict-style access still answers the stored value
+    r.save(tmp_path)  # the views are derived: every key written back as read, none added for them
+    again = json.loads((tmp_path / "result.json").read_text())
+    assert {k: again[k] for k in written} == written
+    assert not {"inside", "origin", "failure", "expected", "code_kind"} & set(again)
+    assert load(tmp_path / "result.json").to_dict() == again
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> tuple[Path, list[str]]:
     root = tmp_path_factory.mktemp("quarantine")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..outputs import Manifest
-from ..result import Result
+from ..result import Provenance, Result, Seen
 from ..store import read_all
 from ..workloads.protocol import cuda_version_text, cudnn_version_text
 from . import plots, reported, site, tables
@@ -40,10 +40,10 @@ def report_tables(results: list[Result]) -> list[tables.Table]:
 def provenance_lines(results: list[dict]) -> list[str]:
     statuses = Counter(r.status for r in results)
     hosts = sorted({r.host for r in results})
-    commits = sorted({_harness_of(r.provenance) for r in results})
+    commits = sorted({_harness_of(r.origin) for r in results})
     matrices = sorted({r.matrix or "?" for r in results})
     engines = sorted({r.engine or "?" for r in results})
-    gpus = sorted({g for r in results for g in (r.seen.get("gpus") or [])})
+    gpus = sorted({g for r in results for g in r.inside.gpus})
     return [
         f"{len(results)} cells: " + ", ".join(f"{n} {s}" for s, n in statuses.most_common()),
         f"matrices: {', '.join(matrices)}; engines: {', '.join(engines)}; {len(hosts)} host(s); "
@@ -57,13 +57,13 @@ def warmth_lines(results: list[Result]) -> list[str]:
     new interpreter), and whether compilation came from a cache. Every figure the tables compare
     is a steady epoch (2..N); the first epoch, where compilation lands, is kept apart in each
     cell's timing and means something different warm with a cache hit than cold."""
-    warmth = [r.get("warmth") for r in results if r.get("warmth")]
+    warmth = [r.warmth for r in results if r.warmth]
     if not warmth:
         return []
-    launches = Counter(w.get("launch") or "fresh" for w in warmth)
-    hits = Counter((w.get("compile_cache") or {}).get("hit") for w in warmth if w.get("compile_cache"))
-    decided = sum(1 for r in results if r["status"] == "unsupported" and r.get("exit") is None
-                  and r.get("warmth") is None and r.get("reason"))
+    launches = Counter(w.launch or "fresh" for w in warmth)
+    hits = Counter(w.cache_hit for w in warmth if w.compile_cache)
+    decided = sum(1 for r in results if r.status == "unsupported" and r.exit is None
+                  and r.warmth is None and r.reason)
     line = "launch: " + ", ".join(f"{n} {k}" for k, n in sorted(launches.items()))
     if hits:
         line += "; compile cache hit: " + ", ".join(f"{k} in {n}" for k, n in sorted(hits.items()))
@@ -73,14 +73,14 @@ def warmth_lines(results: list[Result]) -> list[str]:
     return [line]
 
 
-def _harness_of(prov: dict) -> str:
+def _harness_of(prov: Provenance) -> str:
     """Which harness wrote a result: its commit from a checkout, else (installed) its
     version and the hash of its files."""
-    if prov.get("harness_commit"):
-        return prov["harness_commit"][:12]
-    if prov.get("harness_files_sha256"):
-        return f"{prov.get('harness_version') or '?'} (installed; files {prov['harness_files_sha256'][:12]})"
-    return f"{prov['harness_version']} (no commit recorded)" if prov.get("harness_version") else "not recorded"
+    if prov.harness_commit:
+        return prov.harness_commit[:12]
+    if prov.harness_files_sha256:
+        return f"{prov.harness_version or '?'} (installed; files {prov.harness_files_sha256[:12]})"
+    return f"{prov.harness_version} (no commit recorded)" if prov.harness_version else "not recorded"
 
 
 def gpu_lines(results: list[dict]) -> list[str]:
@@ -89,27 +89,25 @@ def gpu_lines(results: list[dict]) -> list[str]:
     frameworks reported from inside the cells."""
     hosts: dict[tuple, dict] = {}
     for r in results:
-        res = r.provenance.get("host_resources") or {}
-        gpus = res.get("gpus") or []
-        if not gpus or not any(g.get("name") for g in gpus):
+        prov = r.origin
+        gpus, links = prov.gpus, prov.gpu_links
+        if not gpus or not any(g.name for g in gpus):
             continue
         g = gpus[0]
-        links = sorted(set((res.get("topology") or {}).values()))
         key = r.host, len(gpus)
-        hosts[key] = {"text": f"{len(gpus)} x {g.get('name')} ({(g.get('memory_mib') or 0) // 1024} GiB, "
-                              f"compute capability {g.get('compute_capability')}, driver {g.get('driver')})"
+        hosts[key] = {"text": f"{len(gpus)} x {g.name} ({(g.memory_mib or 0) // 1024} GiB, "
+                              f"compute capability {g.compute_capability}, driver {g.driver})"
                               + (f", GPU links: {', '.join(links)}" if links else "")}
-    stacks = sorted({_cuda_seen(r.seen) for r in results if r.seen.get("gpus") and r.seen.get("cuda")})
+    stacks = sorted({_cuda_seen(r.inside) for r in results if r.inside.gpus and r.inside.cuda})
     lines = [f"GPU host {name}: {h['text']}" for (name, _), h in sorted(hosts.items())]
     if stacks:
         lines.append("CUDA as the frameworks report it: " + "; ".join(stacks))
     return lines
 
 
-def _cuda_seen(seen: dict) -> str:
-    framework = f"JAX {seen['jax']}" if seen.get("jax") else f"TF {seen.get('tensorflow')}"
-    return (f"{framework}: CUDA {cuda_version_text(seen.get('cuda'))}, "
-            f"cuDNN {cudnn_version_text(seen.get('cudnn'))}")
+def _cuda_seen(seen: Seen) -> str:
+    framework = f"JAX {seen.jax}" if seen.jax else f"TF {seen.tensorflow}"
+    return f"{framework}: CUDA {cuda_version_text(seen.cuda)}, cuDNN {cudnn_version_text(seen.cudnn)}"
 
 
 def coverage_lines(results: list[dict]) -> list[str]:
@@ -139,13 +137,13 @@ def _csv_row(r: Result) -> dict:
     return {"cell": r.cell, "status": r.status, "environment": r.environment, "workload": r.workload,
             "parallelism": r.parallelism.get("label"), "devices": r.parallelism.get("devices"),
             "batch_size": r.batch_size, "repeat": r.repeat, "engine": r.engine,
-            **{k: r.seen.get(k) for k in ("python", "tensorflow", "keras", "backend")},
+            **{k: getattr(r.inside, k) for k in ("python", "tensorflow", "keras", "backend")},
             "val_accuracy": r.metric("val_accuracy"), "accuracy": r.metric("accuracy"),
             **{k: r.timing_of(k) for k in ("steady_epoch_seconds", "steady_samples_per_sec", "total_seconds")},
             "signature": r.signature, "reason": r.reason,
-            "releases": " ".join(f"{p}=={v}" for p, _, v in (r.get("releases") or [])),
-            "launch": (r.get("warmth") or {}).get("launch"), "first_epoch_seconds": r.timing_of("first_epoch_seconds"),
-            "compile_cache": ((r.get("warmth") or {}).get("compile_cache") or {}).get("hit")}
+            "releases": " ".join(f"{p}=={v}" for p, _, v in r.releases),
+            "launch": r.warmth and r.warmth.launch, "first_epoch_seconds": r.timing_of("first_epoch_seconds"),
+            "compile_cache": r.warmth and r.warmth.cache_hit}
 
 
 REPORT_FILES = ("index.html", "report.md", "results.csv", "results.json")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from ..outcome import normalise
-from ..result import Result
+from ..result import Result, Seen
 from ..stats import SPREAD_WIDE, Spread, spread_of, steady  # noqa: F401 - re-exported for the writers
 from ..status import FAILED, NOT_RUN, OK  # noqa: F401 - the vocabulary is the status module's
 
@@ -110,33 +110,33 @@ class Stack:
     sorted by these versions, not by the matrix's name for them: names sort as
     text (tf1.10 before tf1.9) and say what was asked, not what ran."""
     name: str
-    seen: dict
+    seen: Seen   # only SEEN_KEYS; empty (has_versions False) when no cell reported its framework
     cells: int
 
     @property
     def label(self) -> str:
         s = self.seen
-        if not s.get("tensorflow") and not s.get("keras"):
+        if not s.has_versions:
             return f"{self.name} (versions not seen)"
-        parts = [f"TF {s['tensorflow']}"] if s.get("tensorflow") else []
-        if s.get("keras"):
-            api = s.get("api") or "keras"
+        parts = [f"TF {s.tensorflow}"] if s.tensorflow else []
+        if s.keras:
+            api = s.api or "keras"
             if api == "keras3":
                 # results from before the backend was always recorded: Keras 3 without one ran on TF
-                parts.append(f"Keras {s['keras']} on {s.get('backend') or 'tensorflow'}")
+                parts.append(f"Keras {s.keras} on {s.backend or 'tensorflow'}")
             else:
-                parts.append(f"{'Keras' if api == 'keras' else api} {s['keras']}")
-        if s.get("python"):
-            parts.append(f"Python {s['python']}")
+                parts.append(f"{'Keras' if api == 'keras' else api} {s.keras}")
+        if s.python:
+            parts.append(f"Python {s.python}")
         return " · ".join(parts)
 
     @property
     def key(self) -> tuple:
         """PEP 440 order: TensorFlow, then Keras, then Python (1.9 < 1.10)."""
         s = self.seen
-        tf = s.get("tensorflow") or _from_name(r"tf(\d+(?:\.\d+)*)", self.name)
-        keras = s.get("keras") or _from_name(r"keras(\d+(?:\.\d+)*)", self.name)
-        return (_version(tf), _version(keras), _version(s.get("python")), s.get("backend") or "", self.name)
+        tf = s.tensorflow or _from_name(r"tf(\d+(?:\.\d+)*)", self.name)
+        keras = s.keras or _from_name(r"keras(\d+(?:\.\d+)*)", self.name)
+        return (_version(tf), _version(keras), _version(s.python), s.backend or "", self.name)
 
 
 def _from_name(pattern: str, name: str) -> str | None:
@@ -161,10 +161,10 @@ def stacks(results: list[Result]) -> dict[str, Stack]:
     for r in results:
         env = env_of(r)
         count[env] += 1
-        s = r.seen
-        if s.get("tensorflow") or s.get("keras"):
-            seen[env][tuple((k, s.get(k)) for k in SEEN_KEYS)] += 1
-    out = [Stack(env, dict(seen[env].most_common(1)[0][0]) if seen[env] else {}, n) for env, n in count.items()]
+        s = r.inside
+        if s.has_versions:
+            seen[env][Seen(**{k: getattr(s, k) for k in SEEN_KEYS})] += 1
+    out = [Stack(env, seen[env].most_common(1)[0][0] if seen[env] else Seen(), n) for env, n in count.items()]
     return {st.name: st for st in sorted(out, key=lambda st: st.key)}
 
 
@@ -332,8 +332,8 @@ def compare_runs(a: list[Result], b: list[Result], noise: float = 0.10) -> dict[
 # -- trends across releases (a matrix with a version range) ---------------------------------
 def release_of(r: Result) -> tuple[str, str] | None:
     """(package, version) of the one range a result's environment came from; None otherwise."""
-    chosen = r.extra.get("releases") or []  # written by record.assemble for range environments
-    if len(chosen) != 1 or not isinstance(chosen[0], (list, tuple)) or len(chosen[0]) != 3:
+    chosen = r.releases
+    if len(chosen) != 1:
         return None
     package, _, version = chosen[0]
     return str(package), str(version)
@@ -385,7 +385,7 @@ COMPANIONS = (("tensorflow", "TF"), ("keras", "Keras"), ("jax", "JAX"), ("numpy"
 def _as_of(results: list[Result]) -> str:
     """The day the rest of the environment resolved as of (its cut-off), if it had one."""
     for r in results:
-        cut = (r.provenance.get("cutoff") or {}).get("uploaded_before")
+        cut = r.origin.uploaded_before
         if cut:
             return str(cut)[:10]
     return ""

@@ -21,16 +21,16 @@ from .tables import MAX_COLUMNS, Entry, Table
 
 
 def _scripts(results: list[Result]) -> list[Result]:
-    return [r for r in results if (r.get("code") or {}).get("kind") == "script" and r.get("metrics")]
+    return [r for r in results if r.code_kind == "script" and r.metrics]
 
 
 def _names(results: list[Result]) -> list[str]:
-    return sorted({k for r in results for k, v in (r.get("metrics") or {}).items()
+    return sorted({k for r in results for k, v in r.metrics.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)})
 
 
 def _spread(results: list[Result], name: str):
-    return analysis.spread_of((r.get("metrics") or {}).get(name) for r in results)
+    return analysis.spread_of(r.metric(name) for r in results)
 
 
 def _show(s) -> str:
@@ -84,7 +84,7 @@ def draw(results: list[Result], out: Path, pyplot) -> list[tuple[str, Path]]:
         for name in _names(rows):
             per_env: dict[str, list[Result]] = defaultdict(list)
             for r in rows:
-                if (r.get("metrics") or {}).get(name) is not None:
+                if r.metric(name) is not None:
                     per_env[analysis.env_of(r)].append(r)
             if len(per_env) < 2:
                 continue

@@ -88,18 +88,18 @@ def cells_page(found: list[tuple[Path | None, Result]]) -> str:
 
 
 def _cell_body(result: Result, folder: Path | None) -> str:
-    err = result.error or {}
+    err = result.failure
     rows = [("status", result.status), ("engine", result.engine),
-            ("signature", result.signature), ("where (your code)", err.get("where")), ("reason", result.reason),
+            ("signature", result.signature), ("where (your code)", err and err.where), ("reason", result.reason),
             ("exit", json.dumps(result.exit)), ("expectation", json.dumps(result.expectation)),
             ("folder", str(folder) if folder else None)]
     body = ["<table>"]
     body += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in rows if v not in (None, "null")]
     body.append("</table>")
-    if err:
-        body.append("<h2>Error</h2><pre>" + e(err.get("message") or "") + "</pre>")
-        if err.get("traceback"):
-            body.append("<h3>Traceback</h3><pre>" + e(err["traceback"]) + "</pre>")
+    if result.error:
+        body.append("<h2>Error</h2><pre>" + e(err.message or "") + "</pre>")
+        if err.traceback:
+            body.append("<h3>Traceback</h3><pre>" + e(err.traceback) + "</pre>")
     epochs = result.epochs
     if epochs:
         keys = ["epoch", "seconds", "samples_per_sec", "loss", "accuracy", "val_loss", "val_accuracy"]

@@ -227,16 +227,15 @@ def stacks_table(results: list[Result], ctx: Context | None = None) -> Table:
         cells_of[analysis.env_of(r)].append(r.cell)
     for name, st in ctx.stacks.items():
         s = st.seen
-        if not s:
+        if not s.has_versions:
             keys = sorted({ctx.key_of[c] for c in cells_of[name] if c in ctx.key_of}, key=lambda k: (k[0], int(k[1:])))
             table.rows.append([Entry(name), Entry("not seen", ref=keys[0] if keys else None)]
                               + [Entry("") for _ in range(4)] + [Entry(str(st.cells))])
             continue
         table.rows.append([Entry(name)]
-                          + [Entry(s.get(k) or "-") for k in ("python", "tensorflow", "keras")]
-                          + [Entry((s.get("api") or "-") + (f" ({s['backend']})" if s.get("api") == "keras3"
-                                                            else "")),
-                             Entry(s.get("numpy") or "-"), Entry(str(st.cells))])
+                          + [Entry(getattr(s, k) or "-") for k in ("python", "tensorflow", "keras")]
+                          + [Entry((s.api or "-") + (f" ({s.backend})" if s.api == "keras3" else "")),
+                             Entry(s.numpy or "-"), Entry(str(st.cells))])
     return table
 
 
@@ -361,23 +360,22 @@ def drifted_controls(results: list[Result]) -> Table:
                   note="A control cell's known answer (a status, or a value) is written in its matrix; "
                        "these no longer give it.")
     for r in analysis.drifted_controls(results):
-        want = r.expectation
+        want = r.expected
         got = r.failure_text
-        failed_values = [v for v in want.get("values") or [] if v.get("met") is False]
+        failed_values = [v for v in want.values if v.met is False]
         if failed_values:  # a value expectation (harness/values.py): the numbers are the finding
             for v in failed_values:
-                peer = f" ({v['peer'].split('/', 1)[0]})" if v.get("peer") else ""
-                wanted = f"{v['metric']} = {v.get('want')}{peer}"
+                peer = f" ({v.peer.split('/', 1)[0]})" if v.peer else ""
+                wanted = f"{v.metric} = {v.want}{peer}"
                 table.rows.append([Entry(r.cell, link=r.cell, mark="flag"), Entry(wanted),
-                                   Entry(cut(f"{v['metric']} = {v.get('got')}")),
-                                   Entry(v.get("why") or want.get("why") or v.get("detail") or "")])
-            if not want.get("status") or r.status == want["status"]:
+                                   Entry(cut(f"{v.metric} = {v.got}")),
+                                   Entry(v.why or want.why or v.detail or "")])
+            if not want.status or r.status == want.status:
                 continue
         table.rows.append([Entry(r.cell, link=r.cell, mark="flag"),
-                           Entry((want.get("status") or "")
-                                 + (f" '{want['signature']}'" if want.get("signature") else "")),
+                           Entry((want.status or "") + (f" '{want.signature}'" if want.signature else "")),
                            Entry(cut(got if got.startswith(r.status) else f"{r.status} {got}".strip())),
-                           Entry(want.get("why") or "")])
+                           Entry(want.why or "")])
     return table
 
 
