@@ -253,8 +253,17 @@ def _picked(cls, data: Any) -> dict:
     return {f.name: data.get(f.name) for f in fields(cls)}
 
 
+class _View:
+    """A read-only view of one nested part of a result: the keys it names, missing ones None.
+    Views whose parts need more than that (tuples, nested views) override `of`."""
+
+    @classmethod
+    def of(cls, data: Any):
+        return cls(**_picked(cls, data))
+
+
 @dataclass(frozen=True)
-class Seen:
+class Seen(_View):
     """`seen`: the versions and devices the cell's own process reported (workloads/compat.py).
     Hashable, so the report can count which stack an environment's cells agreed on."""
 
@@ -282,7 +291,7 @@ class Seen:
 
 
 @dataclass(frozen=True)
-class Gpu:
+class Gpu(_View):
     """One GPU of `provenance.host_resources.gpus`, as the host reported it."""
 
     name: str | None = None
@@ -290,13 +299,10 @@ class Gpu:
     compute_capability: str | None = None
     driver: str | None = None
 
-    @classmethod
-    def of(cls, data: Any) -> Gpu:
-        return cls(**_picked(cls, data))
 
 
 @dataclass(frozen=True)
-class Provenance:
+class Provenance(_View):
     """`provenance`: which harness wrote the result, on what host, resolved as of when."""
 
     harness_commit: str | None = None
@@ -318,15 +324,12 @@ class Provenance:
 
 
 @dataclass(frozen=True)
-class Warmth:
+class Warmth(_View):
     """`warmth`: how the cell's process started (record.warmth_record)."""
 
     launch: str | None = None         # warm (forked from a launcher) or fresh; None: not recorded
     compile_cache: dict | None = None
 
-    @classmethod
-    def of(cls, data: Any) -> Warmth:
-        return cls(**_picked(cls, data))
 
     @property
     def cache_hit(self):
@@ -335,7 +338,7 @@ class Warmth:
 
 
 @dataclass(frozen=True)
-class Failure:
+class Failure(_View):
     """`error`: what failed, as the cell's process caught it."""
 
     signature: str | None = None
@@ -343,13 +346,10 @@ class Failure:
     message: str | None = None
     traceback: str | None = None
 
-    @classmethod
-    def of(cls, data: Any) -> Failure:
-        return cls(**_picked(cls, data))
 
 
 @dataclass(frozen=True)
-class ExpectedValue:
+class ExpectedValue(_View):
     """One value a control cell was expected to give (harness/values.py) and what it gave."""
 
     metric: str | None = None
@@ -360,13 +360,10 @@ class ExpectedValue:
     why: str | None = None
     detail: str | None = None
 
-    @classmethod
-    def of(cls, data: Any) -> ExpectedValue:
-        return cls(**_picked(cls, data))
 
 
 @dataclass(frozen=True)
-class Expectation:
+class Expectation(_View):
     """`expectation`: a control cell's known answer (a status, or values) and whether it held."""
 
     status: str | None = None
