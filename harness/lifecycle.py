@@ -17,7 +17,9 @@ and where; this module decides what a cell's run produces.
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -45,11 +47,16 @@ def stage_workloads(run_dir: Path, codes=()) -> tuple[Path, str]:
     digest = record.sha256_of_tree(WORKLOADS_SRC)
     root = run_dir / ".workloads" / digest[:12]
     if not (root / "workloads" / "__init__.py").exists():
-        tmp = root.with_name(root.name + ".tmp")
+        # Several runs (or cluster tasks) may stage at once: each copies beside the final name
+        # under a name of its own and renames; the first rename wins and the others' copies go.
+        # A staged tree is never removed: another run's cells may be importing from it.
+        tmp = root.with_name(f"{root.name}.tmp-{socket.gethostname()}-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(WORKLOADS_SRC, tmp / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        shutil.rmtree(root, ignore_errors=True)
-        tmp.rename(root)
+        try:
+            tmp.rename(root)
+        except OSError:  # another run staged the same content first
+            shutil.rmtree(tmp, ignore_errors=True)
     usercode.stage(root, codes)  # the user's code travels in the same tree (harness/usercode.py)
     return root, digest
 

@@ -160,3 +160,20 @@ def test_the_slurm_watcher_backs_off_then_polls_every_n_seconds():
     slept.clear()
     watch(lambda: False, wait=0, poll=10, sleep=slept.append)
     assert slept == [], "no wait: one look"
+
+
+def test_runs_staging_the_workloads_at_once_all_get_one_whole_tree(tmp_path):
+    """Two `harness run`s on one results folder stage the workloads at the same moment (seen in CI:
+    both copied into one temporary folder and the loser died with FileExistsError). Each process
+    now copies under its own name and the first rename wins; no one removes a staged tree."""
+    import multiprocessing
+
+    from harness.lifecycle import stage_workloads
+
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(6) as pool:
+        roots = pool.map(stage_workloads, [tmp_path] * 12)
+    assert len({str(root) for root, _ in roots}) == 1
+    root = roots[0][0]
+    assert (root / "workloads" / "__init__.py").exists() and (root / "workloads" / "run.py").exists()
+    assert not [p for p in root.parent.iterdir() if ".tmp-" in p.name]  # losers cleaned their copies
