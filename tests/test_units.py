@@ -170,9 +170,11 @@ def test_runs_staging_the_workloads_at_once_all_get_one_whole_tree(tmp_path):
 
     from harness.lifecycle import stage_workloads
 
+    run_dir = tmp_path / "results" / "run"  # not tmp_path itself: its parent, pytest's base folder,
+    run_dir.mkdir(parents=True)               # would then look like a results folder to other tests
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(6) as pool:
-        roots = pool.map(stage_workloads, [tmp_path] * 12)
+        roots = pool.map(stage_workloads, [run_dir] * 12)
     assert len({str(root) for root, _ in roots}) == 1
     root = roots[0][0]
     assert (root / "workloads" / "__init__.py").exists() and (root / "workloads" / "run.py").exists()

@@ -67,7 +67,9 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
                 by_launch.setdefault(cell.rsplit("/", 1)[0], {})[r["warmth"]["launch"]] = \
                     statistics.median(_steady(r))
         pairs = {g: v["warm"] / v["fresh"] for g, v in by_launch.items() if len(v) == 2}
-        assert pairs and all(0.5 < p < 2 for p in pairs.values()), pairs
+        # a gross-error check (a fork that broke the stack's threading shows as many-fold); the
+        # measurement itself is bench/warm.py's, fresh and warm alternating in one invocation
+        assert pairs and all(1 / 3 < p < 3 for p in pairs.values()), pairs
     # (across runs the steady speed is not compared: measured here, a fresh run that met an idle
     # moment trained 4x faster than the warm runs before and after it -- load, not launch)
 
