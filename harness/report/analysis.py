@@ -125,7 +125,8 @@ class Stack:
                 # results from before the backend was always recorded: Keras 3 without one ran on TF
                 parts.append(f"Keras {s.keras} on {s.backend or 'tensorflow'}")
             else:
-                parts.append(f"{'Keras' if api == 'keras' else api} {s.keras}")
+                # standalone Keras ("keras" in results from before the API was recorded) is plain Keras
+                parts.append(f"{'Keras' if api in ('keras', 'standalone') else api} {s.keras}")
         if s.python:
             parts.append(f"Python {s.python}")
         return " · ".join(parts)
