@@ -66,6 +66,8 @@ def main() -> None:
     p.add_argument("--python", action="append", default=[])
     p.add_argument("--rounds", type=int, default=1,
                    help="fresh and warm runs alternate this many times; per cell the median (a loaded machine)")
+    p.add_argument("--keep", metavar="DIR",
+                   help="keep the runs' results folders here (default: a temporary folder, removed)")
     p.add_argument("--repeats", type=int,
                    help="run each cell this many times (the matrix's `repeats:` replaced): cells of one "
                         "environment share a warm launcher, as in a real matrix")
@@ -76,7 +78,7 @@ def main() -> None:
     select = [x for g in a.only for x in ("--only", g)]
     extra = (["--jobs", a.jobs] if a.jobs else []) + (["--gpus", a.gpus] if a.gpus else [])
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+        tmp = Path(a.keep).resolve() if a.keep else Path(tmp)
         if a.repeats:
             data = yaml.safe_load(Path(a.matrix).read_text())
             data["repeats"] = a.repeats
@@ -88,6 +90,49 @@ def main() -> None:
         finally:
             if a.repeats:
                 Path(a.matrix).unlink(missing_ok=True)
+
+
+def accuracy(fresh: list[dict], warm: list[dict]) -> str:
+    """'bitwise' when every run's validation accuracy is the same; else the spread between fresh
+    runs beside the largest gap between a warm run and the fresh ones (a stack that is not
+    deterministic, e.g. a GPU whose compiler autotunes, differs between fresh runs too)."""
+    values = [x["metrics"].get("val_accuracy") for x in fresh + warm]
+    if len(set(values)) == 1:
+        return "bitwise"
+    f = [x["metrics"].get("val_accuracy") for x in fresh if x["metrics"].get("val_accuracy") is not None]
+    w = [x["metrics"].get("val_accuracy") for x in warm if x["metrics"].get("val_accuracy") is not None]
+    if not f or not w:
+        return "not comparable"
+    gap = max(abs(v - u) for v in w for u in f)
+    among = f"fresh spread {max(f) - min(f):.4f}" if len(f) > 1 else "one fresh run"
+    return f"differs: warm vs fresh {gap:.4f}, {among}"
+
+
+PHASES = (("interpreter start", None), ("imports", "imports"), ("devices", "devices"),
+          ("data and model", "data_and_model"), ("model.compile", "compiled"))
+
+
+def phases(rs: list[dict]) -> dict[str, float | None]:
+    """Medians of a cell's parts: the phase marks are seconds from the workload's start, so each
+    part is a difference; the first epoch, the steady epochs and the teardown follow."""
+    parts: dict[str, list[float]] = {}
+    for r in rs:
+        t = r.get("timing") or {}
+        marks = t.get("phases") or {}
+        if r["status"] != "ok" or not marks:
+            continue
+        parts.setdefault("interpreter start", []).append(t.get("interpreter_start_seconds") or 0.0)
+        last = 0.0
+        for label, key in PHASES[1:]:
+            if marks.get(key) is not None:
+                parts.setdefault(label, []).append(marks[key] - last)
+                last = marks[key]
+        parts.setdefault("first epoch", []).append(t.get("first_epoch_seconds") or 0.0)
+        parts.setdefault("steady epochs", []).append((t.get("steady_epoch_seconds") or 0.0) *
+                                                     max(0, r["epochs_asked"] - 1))
+        parts.setdefault("teardown", []).append(t.get("teardown_seconds") or 0.0)
+        parts.setdefault("total", []).append(t.get("total_seconds") or 0.0)
+    return {k: _median(v) for k, v in parts.items()}
 
 
 def _median(values: list) -> float | None:
@@ -127,22 +172,23 @@ def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]
             fixed_w.append(fw)
         caches = sorted({((x.get("warmth") or {}).get("compile_cache") or {}).get("hit", "none offered")
                          for x in ws})
-        same = all(x["metrics"].get("val_accuracy") == f["metrics"].get("val_accuracy") for x in fs + ws)
+        same = accuracy(fs, ws + ([up] if (up := first.get(cell)) else []))
         statuses = {x["status"] for x in fs + ws}
         status = f["status"] if len(statuses) == 1 else f"{sorted(statuses)} (DIFFERS)"
         launches = sum(1 for x in ws if (x.get("warmth") or {}).get("launch") == "warm")
-        up = first.get(cell)
         print(f"| {cell} | {status} | {fmt(tf)} | {fmt(tw)} | {fmt(ratio)} | {fmt(ff)} | "
               f"{fmt(fixed_cost(up) if up else None)} | {fmt(fw)} | "
               f"{fmt(_median([x['timing'].get('first_epoch_seconds') for x in fs]))} | "
               f"{fmt(_median([x['timing'].get('first_epoch_seconds') for x in ws]))} | {launches}/{len(ws)} "
-              f"| {', '.join(caches)} | {'bitwise' if same else 'no'} |")
+              f"| {', '.join(caches)} | {same} |")
     if ratios:
         print(f"\nfresh / warm cell wall: median {statistics.median(ratios):.2f}x "
               f"[{min(ratios):.2f}-{max(ratios):.2f}] over {len(ratios)} ok cells")
     if fixed_f:
         print(f"fixed cost per cell: fresh median {statistics.median(fixed_f):.2f} s, "
               f"warm median {statistics.median(fixed_w):.2f} s [{min(fixed_w):.2f}-{max(fixed_w):.2f}]")
+    print("where a warm cell's time goes, medians over its ok cells (s): " +
+          ", ".join(f"{k} {fmt(v)}" for k, v in phases([r for rs in warm for r in rs.values()]).items()))
     for label, (wall, rs, record) in runs.items():
         n, what = divisor(record)
         b = bound(list(rs.values()), n)

@@ -169,6 +169,7 @@ class Server:
                                      start_new_session=True)
         self.refused: str | None = None
         self.ready = False
+        self.kept: list[str] = []  # fork-aware threads its imports started (workloads/forkserver.py)
         self.settled = threading.Event()
         self._closed = False
 
@@ -186,6 +187,7 @@ class Server:
                     if b"\n" in line:
                         message = json.loads(line.split(b"\n", 1)[0])
                         self.ready = bool(message.get("ready"))
+                        self.kept = list(message.get("kept") or [])
                         if not self.ready:
                             self.refused = message.get("refused") or "the warm launcher said no"
                         return
@@ -301,6 +303,8 @@ class Launcher:
         if isinstance(server, str):
             warmth.notes.append(f"launched fresh: {server}")
             return None
+        if server.kept:
+            warmth.notes.append(f"forked with threads that prepare for a fork: {', '.join(server.kept)}")
         return server
 
     def close(self) -> None:

@@ -36,7 +36,7 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         runs[label] = _results(tmp_path / label / "warm-control")
     fresh, warm, again = runs["fresh"], runs["warm"], runs["again"]
-    assert set(fresh) == set(warm) == set(again) and len(fresh) == 10
+    assert set(fresh) == set(warm) == set(again) and len(fresh) == 14
     for cell, f in fresh.items():
         for w in (warm[cell], again[cell]):
             assert (w["status"], w["reason"]) == (f["status"], f["reason"]), cell
@@ -57,6 +57,9 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
         if "jax" in cell:
             assert w["warmth"]["compile_cache"]["hit"] == "all", w["warmth"]
         assert [d["source"] for d in w["warmth"]["data"]] == ["mapped"], w["warmth"]
+    # the stack with the optional libraries forks too: their threads prepare for a fork, and say so
+    optional = [r["warmth"] for c, r in again.items() if c.startswith("keras3.15.1-jax-with-optionals/")]
+    assert any(w["launch"] == "warm" and "jemalloc: 1" in " ".join(w["notes"]) for w in optional), optional
     # Steady speed. This is a shared 2-core machine where other jobs come and go and a steady epoch
     # takes 0.1-0.3 s, so runs minutes apart differ by 2x either way. The fair pair is in one run:
     # the repeat that forked and the one that started fresh ran side by side, under the same load.
@@ -72,6 +75,54 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
         assert pairs and all(1 / 3 < p < 3 for p in pairs.values()), pairs
     # (across runs the steady speed is not compared: measured here, a fresh run that met an idle
     # moment trained 4x faster than the warm runs before and after it -- load, not launch)
+
+
+FORK_AFTER_OPTIONALS = r"""
+import json, os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from workloads import forkserver
+allowed = forkserver.preload({"api": "keras3", "backend": "jax", "device_kind": "cpu", "device_count": 1,
+                              "imports": ["numpy", "jax", "keras", "cv2", "pandas", "pyarrow"]})
+print(json.dumps({"threads": forkserver._threads(), "allowed": allowed, "kept": forkserver.KEPT}))
+sys.stdout.flush()
+pid = os.fork()
+if pid == 0:  # every library whose threads were copied out, used hard in the child
+    signal.alarm(120)
+    import cv2, numpy, pandas, pyarrow
+    cv2.setNumThreads(4)
+    image = numpy.random.RandomState(0).rand(2000, 2000).astype("float32")
+    blurred = cv2.GaussianBlur(image, (31, 31), 0)
+    product = image @ image.T
+    table = pyarrow.table({"x": numpy.arange(10 ** 6)})
+    frame = table.to_pandas()
+    os._exit(0 if blurred.shape == product.shape and len(frame) == 10 ** 6 else 3)
+print(json.dumps({"child": os.waitpid(pid, 0)[1]}))
+"""
+
+
+@pytest.mark.tf
+def test_threads_of_libraries_that_prepare_for_fork_do_not_stop_a_warm_launch(tmp_path):
+    """OpenCV's own OpenBLAS pool and pyarrow's jemalloc thread (Keras imports both when they
+    are installed, as on a GPU host measured) are copied out by fork safely: the launcher keeps
+    them, names them, and a forked child uses each library with threads of its own."""
+    import json
+    import subprocess
+
+    from harness.engines.venv import VenvEngine
+    from harness.matrix import load
+
+    env = next(c.environment for c in load(CONTROL).cells if c.environment.name.endswith("-with-optionals"))
+    with VenvEngine() as engine:
+        python = engine.interpreter(engine.prepare(env, tmp_path / "build.log"))
+    (tmp_path / "workloads").symlink_to(Path(__file__).resolve().parent.parent / "harness" / "workloads")
+    proc = subprocess.run([python, "-c", FORK_AFTER_OPTIONALS, str(tmp_path)], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said, child = (json.loads(line) for line in proc.stdout.splitlines()[-2:])
+    assert said["threads"] <= said["allowed"], said
+    kept = dict(said["kept"])
+    assert kept.get("jemalloc") == 1 and any("opencv" in k or "openblasp" in k for k in kept), kept
+    assert child == {"child": 0}
 
 
 def _cell(env: Environment, wrapper: str = "none", devices: int = 1, feed: str = "arrays", model: str = "rnn",

@@ -78,37 +78,128 @@ def _touched():
 
 
 def _blas():
-    """Load the BLAS libraries first and count the threads they start: OpenBLAS (numpy's, and
-    scipy's own copy, which Keras 3 on JAX imports) starts its worker pool at load and shuts it
-    down around a fork itself (pthread_atfork), so those threads are safe; any other is not."""
+    """Import the BLAS users first (numpy, and scipy.linalg, which Keras 3 on JAX imports), so
+    their pools start under the watch before anything else does."""
     import importlib
     for name in ("numpy", "scipy.linalg"):
         try:
             importlib.import_module(name)
         except ImportError:
             pass
-    return _threads()
 
 
 def preload(spec):
     """Import what the environment's cells will import, and nothing that starts a device.
-    Returns the threads the BLAS libraries started (allowed; see _blas)."""
+    Returns the thread count a fork may find: the process's own plus the fork-aware threads
+    the imports started (see _ForkAware)."""
     from . import compat
     compat.set_variables(spec.get("api"), spec.get("backend"), spec.get("device_kind", "cpu"),
                          int(spec.get("device_count", 1)))
     import importlib
-    baseline = _blas() if spec.get("imports") else _threads()
-    with _ThreadWatch() as watch:
+    start = _threads()
+    with _ThreadWatch() as watch, _ForkAware() as aware:
+        if spec.get("imports"):
+            _blas()
         for name in spec.get("imports") or []:
             if name == "tensorflow.keras":  # a lazy proxy on TF 2.x: touch it so Keras really loads
                 sys.modules["tensorflow"].keras.layers  # noqa: B018 - the access is the point
                 continue
             watch.load(importlib.import_module, name)
     STARTERS[:] = watch.starters
-    return baseline
+    KEPT[:] = aware.judge()
+    return start + sum(n for _, n in KEPT)
 
 
 STARTERS = []  # (module, threads it started) found while preloading: named in a refusal
+KEPT = []      # (library, threads): fork-aware threads the imports started; allowed, and said
+
+
+class _ForkAware(object):
+    """Threads a fork may leave behind, because their library prepares for it.
+
+    fork copies only the calling thread, so a lock another thread holds stays locked in the
+    child. Two libraries common in the stacks' environments look after that themselves with
+    pthread_atfork handlers: OpenBLAS (numpy's and scipy's copies, and the copy OpenCV ships,
+    which Keras imports when installed) stops its worker pool before a fork and starts a new
+    one on first use; jemalloc (pyarrow's, which pandas imports) takes its locks around the fork
+    and turns background purging off in the child. Their threads are recognised by what
+    started them, seen the moment they start: the loading of an extension module that mapped
+    an OpenBLAS library, or a thread jemalloc named jemalloc_bg_thd. Any other is refused.
+    """
+
+    def __init__(self):
+        self.kept = []
+        self._started = []  # (threads, libraries mapped meanwhile) per extension load that started some
+
+    def __enter__(self):
+        from importlib import machinery
+        self._loader = machinery.ExtensionFileLoader
+        self._steps = (self._loader.create_module, self._loader.exec_module)
+        aware, (create, execute) = self, self._steps
+
+        def create_module(loader, spec):
+            return aware._watch(create, loader, spec)
+
+        def exec_module(loader, module):
+            return aware._watch(execute, loader, module)
+
+        self._loader.create_module, self._loader.exec_module = create_module, exec_module
+        return self
+
+    def _watch(self, step, loader, arg):
+        tasks, libraries = _tasks(), _libraries()
+        try:
+            return step(loader, arg)
+        finally:
+            started = [t for t in _tasks() if t not in tasks]
+            if started:
+                self._started.append((started, [lib for lib in _libraries() if lib not in libraries]))
+
+    def judge(self):
+        """Which of the started threads are fork-aware: judged once the imports are done, since a
+        thread names itself only after it starts."""
+        for started, mapped in self._started:
+            jemalloc = [t for t in started if _thread_name(t) == "jemalloc_bg_thd"]
+            if jemalloc:
+                self.kept.append(("jemalloc", len(jemalloc)))
+            blas = [os.path.basename(lib) for lib in mapped if "openblas" in os.path.basename(lib).lower()]
+            rest = len(started) - len(jemalloc)
+            if rest and blas:
+                self.kept.append((blas[0], rest))
+        return self.kept
+
+    def __exit__(self, *exc):
+        self._loader.create_module, self._loader.exec_module = self._steps
+        return False
+
+
+def _tasks():
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:
+        return set()
+
+
+def _thread_name(task):
+    try:
+        with open("/proc/self/task/%s/comm" % task) as fh:
+            return fh.read().strip()
+    except (IOError, OSError):
+        return ""
+
+
+def _libraries():
+    """The shared libraries mapped into this process (read only around extension loads)."""
+    found = set()
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                path = line.rstrip("\n").split(None, 5)[-1]
+                if ".so" in path:
+                    found.add(path)
+    except (IOError, OSError):
+        pass
+    return found
 
 
 class _ThreadWatch(object):
@@ -305,21 +396,25 @@ def main(argv):
     with open(preload_path) as fh:
         spec = json.load(fh)
     try:
-        baseline = preload(spec)
+        allowed = preload(spec)
     except BaseException as exc:  # noqa: BLE001 - any failure: the cells run fresh and meet it there
         _say({"refused": "preloading failed: %s: %s" % (type(exc).__name__, str(exc)[:300])})
         return 0
     threads, touched = _threads(), _touched()
-    if threads > baseline:
-        named = ", ".join("%s started %d" % pair for pair in STARTERS)
-        _say({"refused": "importing the stack started %d thread(s) besides BLAS's%s; fork would copy only one"
-              % (threads - baseline, " (%s)" % named if named else "")})
+    if threads > allowed:
+        named = ", ".join(["%s started %d" % pair for pair in STARTERS]
+                          + (["fork-aware among them: " + ", ".join("%s %d" % pair for pair in KEPT)]
+                             if KEPT else []))
+        _say({"refused": "importing the stack started %d thread(s) that do not prepare for a fork (only "
+              "OpenBLAS's and jemalloc's do)%s; fork would copy only one"
+              % (threads - allowed, " (%s)" % named if named else "")})
         return 0
     if touched:
         _say({"refused": "importing the stack started a device runtime: %s" % ", ".join(touched)})
         return 0
     server = Server(path)
-    _say({"ready": True, "pid": os.getpid(), "modules": len(sys.modules), "blas_threads": baseline - 1})
+    _say({"ready": True, "pid": os.getpid(), "modules": len(sys.modules),
+          "kept": ["%s: %d" % pair for pair in KEPT]})
     server.serve()
     return 0
 
