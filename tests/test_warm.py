@@ -183,6 +183,7 @@ def test_compile_caches_are_keyed_by_what_decides_a_program(tmp_path, monkeypatc
     variables, notes = caches.variables(one, Slot())
     assert variables["JAX_COMPILATION_CACHE_DIR"].startswith(str(tmp_path / "compile"))
     assert variables["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0" and not notes
+    assert variables["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] == "none", "whole programs only: no autotuning shared"
     (tmp_path / "data").chmod(0o777)
     variables, notes = caches.variables(one, Slot())
     assert "HARNESS_DATA_DIR" not in variables and "writable by others" in notes[0]
