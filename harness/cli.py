@@ -295,7 +295,7 @@ def _submit_to_slurm(args, m, cells, console: Console) -> int:
     with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
                        console=console) as engine:
         submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),
-                     engine_args={"pythons": _pythons(args.python), "ca_bundle": args.ca_bundle})
+                     engine_args={"pythons": _pythons(args.python), "ca_bundle": args.ca_bundle}, fresh=args.fresh)
     console.print(f"follow it with: python -m harness status {args.matrix} --results {args.results}")
     return 0
 

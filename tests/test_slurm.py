@@ -134,6 +134,34 @@ expect:
     assert not list(folder.parent.glob("*.partial-*")), "the killed task's half-written folder is cleared"
 
 
+def test_fresh_reaches_the_tasks(slurm, tmp_path):
+    """`run --fresh --executor slurm`: each task runs its cell clean-room (no caches, nothing decided
+    before launch), as the local run does; without it a task gets the caches and the host's verdicts."""
+    matrix = write(tmp_path / "m.yaml", ENV + """workloads:
+  - {model: fault, fault: exception}
+  - {name: dp, model: rnn, cell: gru, layers: 1, units: 4, samples: 64}
+parallelism:
+  - {wrapper: none, devices: 1}
+  - {wrapper: data_parallel, devices: 2}
+include:
+  - {workload: fault-exception, wrapper: none}
+  - {workload: dp, wrapper: data_parallel}
+batch_sizes: [8]
+epochs: 1
+""")
+    for label, flags in (("fresh", ["--fresh"]), ("warm", [])):
+        submit(matrix, tmp_path / label, *flags)
+        wait(matrix, tmp_path / label)
+    fresh, warm = by_cell(tmp_path / "fresh"), by_cell(tmp_path / "warm")
+    assert set(fresh) == set(warm) and len(fresh) == 2
+    dp = next(c for c in fresh if "data_parallel" in c)
+    fault = next(c for c in fresh if "fault" in c)
+    assert fresh[dp]["status"] == warm[dp]["status"] == "unsupported"
+    assert fresh[dp]["reason"] == warm[dp]["reason"], "the same words, launched or decided on the host"
+    assert fresh[dp]["exit"] is not None and warm[dp]["exit"] is None, "--fresh launches it; else the host decides"
+    assert fresh[fault]["warmth"]["caches"] == [] and "HARNESS_DATA_DIR" in warm[fault]["warmth"]["caches"]
+
+
 def test_cancelled_tasks_run_again_on_the_next_submission(slurm, tmp_path):
     matrix = write(tmp_path / "three.yaml", ENV + """workloads:
   - {model: fault, fault: exception}

@@ -178,8 +178,10 @@ def prepare_environments(cells: list[Cell], engine: Engine, store: ResultStore, 
 
 
 def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path, opts: SlurmOptions,
-           console: Console, rerun: frozenset[str] = frozenset(), engine_args: dict | None = None) -> int:
-    """Hand the cells that need a run to Slurm, as arrays of identical resources; return how many."""
+           console: Console, rerun: frozenset[str] = frozenset(), engine_args: dict | None = None,
+           fresh: bool = False) -> int:
+    """Hand the cells that need a run to Slurm, as arrays of identical resources; return how many.
+    `fresh` (`run --fresh`) travels in submission.json: each task then runs its cell clean-room."""
     results_root = check_path(results_root.resolve(), "--results")
     cwd = check_path(Path.cwd(), "the working folder")
     check_path(Path(opts.python), "slurm.python")
@@ -233,6 +235,7 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
             "matrix_file": matrix.path.name, "matrix_label": str(matrix.path), "engine": engine.name,
             "matrix_dir": str(matrix.path.resolve().parent),  # where the user's code paths start
             "engine_args": engine_args or {}, "rerun": sorted(rerun), "sbatch_args": opts.sbatch_args,
+            "fresh": bool(fresh),
             "arrays": [{"index": a.index, "offset": a.offset, "count": len(a.cells),
                         "resources": asdict(a.resources), "script": f"array-{a.index}.sh"} for a in arrays]}
     write_json(tmp / "submission.json", meta)

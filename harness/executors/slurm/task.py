@@ -66,6 +66,7 @@ def run_task(sub_dir: Path, offset: int) -> int:
     store = ResultStore(Path(meta["results_root"]), m.name)
     with select_engine(meta["engine"], pythons=args.get("pythons"), ca_bundle=args.get("ca_bundle"),
                        console=console) as engine:
+        engine.warm = meta.get("fresh") is not True  # `run --fresh`: no caches, no verdict before launch
         result = run_one(cell, engine, store, meta["matrix_label"], m.sha256, frozenset(meta["rerun"]), console)
     if result is not None:
         console.print(f"{result.cell}: {result.status}")
