@@ -15,12 +15,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from _common import harness, spread
-
 BASE = 'environments: [{python: "3.11", tensorflow: "2.15.0"}]\nworkloads: [{model: rnn}]\n'
 
 
 def rules(key: str, per_rule: int, first: str = "", extra: str = "") -> str:
+    """200 rules (the most a list may hold) naming `key`, each with `per_rule` glob patterns."""
     out = []
     for i in range(200):
         patterns = [f"'*{i}x{j}*[0-9]'" for j in range(per_rule)] + ([first] if i == 0 and first else [])
@@ -29,6 +28,8 @@ def rules(key: str, per_rule: int, first: str = "", extra: str = "") -> str:
 
 
 def matrix(per_rule: int) -> str:
+    """100,000 cells (the most a matrix may expand to) against 600 rules of `per_rule` patterns
+    (tests/test_hostile_input.py lists the same matrix, under a bound)."""
     return (BASE + "repeats: 1000\nbatch_sizes: [" + ", ".join(str(b) for b in range(1, 101)) + "]\n"
             f"include: {rules('repeat', per_rule, first=chr(39) + '*' + chr(39))}\n"
             f"exclude: {rules('repeat', per_rule)}\n"
@@ -36,6 +37,8 @@ def matrix(per_rule: int) -> str:
 
 
 def main() -> None:
+    from _common import harness, spread  # a script's helpers: the matrix above is importable alone
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--patterns", type=int, default=4, help="patterns per rule (4: just under the work cap)")

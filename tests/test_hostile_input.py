@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.list_bound import matrix as rules_matrix
 from harness import matrix, names
 from harness.cells import Cell, Environment, Parallelism, Workload
 from harness.engines.venv import VenvEngine
@@ -167,29 +168,11 @@ def test_many_repeats_expand_in_linear_time(tmp_path):
     assert time.monotonic() - started < SECONDS
 
 
-def _rules(key: str, per_rule: int, first: str = "", extra: str = "") -> str:
-    """200 rules (the most a list may hold) naming `key`, each with `per_rule` glob patterns."""
-    rules = []
-    for i in range(200):
-        patterns = [f"'*{i}x{j}*[0-9]'" for j in range(per_rule)] + ([first] if i == 0 and first else [])
-        rules.append(f"{{{key}: [{', '.join(patterns)}]{extra}}}")
-    return "[" + ", ".join(rules) + "]"
-
-
-def _rules_matrix(per_rule: int) -> str:
-    """100,000 cells (the most a matrix may expand to) against 600 rules of `per_rule` patterns."""
-    include = _rules("repeat", per_rule, first="'*'")
-    exclude = _rules("repeat", per_rule)
-    expect = _rules("batch_size", per_rule, first="'1?'", extra=", status: ok")
-    return (BASE + "repeats: 1000\nbatch_sizes: [" + ", ".join(str(b) for b in range(1, 101)) + "]\n"
-            f"include: {include}\nexclude: {exclude}\nexpect: {expect}\n")
-
-
 def test_rules_times_cells_stay_within_seconds(tmp_path):
     """Each rule was tried against each cell, pattern by pattern: a matrix well within the
     limits (100,000 cells, 600 rules) took more than a minute to list."""
     path = tmp_path / "rules.yaml"
-    path.write_text(_rules_matrix(per_rule=4))
+    path.write_text(rules_matrix(per_rule=4))
     proc, took = _run_cli("list", str(path))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len(proc.stdout.splitlines()) == 100_000
@@ -201,7 +184,7 @@ def test_rules_times_cells_stay_within_seconds(tmp_path):
 
 def test_rules_past_the_work_limit_are_one_clear_error(tmp_path):
     path = tmp_path / "rules.yaml"
-    path.write_text(_rules_matrix(per_rule=8))
+    path.write_text(rules_matrix(per_rule=8))
     proc, took = _run_cli("list", str(path))
     _one_clear_error(proc, str(path), "pattern tests", f"more than {matrix.MAX_MATCH_WORK}")
     assert took < SECONDS + 2
