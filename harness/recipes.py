@@ -88,7 +88,7 @@ exit "$code"
 """
 
 
-def docker_script(cell: Cell, prov: dict) -> str:
+def docker_script(cell: Cell, prov: dict, locked: bool = False) -> str:
     env = {**_variables(cell), "PYTHONPATH": "/opt/harness", "HOME": "/tmp"}
     run_flags = ["--rm", "--init", "--network", "none", "-u", '"$(id -u):$(id -g)"', "-w", "/tmp",
                  *(_q(flag) for flag in hardening_flags())]
@@ -99,10 +99,12 @@ def docker_script(cell: Cell, prov: dict) -> str:
     run_flags += [f"-e {_assignment(k, v)}" for k, v in sorted(env.items())]
     wall = int(cell.limits.wall)
     user_mount = _user_mount(cell)
+    what = _LOCKED if locked else _PINNED
     return f"""#!/usr/bin/env bash
 # Reproduce {_comment(cell.id)}
 # with plain Docker; nothing of the harness is needed. DOCKER=/path/to/docker to choose
 # the client (the build needs BuildKit); PIP_CERT=bundle.pem if pip sits behind a TLS proxy.
+# {what}
 set -u
 cd "$(dirname "$0")"
 DOCKER="${{DOCKER:-docker}}"
@@ -120,6 +122,12 @@ timeout {wall} "$DOCKER" run {" ".join(run_flags)} \\
   -v "$PWD/workloads:/opt/harness/workloads:ro" -v "$PWD/out:/out" \\{user_mount}
   "$IMAGE" python3 -m workloads /out/spec.json /out
 """ + _REPORT.format(wall=wall)
+
+
+_LOCKED = ("Without the image, environment/requirements.txt remakes it: the pip freeze of the image the cell "
+           "ran in.")
+_PINNED = ("Without the image, environment/requirements.txt remakes it from the matrix's pins, resolved on "
+           "the day of the build.")
 
 
 def _user_mount(cell: Cell) -> str:

@@ -192,6 +192,13 @@ def test_an_image_build_gets_the_cutoff_too(docker_client, tmp_path):
     lock = docker_client.containers.run(result["provenance"]["image"], ["cat", "/opt/env/requirements.lock"],
                                         remove=True).decode()
     assert "scipy==1.13.1" in lock and "numpy==2.0.0" in lock    # SciPy as of June 2024, not today's
+    # its bundle remakes that image from the same freeze, not from the pins resolved on the day of a rebuild
+    proc = harness("repro", result["cell"], "--matrix", str(matrix), "--engine", "docker",
+                   "--out", str(tmp_path / "bundles"), timeout=1800)
+    [bundle] = [p.parent for p in (tmp_path / "bundles").rglob("run.sh")]
+    assert (bundle / "environment" / "requirements.txt").read_text().splitlines()[1:] == \
+        [line for line in lock.splitlines() if line.strip()], proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "the pip freeze of the image the cell ran in" in (bundle / "run.sh").read_text()
 
 
 def test_many_ranges_are_refused_within_seconds(tmp_path):

@@ -164,6 +164,8 @@ def test_a_bundle_of_hostile_values_runs_without_side_effects_docker(tmp_path, d
     bundle = tmp_path / "bundle"
     write_bundle(bundle, cell, engine, prepared.provenance, [])
     assert subprocess.run(["bash", "-n", "run.sh"], cwd=bundle).returncode == 0
+    lock = (bundle / "environment" / "requirements.txt").read_text()
+    assert lock.startswith("# pip freeze of the environment") and "\npip==" in lock, "the image's own freeze"
     run = subprocess.run(["bash", "run.sh"], cwd=bundle, capture_output=True, text=True, timeout=900,
                          env={**os.environ, "DOCKER": find_cli()})
     _check_no_side_effect(bundle, run, tmp_path, ROOT)

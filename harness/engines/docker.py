@@ -173,6 +173,9 @@ def default_base(env: Environment) -> str:
     return f"python:{'.'.join(env.python.split('.')[:2])}-slim"
 
 
+LOCKS = ("/opt/env/requirements.lock", "/opt/requirements.lock")  # venv images, tf1-gpu images
+
+
 def _requirements(env: Environment) -> list[str]:
     reqs = env.requirements
     if family(env) == "tf1-gpu":  # the base already holds tensorflow-gpu
@@ -453,11 +456,32 @@ class DockerEngine(Engine):
     recipe_words = "the Dockerfile and pins"
 
     def write_replay(self, cell: Cell, prov: dict, env_dir: Path) -> str:
-        from ..recipes import docker_script
+        """The image's recipe, installing the image's own `pip freeze` (every package at the
+        version the cell ran with, the forced ones left to forced.txt as in the build), so a
+        rebuild elsewhere or later gets what ran here, not what the index resolves that day.
+        An image that cannot be read (gone, or built before it kept a lock) gives the pins."""
+        from ..recipes import docker_script, lock_without_forced
         fam = prov["dockerfile"].split("/")[1]
         shutil.copy(bases.images_dir() / fam / "Dockerfile", env_dir / "Dockerfile")
-        (env_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in _requirements(cell.environment)))
-        return docker_script(cell, prov)
+        lock = self._lock(prov.get("image") or prov["image_tag"])
+        if lock:
+            (env_dir / "requirements.txt").write_text(lock_without_forced(lock, cell.environment.force))
+        else:
+            (env_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in _requirements(cell.environment)))
+        return docker_script(cell, prov, locked=bool(lock))
+
+    def _lock(self, image: str) -> str | None:
+        """The `pip freeze --all` the image's build wrote (images/*/Dockerfile), or None."""
+        import docker.errors
+        for path in LOCKS:
+            try:
+                text = self.client.containers.run(image, ["cat", path], entrypoint="", remove=True,
+                                                  network_mode="none", stderr=False).decode()
+            except (docker.errors.DockerException, UnicodeDecodeError):
+                continue
+            if text.strip():
+                return text
+        return None
 
     def shell(self, cell: Cell, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
         import sys
