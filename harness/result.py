@@ -247,6 +247,10 @@ def _obj(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _picked(cls, data: Any) -> dict:
     """The keys of `data` that `cls` (a view) names, missing ones as None."""
     data = _obj(data)
@@ -311,6 +315,7 @@ class Provenance(_View):
     gpus: tuple = ()          # host_resources.gpus
     gpu_links: tuple = ()     # the kinds of link in host_resources.topology, sorted
     uploaded_before: str | None = None  # cutoff.uploaded_before: the day the environment resolved as of
+    slurm_job: str | None = None        # slurm.job: JOBID_TASKID of the array task that ran the cell
 
     @classmethod
     def of(cls, data: Any) -> Provenance:
@@ -320,7 +325,8 @@ class Provenance(_View):
                    harness_version=data.get("harness_version"),
                    gpus=tuple(Gpu.of(g) for g in resources.get("gpus") or ()),
                    gpu_links=tuple(sorted(set(_obj(resources.get("topology")).values()))),
-                   uploaded_before=_obj(data.get("cutoff")).get("uploaded_before"))
+                   uploaded_before=_obj(data.get("cutoff")).get("uploaded_before"),
+                   slurm_job=_str(_obj(data.get("slurm")).get("job")))
 
 
 @dataclass(frozen=True)

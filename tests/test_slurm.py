@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -307,3 +308,30 @@ slurm: {partition: from-matrix, throttle: 3, sbatch_args: ["--qos=a"]}
         (2, 0, ["--cpus-per-task=1", "--time=7", "--mem=3072M"]),
         (2, 2, ["--cpus-per-task=2", "--time=7", "--gres=gpu:2", "--mem=3072M"])]
     assert _expand("12_[4-6,9%2]") == ["12_4", "12_5", "12_6", "12_9"] and _expand("12_3") == ["12_3"]
+
+
+def test_the_users_own_code_runs_in_array_tasks(slurm, tmp_path):
+    """A model factory and scripts of the user's (tests/test_user_workloads.py's project) run in
+    Slurm tasks as they do here: the code staged once by content on the shared results folder,
+    statuses, the user's file and line, reported metrics and the code's hash in every result."""
+    from .test_user_workloads import K3, TF1, TF2, _project, _results
+
+    matrix = _project(tmp_path)
+    submit(matrix, tmp_path / "results")
+    out = wait(matrix, tmp_path / "results", seconds=900)
+    results = _results(tmp_path / "results" / "byo")
+    assert len(results) == 12, out
+    for env in (TF1, TF2, K3):
+        for label in ("none-c1", "make_parallel-c2"):
+            r = results[f"{env}/mine/{label}/b128/r0"]
+            assert r["status"] == "ok", (r["cell"], r.get("error"))
+            assert r["code"]["kind"] == "factory" and r["provenance"]["code_sha256"] == r["code"]["sha256"]
+            slurm = r["provenance"]["slurm"]  # the array task that ran it, as Slurm names it
+            assert re.fullmatch(r"\d+_\d+", slurm["job"]) and slurm["node"], slurm
+        assert results[f"{env}/mine/make_parallel-c2/b128/r0"]["engagement"]["ran_on"] == 2
+        fine = results[f"{env}/fine/none-c1/b128/r0"]
+        assert fine["status"] == "ok" and fine["metrics"] == {"answer": 42, "half": 0.5}
+        assert fine["expectation"]["met"] is True
+        crash = results[f"{env}/crashes/none-c1/b128/r0"]
+        assert crash["status"] == "error" and crash["error"]["where"] == "bug.py:9 in explode", crash["error"]
+    assert results[f"{TF1}/mine/none-c1/b128/r0"]["parameters"] < results[f"{TF2}/mine/none-c1/b128/r0"]["parameters"]

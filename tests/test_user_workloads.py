@@ -444,3 +444,26 @@ def test_a_scripts_status_comes_from_how_it_ended(tmp_path):
     assert got["hangs"]["status"] == "timeout", got["hangs"]
     assert got["hogs"]["status"] == "oom", got["hogs"]["error"]
     assert got["hogs"]["error"]["where"] == "ends.py:10 in <module>"
+
+
+def test_the_local_engine_runs_the_users_code_too(tmp_path):
+    """`--engine local`: an interpreter that already holds the stack (here the TF 2.15 virtualenv
+    the venv engine made) runs the factory and the scripts as the other engines do."""
+    from harness.cells import Environment
+    from harness.engines.venv import VenvEngine
+
+    matrix = _project(tmp_path)
+    with VenvEngine() as engine:
+        python = engine.interpreter(engine.prepare(Environment(name=TF2, python="3.11", tensorflow="2.15.0",
+                                                               packages=("numpy<2",)), tmp_path / "build.log"))
+    proc = harness("run", str(matrix), "--engine", "local", "--python", f"3.11={python}", "--only", f"{TF2}/*",
+                   "--results", str(tmp_path / "results"), timeout=1800)
+    results = _results(tmp_path / "results" / "byo")
+    assert len(results) == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert {r["engine"] for r in results.values()} == {"local"}
+    for label in ("none-c1", "make_parallel-c2"):
+        r = results[f"{TF2}/mine/{label}/b128/r0"]
+        assert r["status"] == "ok" and r["code"]["kind"] == "factory", r.get("error")
+    assert results[f"{TF2}/fine/none-c1/b128/r0"]["metrics"] == {"answer": 42, "half": 0.5}
+    crash = results[f"{TF2}/crashes/none-c1/b128/r0"]
+    assert crash["status"] == "error" and crash["error"]["where"] == "bug.py:9 in explode", crash["error"]

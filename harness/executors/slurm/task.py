@@ -56,8 +56,7 @@ def run_task(sub_dir: Path, offset: int) -> int:
     if cell is None:
         print(f"cell {cell_id} is not in {sub_dir / meta['matrix_file']}", file=sys.stderr)
         return 2
-    seen = {"cell": cell_id, "node": os.uname().nodename, "started": record.now(),
-            "job": f"{os.environ.get('SLURM_ARRAY_JOB_ID')}_{os.environ.get('SLURM_ARRAY_TASK_ID')}",
+    seen = {"cell": cell_id, "node": os.uname().nodename, "started": record.now(), "job": task_identity()["job"],
             "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "SLURM_JOB_GPUS": os.environ.get("SLURM_JOB_GPUS"), "pid": os.getpid()}
     write_json(sub_dir / "tasks" / f"{line}.json", seen)
@@ -71,6 +70,15 @@ def run_task(sub_dir: Path, offset: int) -> int:
     if result is not None:
         console.print(f"{result.cell}: {result.status}")
     return 0
+
+
+def task_identity() -> dict:
+    """Which array task ran the cell, as Slurm names it: the result then points at its job."""
+    env = os.environ
+    job = env.get("SLURM_ARRAY_JOB_ID") or env.get("SLURM_JOB_ID")
+    task = env.get("SLURM_ARRAY_TASK_ID")
+    return {"job": f"{job}_{task}" if job and task else job, "node": env.get("SLURMD_NODENAME") or os.uname().nodename,
+            "partition": env.get("SLURM_JOB_PARTITION")}
 
 
 def run_one(cell: Cell, engine: Engine, store: ResultStore, matrix_label: str, matrix_sha256: str,
@@ -90,7 +98,7 @@ def run_one(cell: Cell, engine: Engine, store: ResultStore, matrix_label: str, m
     inventory = discover(None)
     monitor = GpuMonitor.maybe(inventory.gpus)
     life = Lifecycle(store, engine.name, matrix_label, matrix_sha256,
-                     provenance={"host_resources": inventory.describe()}, monitor=monitor)
+                     provenance={"host_resources": inventory.describe(), "slurm": task_identity()}, monitor=monitor)
     claim = store.claim(cell.id)
     if claim is None:
         console.print(f"{cell.id} is being run by another process")
