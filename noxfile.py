@@ -32,7 +32,8 @@ def build(session: nox.Session) -> None:
 
 @nox.session
 def repro(session: nox.Session) -> None:
-    """Reproduce a cell: nox -s repro -- CELL_ID_OR_GLOB [--repeat N] [--engine E] [--out DIR] [--shell]"""
+    """Reproduce a cell: nox -s repro -- CELL_ID_OR_GLOB [--repeat N] [--engine E] [--out DIR] [--shell]
+    [--results DIR]"""
     session.install("-e", ".")
     if not session.posargs:
         session.error("name the cell: nox -s repro -- CELL_ID_OR_GLOB (python -m harness list MATRIX shows ids)")

@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="matrix to look the cell up in (repeatable; default: every matrices/*.yaml)")
     p.add_argument("--repeat", type=_whole(1, 1_000), default=1, metavar="N", help="attempts (default 1)")
     p.add_argument("--out", default="bundles", metavar="DIR", help="where bundles go (default: bundles)")
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
+                   help="the run's results folder: version ranges expand as that run recorded them "
+                        f"(default: {DEFAULT_RESULTS})")
     p.add_argument("--shell", action="store_true", help="open a shell in the cell's environment instead of running")
     p.add_argument("--command", dest="shell_command", metavar="CMD",
                    help="with --shell: run CMD (bash -c) in the cell's environment instead of an interactive "

@@ -38,12 +38,15 @@ from .workloads.protocol import INPUTS_DIR
 DEFAULT_OUT = "bundles"
 
 
-def find_cells(pattern: str, matrices: list[Path]) -> list[tuple[Cell, Matrix]]:
+def find_cells(pattern: str, matrices: list[Path], results: Path | None = None) -> list[tuple[Cell, Matrix]]:
     """Cells whose id matches `pattern` (a glob, or a prefix of an id) in the
-    given matrix files, the first matrix naming an id winning."""
+    given matrix files, the first matrix naming an id winning. Version ranges
+    expand as the run in `results` recorded them (`.releases.json`), so the
+    cell is the one that ran even after the index has moved on."""
+    from .releases import Resolver
     found: dict[str, tuple[Cell, Matrix]] = {}
     for path in matrices:
-        m = matrix_mod.load(path)
+        m = matrix_mod.load(path, resolver=Resolver(results))
         for cell in m.cells:
             if fnmatch.fnmatchcase(cell.id, pattern) or cell.id.startswith(pattern):
                 found.setdefault(cell.id, (cell, m))
@@ -180,7 +183,7 @@ def run_command(args, console: Console, engine: Engine) -> int:
     matrices = [Path(p) for p in args.matrix] or sorted(Path("matrices").glob("*.yaml"))
     if not matrices:
         raise UserError("no matrix to look the cell up in: pass --matrix FILE (or run from the project folder)")
-    found = find_cells(args.cell, matrices)
+    found = find_cells(args.cell, matrices, Path(args.results))
     if not found:
         raise UserError(f"no cell matches '{args.cell}' in {', '.join(str(p) for p in matrices)} "
                         "(python -m harness list MATRIX shows the ids)")
