@@ -318,9 +318,17 @@ def test_the_users_own_code_runs_in_array_tasks(slurm, tmp_path):
 
     matrix = _project(tmp_path)
     submit(matrix, tmp_path / "results")
-    out = wait(matrix, tmp_path / "results", seconds=900)
+    proc = harness("status", str(matrix), "--results", str(tmp_path / "results"), "--wait", "900")
+    out = proc.stdout
+    assert "running 0" in out and "queued 0" in out, out
     results = _results(tmp_path / "results" / "byo")
     assert len(results) == 12, out
+    # `same_as: tf2.15` compares cells of different tasks: judged once all are in, as a local run does
+    # (Keras 2.2's GRU has fewer parameters: the TF 1.12 cells are the matrix's documented drift)
+    for cell, r in results.items():
+        if "/mine/" in cell:
+            assert r["expectation"]["met"] is (not cell.startswith(TF1)), (cell, r["expectation"])
+    assert proc.returncode == 1 and out.count("NOT as expected") == 2, out
     for env in (TF1, TF2, K3):
         for label in ("none-c1", "make_parallel-c2"):
             r = results[f"{env}/mine/{label}/b128/r0"]

@@ -4,8 +4,12 @@ submits (a cell still queued is not submitted twice).
 
 The board reads the results through the store (a result.json that is not a result counts as
 missing, with a note), the submissions from disk (`submissions.py`) and the queue (`queue.py`).
-The one thing it writes is Slurm's verdict on a task that ended without a result at its time or
-memory limit -- through the lifecycle (`verdicts.record_verdict`), once.
+It writes two things, both through the lifecycle: Slurm's verdict on a task that ended without a
+result at its time or memory limit (`verdicts.record_verdict`), once; and, when no task of the
+matrix is queued or running any more, each result's verdict judged again with the other cells'
+results at hand (`Lifecycle.rejudge`): a value expectation `same_as: ENV` compares cells that
+finished in different tasks, in any order, so a task cannot judge it when it ends -- as a local
+run judges every cell again at its end.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ...cells import Cell
-from ...lifecycle import judge
+from ...lifecycle import Lifecycle, judge
 from ...matrix import Matrix
 from ...result import Result
 from ...store import ResultStore
@@ -144,5 +148,18 @@ def status(matrix: Matrix, results_root: Path, console: Console, wait: float | N
         return wait is None or not any(e.where in (QUEUED, LIVE) for e in entries)
 
     watch(look, wait or 0, poll)
+    if not any(e.where in (QUEUED, LIVE) for e in entries):
+        rejudge(matrix, store, entries)
     show(entries, console, store.run_dir)
     return entries
+
+
+def rejudge(matrix: Matrix, store: ResultStore, entries: list[Entry]) -> None:
+    """Judge every finished result again now that all of them are in (see the module's note)."""
+    life = Lifecycle(store, "", str(matrix.path), matrix.sha256)
+    by_id = {e.cell: e for e in entries}
+    for cell in matrix.cells:
+        entry = by_id.get(cell.id)
+        result = store.existing(cell) if entry and entry.where == FINISHED else None
+        if result is not None:
+            entry.drifted = (life.rejudge(cell, result).expectation or {}).get("met") is False
