@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from . import stacks
 from .workloads.protocol import FEEDS, WRAPPERS  # noqa: F401 - re-exported for the matrix
 
-# How a cut-off is applied to an install (harness.releases.applied_cutoff); bump when that
+# How a cut-off is applied to an install (harness.cutoff.applied_cutoff); bump when that
 # changes, so environments built the old way are built again.
 CUTOFF_RULE = 2
 

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from harness import releases
+from harness import cutoff, releases
 from harness.matrix import load
 
 from .conftest import ROOT, harness
@@ -151,7 +151,7 @@ def test_range_problems_are_one_line_each_with_file_and_key(cache, tmp_path):
 def test_the_cutoff_index_serves_only_what_was_uploaded_before(cache, tmp_path):
     """The route for pips without --uploaded-prior-to: pip itself, asked for `six`, gets
     the newest release uploaded before the cut-off (six 1.12.0, December 2018)."""
-    with releases.CutoffIndex("2019-06-01T00:00:00Z") as index:
+    with cutoff.CutoffIndex("2019-06-01T00:00:00Z") as index:
         cert = ["--cert", os.environ["PIP_CERT"]] if os.environ.get("PIP_CERT") else []
         proc = subprocess.run([sys.executable, "-m", "pip", "download", "--isolated", "--no-deps", *cert,
                                "--index-url", index.url, "six", "--dest", str(tmp_path / "dl")],
@@ -161,9 +161,9 @@ def test_the_cutoff_index_serves_only_what_was_uploaded_before(cache, tmp_path):
 
 
 def test_pip_26_is_the_first_with_the_option():
-    assert releases.pip_has_cutoff("26.0") and releases.pip_has_cutoff("26.3")
-    assert not releases.pip_has_cutoff("25.3") and not releases.pip_has_cutoff("21.3.1")
-    assert not releases.pip_has_cutoff(None)
+    assert cutoff.pip_has_cutoff("26.0") and cutoff.pip_has_cutoff("26.3")
+    assert not cutoff.pip_has_cutoff("25.3") and not cutoff.pip_has_cutoff("21.3.1")
+    assert not cutoff.pip_has_cutoff(None)
 
 
 def test_an_old_pip_gets_the_cutoff_through_the_harness_index(tmp_path):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import __version__, bases, releases, stacks
+from .. import __version__, bases, cutoff, stacks
 from ..caches import in_container
 from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from ..cells import Cell, Environment
@@ -265,7 +265,7 @@ class DockerEngine(Engine):
                           "dockerfile_sha256": hashlib.sha256(dockerfile.encode()).hexdigest(),
                           "requirements": _requirements(env), "force": list(env.force), "ca_bundle": bool(self.ca)}
             if env.uploaded_before:
-                provenance["cutoff"] = releases.cutoff_note(env, releases.BUILD_VIA)
+                provenance["cutoff"] = cutoff.cutoff_note(env, cutoff.BUILD_VIA)
             try:
                 image = self.client.images.get(tag)
                 return Prepared(env, {**provenance, "image": image.id}, handle=image.id, reused=True)
@@ -289,7 +289,7 @@ class DockerEngine(Engine):
             f"{LABEL}.environment": json.dumps(env.describe(), sort_keys=True),
             f"{LABEL}.dockerfile-sha256": hashlib.sha256(dockerfile.read_bytes()).hexdigest(),
         }
-        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx, releases.build_index(env) as index:
+        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx, cutoff.build_index(env) as index:
             # under a cut-off, pip in the build reads the loopback cut-off index (the build shares the
             # host's network for it; the image's pip has no configuration of its own to isolate)
             first = [f"--index-url {index}"] if index else []

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .. import interpreters, releases, stacks
+from .. import cutoff, interpreters, stacks
 from ..cells import Environment
 from ..errors import EnvironmentUnavailable
 from ..evidence import tail
@@ -76,7 +76,7 @@ class VenvEngine(ProcessEngine):
             step(exe, "-m", "venv", str(building))
             py = str(building / "bin" / "python")
             step(py, "-m", "pip", "install", "--upgrade", stacks.pip_requirement(full))
-            with releases.applied_cutoff(env, py) as (cutoff_args, cutoff_note):
+            with cutoff.applied_cutoff(env, py) as (cutoff_args, cutoff_note):
                 if env.requirements:
                     step(py, "-m", "pip", "install", *cutoff_args, *env.requirements)
                 if env.force:

@@ -1,0 +1,152 @@
+"""Resolving as of a moment: a version range's environment installs what the index
+had when its newest pinned release came out (its cut-off, ``releases.cutoff_of``).
+
+pip >= 26.0 does it itself (``--uploaded-prior-to``); for older pips, and for
+image builds, the harness serves a loopback index that lists only the files the
+real index had received before the cut-off (``CutoffIndex``). Either way pip is
+isolated from its configuration but for the user's index, CA bundle and proxy,
+because files from ``find-links`` folders carry no upload time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import os
+import re
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from packaging.version import InvalidVersion, Version
+
+from .releases import ReleasesUnavailable, pip_settings, project
+
+PIP_WITH_CUTOFF = Version("26.0")  # the first pip with --uploaded-prior-to (checked in its wheels)
+
+
+def pip_has_cutoff(pip_version: str | None) -> bool:
+    try:
+        return pip_version is not None and Version(pip_version) >= PIP_WITH_CUTOFF
+    except InvalidVersion:
+        return False
+
+
+def pip_version_of(python: str) -> str | None:
+    """The version of the pip that `python` runs (None if it has none)."""
+    try:
+        out = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.match(r"pip (\S+)", out.stdout)
+    return match.group(1) if match else None
+
+
+class CutoffIndex:
+    """The index as it was at a moment: a PEP 503 index on 127.0.0.1 listing,
+    for every project, only the files the real index had received before the
+    cut-off, each linked to the real file with its hash. It gives pips older
+    than 26.0 (no ``--uploaded-prior-to``) exactly that option's effect."""
+
+    def __init__(self, cutoff: str):
+        self.cutoff = cutoff
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's name
+                parts = [p for p in self.path.split("?")[0].split("/") if p]
+                if not parts:
+                    body, code = "<html><body></body></html>", 200
+                else:
+                    body, code = index.page(parts[-1])
+                data = body.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):  # quiet
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+
+    def page(self, name: str) -> tuple[str, int]:
+        try:
+            proj = project(name)
+        except ReleasesUnavailable:
+            return "<html><body>not found</body></html>", 404
+        links = []
+        for f in proj.files:
+            if not f.uploaded or f.uploaded >= self.cutoff:
+                continue  # unknown time: left out, as pip's option does
+            href = html.escape(f.url + (f"#sha256={f.sha256}" if f.sha256 else ""))
+            rp = f' data-requires-python="{html.escape(f.requires_python)}"' if f.requires_python else ""
+            yanked = " data-yanked" if f.yanked else ""
+            links.append(f'<a href="{href}"{rp}{yanked}>{html.escape(f.filename)}</a><br/>')
+        return "<html><body>\n" + "\n".join(links) + "\n</body></html>", 200
+
+    def __enter__(self) -> CutoffIndex:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+BUILD_VIA = ("a harness index on 127.0.0.1 listing files uploaded before the cut-off, read by pip in the "
+             "image build (docker build --network host)")
+
+
+def cutoff_note(env, via: str) -> dict:
+    """What provenance says about an environment's cut-off."""
+    return {"uploaded_before": env.uploaded_before, "ranges": [list(r) for r in env.ranges],
+            "index": pip_settings().index, "via": via}
+
+
+@contextlib.contextmanager
+def build_index(env):
+    """The cut-off index's URL for an image build while it lasts; None without a cut-off."""
+    if not getattr(env, "uploaded_before", None):
+        yield None
+        return
+    with CutoffIndex(env.uploaded_before) as index:
+        yield index.url
+
+
+@contextlib.contextmanager
+def applied_cutoff(env, python: str):
+    """pip arguments that make `python`'s pip resolve as of `env.uploaded_before`, and
+    what provenance says about it; nothing without a cut-off.
+
+    pip checks upload times only for files from an index: files from ``find-links``
+    folders and ``file://`` indexes carry none and would pass any cut-off. So the
+    install is ``--isolated`` from pip's configuration and given back only what the
+    cut-off can judge: the user's index, CA bundle and proxy (``pip_settings``).
+    Then pip's own ``--uploaded-prior-to`` where it has it (pip >= 26.0), else a
+    CutoffIndex for as long as the installs take."""
+    if not getattr(env, "uploaded_before", None):
+        yield [], None
+        return
+    settings = pip_settings()
+    keep = ((["--cert", settings.cert] if settings.cert else [])
+            + (["--proxy", settings.proxy] if settings.proxy else []))
+    isolated = ("pip's configuration is left out under a cut-off but for its index, CA bundle and proxy: "
+                "find-links folders and extra indexes carry no upload times")
+    pip = pip_version_of(python)
+    if pip_has_cutoff(pip):
+        yield (["--isolated", "--index-url", settings.index, *keep, f"--uploaded-prior-to={env.uploaded_before}"],
+               {**cutoff_note(env, f"pip {pip} --uploaded-prior-to"), "isolated": isolated})
+        return
+    with CutoffIndex(env.uploaded_before) as index:
+        yield (["--isolated", "--index-url", index.url, *keep],
+               {**cutoff_note(env, f"a harness index on 127.0.0.1 listing files uploaded before the cut-off "
+                                  f"(pip {pip} has no --uploaded-prior-to; pip >= {PIP_WITH_CUTOFF} does)"),
+                "isolated": isolated})
