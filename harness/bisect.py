@@ -167,15 +167,20 @@ def evidence(results: list[Result]) -> dict:
     ok = [r for r in results if r.status == status.OK]
     acc = spread_of(r.metric("val_accuracy") for r in ok)
     speed = spread_of(e.get("samples_per_sec") for r in ok for e in steady(r.epochs))
+    unmet = [v.detail or f"{v.metric}: {v.got} (expected {v.want})" for r in results if r.expected
+             for v in r.expected.values if v.met is False]
     return {"status": statuses.most_common(1)[0][0] if statuses else None,
             "statuses": dict(statuses), "signature": status.failure_text(failed[0]) if failed else "",
-            "val_accuracy": acc, "samples_per_sec": speed, "cells": [r.cell for r in results]}
+            "val_accuracy": acc, "samples_per_sec": speed, "cells": [r.cell for r in results],
+            "unmet": unmet}
 
 
 def _show(ev: dict) -> str:
     parts = [", ".join(f"{n} {s}" for s, n in sorted(ev["statuses"].items()))]
     if ev["signature"]:
         parts.append(ev["signature"][:160])
+    if ev.get("unmet"):
+        parts.append("expectation not met: " + "; ".join(ev["unmet"])[:200])
     if ev["val_accuracy"]:
         parts.append(f"val_accuracy {ev['val_accuracy'].fmt(3)}")
     if ev["samples_per_sec"]:
@@ -197,6 +202,11 @@ def judge(results: list[Result], good: dict | None, criteria: Criteria = Criteri
     changed = [r for r in results if r.status != want]
     if changed:
         return Verdict(BAD, _show(ev), flaky=len(changed) < len(results), evidence=ev)
+    # a value the matrix expects (`expect:` with `metric:`) that this release does not give: a silent
+    # change is a change (while the good end gave it; an end that misses it is not good)
+    if ev["unmet"] and not (good and good.get("unmet")):
+        flaky = sum(1 for r in results if r.expected and any(v.met is False for v in r.expected.values))
+        return Verdict(BAD, _show(ev), flaky=flaky < len(results), evidence=ev)
     if good and criteria.accuracy_drop is not None and ev["val_accuracy"] and good["val_accuracy"]:
         if ev["val_accuracy"].median < good["val_accuracy"].median - criteria.accuracy_drop:
             return Verdict(BAD, f"val_accuracy {ev['val_accuracy'].fmt(3)} against {good['val_accuracy'].fmt(3)} "
@@ -275,6 +285,14 @@ def with_release(env: Environment, package: str, version: str, cutoff: str | Non
 
 
 # -- the driver ---------------------------------------------------------------------
+def _values_only(expect: dict | None) -> dict | None:
+    """What of a cell's `expect:` a search keeps: the values it must give (a release that gives
+    another is bad, see `judge`), not a status -- the search's yardstick is the good end's status."""
+    if not expect or not expect.get("values"):
+        return None
+    return {"values": expect["values"], "why": expect.get("why")}
+
+
 def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine, results_root: Path,
         console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = Criteria(),
         cutoff: bool = True, margin_days: float = releases.CUTOFF_MARGIN_DAYS, bundles: Path = Path("bundles"),
@@ -295,7 +313,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
             out = []
             for c in base_cells:
                 for r in (range(repeats) if repeats else [c.repeat]):
-                    out.append(dataclasses.replace(c, environment=env, repeat=r, expect=None))
+                    out.append(dataclasses.replace(c, environment=env, repeat=r, expect=_values_only(c.expect)))
             cells_of[version] = list({c.id: c for c in out}.values())
         return cells_of[version]
 

@@ -150,3 +150,30 @@ def test_a_users_script_bisected_over_a_small_package(tmp_path):
     bundle = next((tmp_path / "bundles").iterdir())
     assert (bundle / "run.sh").exists() and "packaging22.0" in bundle.name
     assert list(bundle.glob("user/**/legacy_version.py"))          # the user's script travels with it
+
+
+SILENT = '''\
+import packaging
+from workloads.metrics import report
+
+report("major", int(packaging.__version__.split(".")[0]))
+'''
+
+
+def test_a_release_that_runs_but_gives_another_value_is_the_first_bad(tmp_path):
+    """A silent change: every release runs `ok`, and from packaging 21.0 on the script reports
+    another number than its matrix expects (three releases: both ends, then 21.0)."""
+    (tmp_path / "version.py").write_text(SILENT)
+    matrix = tmp_path / "silent.yaml"
+    # examples/packaging-legacy's stack (its virtualenvs are shared with that example's bisect)
+    matrix.write_text('name: silent\nenvironments:\n  - {python: "3.11", keras: "3.0.5", backend: jax, packages: '
+                      '["jax==0.4.25", "jaxlib==0.4.25", "numpy==1.26.4", {packaging: ">=20.0,<23"}]}\n'
+                      "workloads:\n  - {name: major, script: version.py}\n"
+                      "expect:\n  - {workload: major, metric: major, equals: 20}\n")
+    proc = harness("bisect", str(matrix), "--package", "packaging", "--good", "20.9", "--bad", "21.1",
+                   "--engine", "venv", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "bundles"),
+                   timeout=1800)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    assert "first bad: packaging 21.0   last good: packaging 20.9" in out, out[-3000:]
+    assert "1 ok; expectation not met: major 21" in out, out[-3000:]

@@ -164,3 +164,20 @@ def test_any_monotone_sequence_with_skips(n, data, jobs):
     assert found.first_bad == (versions[change] if not found.candidates[:-1] else None)
     if not skips:
         assert len(found.tested) <= 2 + jobs * math.ceil(math.log(max(n - 2, 1), jobs + 1) + 1)
+
+
+def test_a_value_the_matrix_expects_and_a_release_does_not_give_is_bad():
+    """A silent change (the run is ok, a number differs): `expect:` values count, when the good
+    end met them; an end that misses them is not good."""
+    def run(lr):
+        met = abs(lr - 0.0068) < 1e-4
+        return Result(cell="c", status=status.OK, metrics={"learning_rate_after": lr},
+                      expectation={"met": met, "values": [{"metric": "learning_rate_after", "got": lr,
+                                                           "want": 0.0068, "met": met,
+                                                           "detail": f"learning_rate_after {lr} != 0.0068"}]})
+    good = judge([run(0.0068)], None)
+    assert good.kind == GOOD
+    silent = judge([run(0.01)], good.evidence)
+    assert silent.kind == BAD and "expectation not met: learning_rate_after 0.01 != 0.0068" in silent.why
+    assert judge([run(0.0068), run(0.01)], good.evidence).flaky
+    assert judge([run(0.01)], None).kind == BAD, "a good end that misses the value is not good"

@@ -5,7 +5,6 @@ Run as the cell of examples/tf-optimizer-decay/matrix.yaml; `harness bisect` fin
 TensorFlow release from which it stops working."""
 import numpy as np
 import tensorflow as tf
-
 from workloads.metrics import report
 
 rng = np.random.RandomState(0)
@@ -22,3 +21,8 @@ history = model.fit(x, y, batch_size=32, epochs=3, verbose=0)
 
 report("accuracy", round(float(history.history["accuracy"][-1]), 4))
 report("steps", int(optimizer.iterations.numpy()))
+# The learning rate the next step would use. Keras 2's optimizers apply `decay` themselves
+# (`_decayed_lr`); later ones keep the schedule's current value in `learning_rate`.
+decayed = getattr(optimizer, "_decayed_lr", None)
+lr = decayed(tf.float32) if decayed is not None else optimizer.learning_rate
+report("learning_rate_after", round(float(np.asarray(lr)), 7))
