@@ -327,3 +327,19 @@ def test_plots_need_two_points():
     batches = pair + [_result("tf2.15", batch=256, seen=_seen("2.15.0", "2.15.0"))]
     [lines] = plots.time_vs_batch_series(batches).values()
     assert list(lines) == ["none-c1"]  # make_parallel-c2 ran at one batch size only: no line
+
+
+def test_a_support_grid_holds_every_release_and_says_which_drifted():
+    """TensorFlow's name token drops a trailing .0 (tf2.8 is 2.8.0): those releases were left out
+    of the grid. A release that ran ok but missed a value its matrix expects reads 'drifted'."""
+    def at(version, status="ok", met=None):
+        from harness.stacks import short_version
+        r = _result(f"tf{short_version(version)}", status=status, signature=None if status == "ok" else "x: y")
+        r.extra["releases"] = [["tensorflow", "bisect", version]]
+        r.expectation = None if met is None else {"met": met, "values": [{"metric": "lr", "met": met}]}
+        return r
+    results = [at("2.8.0", met=True), at("2.9.3", met=True), at("2.11.0", status="error", met=False),
+               at("2.16.1", met=False)]
+    [grid] = tables.support_grids(results)
+    assert [(row[0].text, row[1].text) for row in grid.rows] == [
+        ("2.8.0", "ok"), ("2.9.3", "ok"), ("2.11.0", "error"), ("2.16.1", "drifted")]

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..outcome import normalise
 from ..result import Result, Seen
+from ..stacks import short_version
 from ..stats import SPREAD_WIDE, Spread, spread_of, steady  # noqa: F401 - re-exported for the writers
 from ..status import FAILED, NOT_RUN, OK  # noqa: F401 - the vocabulary is the status module's
 
@@ -362,13 +363,14 @@ def trends(results: list[Result]) -> list[dict]:
         package, version = rel
         worst = next((r for r in g.results if r.status != OK), None)
         rows.append({"run": run_of(first), "workload": workload_of(first), "package": package,
-                     "stack": env_of(first).replace(version, "*"), "version": version,
+                     "stack": _without_release(env_of(first), version), "version": version,
                      "label": label_of(first), "wrapper": wrapper_of(first), "devices": devices_of(first),
                      "batch": first.batch_size or 0, "status": g.status,
                      "word": worst.status if worst else OK, "cell": (worst or first).cell,
                      "val_accuracy": g.metric("val_accuracy") if g.all_ok else None,
                      "samples_per_sec": g.samples_per_sec() if g.all_ok else None,
                      "speedup": None, "degraded": False, "as_of": _as_of(g.results),
+                     "drifted": any(r.met is False for r in g.results),  # ok, but not what `expect:` says
                      "with": _companions(g.results, package)})
     one = {(r["run"], r["workload"], r["stack"], r["version"], r["batch"]): r for r in rows if r["devices"] == 1}
     for r in rows:
@@ -378,6 +380,15 @@ def trends(results: list[Result]) -> list[dict]:
         if r["devices"] > 1 and base and r["val_accuracy"] and base["val_accuracy"]:
             r["degraded"] = r["val_accuracy"].median < base["val_accuracy"].median - ACCURACY_TOLERANCE
     return rows
+
+
+def _without_release(env: str, version: str) -> str:
+    """The environment's name with its release replaced by '*': as written in full
+    (numpy2.0.0), or as TensorFlow's token shortens it (tf2.8 for 2.8.0)."""
+    for token in (version, short_version(version)):
+        if token in env:
+            return env.replace(token, "*", 1)
+    return env
 
 
 COMPANIONS = (("tensorflow", "TF"), ("keras", "Keras"), ("jax", "JAX"), ("numpy", "NumPy"))

@@ -437,8 +437,9 @@ def support_grids(results: list[Result], ctx: Context | None = None) -> list[Tab
         dated = any(r["as_of"] for r in rows)
         table = Table(title, [package] + headers + ["tested with"] + (["resolved as of"] if dated else []),
                       note="One word per cell: ok, degraded (N devices more than "
-                           f"{analysis.ACCURACY_TOLERANCE} validation accuracy below 1 device), or the status "
-                           "with its footnote. Releases in version order. Tested with: the versions the cells saw"
+                           f"{analysis.ACCURACY_TOLERANCE} validation accuracy below 1 device), drifted (ok, "
+                           "but not the value its matrix expects), or the status with its footnote. Releases in "
+                           "version order. Tested with: the versions the cells saw"
                            + ("; resolved as of: everything not pinned resolved as the index was then (the "
                               "release's upload, README: Version ranges)." if dated else "."))
         for v in versions:
@@ -448,8 +449,8 @@ def support_grids(results: list[Result], ctx: Context | None = None) -> list[Tab
                 if r is None:
                     row.append(Entry(""))
                 elif r["word"] == "ok":
-                    row.append(Entry("degraded" if r["degraded"] else "ok", link=r["cell"],
-                                     mark="flag" if r["degraded"] else "ok"))
+                    word = "drifted" if r["drifted"] else "degraded" if r["degraded"] else "ok"
+                    row.append(Entry(word, link=r["cell"], mark="ok" if word == "ok" else "flag"))
                 else:
                     row.append(Entry(r["status"], link=r["cell"], mark=r["word"], ref=ctx.key_of.get(r["cell"])))
             row.append(Entry(next((r["with"] for r in rows if r["version"] == v and r["with"]), "")))
