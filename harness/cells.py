@@ -86,8 +86,15 @@ class Environment:
         return out
 
 
+# The models the harness builds itself (workloads/models.py) and wraps.
+BUILT_IN_MODELS = ("rnn", "convnet", "maxing", "dense")
+
+
 @dataclass(frozen=True)
 class Workload:
+    """What a cell trains: a model the harness builds (BUILT_IN_MODELS), the user's model factory
+    (`user`), the user's script (`script`), or a planted fault / an idle hold."""
+
     name: str
     model: str
     params: dict = field(default_factory=dict, hash=False, compare=False)

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cells import Cell
+from .cells import BUILT_IN_MODELS, Cell
 from .errors import CellUnsupported
 from .workloads.protocol import ENV_LAUNCH, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
@@ -73,14 +73,18 @@ def warm_settings(engine, cell: Cell, slot) -> Warmth:
 
 # Workloads that import nothing before they fire (a planted fault, an idle cell): a bare server.
 BARE_WORKLOADS = ("fault", "idle")
-BUILT_IN = ("rnn", "convnet", "maxing", "dense")
+# Workloads whose process imports the stack the harness knows before anything else: the harness's
+# own models, and a user's model factory (its module is imported after the fork, in the cell).
+FORKABLE = (*BUILT_IN_MODELS, "user")
 
 
 def fresh_because(cell: Cell) -> str | None:
     """Why this cell must start in a new interpreter even on a warm run; None when it may fork."""
     if cell.workload.model in BARE_WORKLOADS:
         return None
-    if cell.workload.model not in BUILT_IN:
+    if cell.workload.model == "script":
+        return "a script is its own interpreter's __main__: it starts fresh"
+    if cell.workload.model not in FORKABLE:
         return "a workload the harness does not know the imports of starts fresh"
     if cell.limits.memory:
         # RLIMIT_AS counts address space: a preloaded stack's would count against the cell
