@@ -317,7 +317,8 @@ def test_the_users_own_code_runs_in_array_tasks(slurm, tmp_path):
     from .test_user_workloads import K3, TF1, TF2, _project, _results
 
     matrix = _project(tmp_path)
-    submit(matrix, tmp_path / "results")
+    # this cluster gives a task 1 GiB per CPU by default (DefMemPerCPU): Keras 3 on TF 2.21 needs more
+    submit(matrix, tmp_path / "results", "--sbatch-arg=--mem=3G")
     proc = harness("status", str(matrix), "--results", str(tmp_path / "results"), "--wait", "900")
     out = proc.stdout
     assert "running 0" in out and "queued 0" in out, out
