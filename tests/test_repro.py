@@ -97,6 +97,8 @@ def test_an_environment_that_cannot_be_had_still_leaves_a_bundle(tmp_path):
     assert "1/1 attempts failed -- unavailable" in proc.stdout and "no run.sh" in proc.stdout
     bundle = next((tmp_path / "b").iterdir())
     assert not (bundle / "run.sh").exists() and "unavailable" in (bundle / "README.md").read_text()
+    from harness.engines.venv import VenvEngine
+    assert not list(VenvEngine().root.glob("tf9.9.9-*.building")), "a failed install leaves no half venv"
 
 
 # -- hostile values: run.sh is generated safely whatever validation lets through --------------

@@ -60,6 +60,15 @@ class VenvEngine(ProcessEngine):
         building = where.with_name(where.name + ".building")
         shutil.rmtree(building, ignore_errors=True)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._build(env, where, building, exe, full, log_path)
+        except BaseException:
+            # a failed or interrupted install can leave gigabytes (a half TF); its log says what happened
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+
+    def _build(self, env: Environment, where: Path, building: Path, exe: str, full: str,
+               log_path: Path) -> Prepared:
         with open(log_path, "w") as log:
             def step(*args: str) -> None:
                 log.write(f"$ {' '.join(args)}\n")
