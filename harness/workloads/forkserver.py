@@ -129,7 +129,9 @@ class _ForkAware(object):
 
     def __init__(self):
         self.kept = []
-        self._started = []  # (threads, libraries mapped meanwhile) per extension load that started some
+        self._started = []   # (threads, libraries mapped meanwhile) per extension load that started some
+        self._before = {}    # module name -> (threads, libraries) when its loading began
+        self._charged = set()  # threads already charged to a load (an outer load sees an inner's too)
 
     def __enter__(self):
         from importlib import machinery
@@ -137,23 +139,30 @@ class _ForkAware(object):
         self._steps = (self._loader.create_module, self._loader.exec_module)
         aware, (create, execute) = self, self._steps
 
+        # One extension load is create_module (dlopen, its libraries, their constructors) then
+        # exec_module (the module's own body): one look before the first and one after the
+        # second. A load whose exec never comes leaves its threads unexplained: refused.
         def create_module(loader, spec):
-            return aware._watch(create, loader, spec)
+            aware._before[spec.name] = (_tasks(), _libraries())
+            return create(loader, spec)
 
         def exec_module(loader, module):
-            return aware._watch(execute, loader, module)
+            try:
+                return execute(loader, module)
+            finally:
+                aware._after(module.__name__)
 
         self._loader.create_module, self._loader.exec_module = create_module, exec_module
         return self
 
-    def _watch(self, step, loader, arg):
-        tasks, libraries = _tasks(), _libraries()
-        try:
-            return step(loader, arg)
-        finally:
-            started = [t for t in _tasks() if t not in tasks]
-            if started:
-                self._started.append((started, [lib for lib in _libraries() if lib not in libraries]))
+    def _after(self, name):
+        if name not in self._before:
+            return
+        tasks, libraries = self._before.pop(name)
+        started = [t for t in _tasks() if t not in tasks and t not in self._charged]
+        if started:
+            self._charged.update(started)
+            self._started.append((started, [lib for lib in _libraries() if lib not in libraries]))
 
     def judge(self):
         """Which of the started threads are fork-aware: judged once the imports are done, since a
