@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import chains, status, usercode
+from . import chains, releases, status, usercode
 from . import matrix as matrix_mod
 from .cells import Cell
 from .engines.base import Engine
@@ -43,10 +43,9 @@ def find_cells(pattern: str, matrices: list[Path], results: Path | None = None) 
     given matrix files, the first matrix naming an id winning. Version ranges
     expand as the run in `results` recorded them (`.releases.json`), so the
     cell is the one that ran even after the index has moved on."""
-    from .releases import Resolver
     found: dict[str, tuple[Cell, Matrix]] = {}
     for path in matrices:
-        m = matrix_mod.load(path, resolver=Resolver(results))
+        m = matrix_mod.load(path, resolver=releases.Resolver(results))
         for cell in m.cells:
             if fnmatch.fnmatchcase(cell.id, pattern) or cell.id.startswith(pattern):
                 found.setdefault(cell.id, (cell, m))

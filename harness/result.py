@@ -247,10 +247,6 @@ def _obj(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _picked(cls, data: Any) -> dict:
     """The keys of `data` that `cls` (a view) names, missing ones as None."""
     data = _obj(data)
@@ -259,11 +255,17 @@ def _picked(cls, data: Any) -> dict:
 
 class _View:
     """A read-only view of one nested part of a result: the keys it names, missing ones None.
-    Views whose parts need more than that (tuples, nested views) override `of`."""
+    `_lists` names the keys that hold lists, read as tuples (hashable), each item through the
+    view given (None: as it is); a view whose part needs more overrides `of`."""
+
+    _lists: dict = {}
 
     @classmethod
     def of(cls, data: Any):
-        return cls(**_picked(cls, data))
+        picked = _picked(cls, data)
+        for key, item in cls._lists.items():
+            picked[key] = tuple(item.of(v) if item else v for v in picked[key] or ())
+        return cls(**picked)
 
 
 @dataclass(frozen=True)
@@ -282,11 +284,7 @@ class Seen(_View):
     gpus: tuple = ()
     cuda: Any = None
     cudnn: Any = None
-
-    @classmethod
-    def of(cls, data: Any) -> Seen:
-        picked = _picked(cls, data)
-        return cls(**{**picked, "gpus": tuple(picked["gpus"] or ())})
+    _lists = {"gpus": None}
 
     @property
     def has_versions(self) -> bool:
@@ -304,7 +302,6 @@ class Gpu(_View):
     driver: str | None = None
 
 
-
 @dataclass(frozen=True)
 class Provenance(_View):
     """`provenance`: which harness wrote the result, on what host, resolved as of when."""
@@ -315,7 +312,6 @@ class Provenance(_View):
     gpus: tuple = ()          # host_resources.gpus
     gpu_links: tuple = ()     # the kinds of link in host_resources.topology, sorted
     uploaded_before: str | None = None  # cutoff.uploaded_before: the day the environment resolved as of
-    slurm_job: str | None = None        # slurm.job: JOBID_TASKID of the array task that ran the cell
 
     @classmethod
     def of(cls, data: Any) -> Provenance:
@@ -325,8 +321,7 @@ class Provenance(_View):
                    harness_version=data.get("harness_version"),
                    gpus=tuple(Gpu.of(g) for g in resources.get("gpus") or ()),
                    gpu_links=tuple(sorted(set(_obj(resources.get("topology")).values()))),
-                   uploaded_before=_obj(data.get("cutoff")).get("uploaded_before"),
-                   slurm_job=_str(_obj(data.get("slurm")).get("job")))
+                   uploaded_before=_obj(data.get("cutoff")).get("uploaded_before"))
 
 
 @dataclass(frozen=True)
@@ -335,7 +330,6 @@ class Warmth(_View):
 
     launch: str | None = None         # warm (forked from a launcher) or fresh; None: not recorded
     compile_cache: dict | None = None
-
 
     @property
     def cache_hit(self):
@@ -353,7 +347,6 @@ class Failure(_View):
     traceback: str | None = None
 
 
-
 @dataclass(frozen=True)
 class ExpectedValue(_View):
     """One value a control cell was expected to give (harness/values.py) and what it gave."""
@@ -367,7 +360,6 @@ class ExpectedValue(_View):
     detail: str | None = None
 
 
-
 @dataclass(frozen=True)
 class Expectation(_View):
     """`expectation`: a control cell's known answer (a status, or values) and whether it held."""
@@ -377,11 +369,8 @@ class Expectation(_View):
     why: str | None = None
     met: bool | None = None
     values: tuple = ()
+    _lists = {"values": ExpectedValue}
 
-    @classmethod
-    def of(cls, data: Any) -> Expectation:
-        picked = _picked(cls, data)
-        return cls(**{**picked, "values": tuple(ExpectedValue.of(v) for v in picked["values"] or ())})
 
 # The documented types of each key (None is accepted for optional keys).
 TYPES: dict[str, Any] = {

@@ -213,9 +213,10 @@ def test_planted_faults_give_the_same_statuses_and_signatures_warm(tmp_path):
 
 
 def test_a_launcher_refuses_a_stack_whose_import_starts_a_thread_and_names_the_library(tmp_path):
-    """Measured on a GPU host: Keras 3 imports pandas (pyarrow starts a jemalloc thread) and cv2
-    (its own 15-thread pool) when they are installed. The launcher must refuse to fork such a
-    stack, and say which library did it, so the user knows what keeps their cells fresh."""
+    """An optional library imported with the stack starts a thread of its own (a plain Python
+    thread: nothing prepares it for a fork). The launcher must refuse to fork such a stack, and
+    say which library did it, so the user knows what keeps their cells fresh. (OpenBLAS's and
+    jemalloc's threads are kept: the test above.)"""
     import json
     import subprocess
     import sys
