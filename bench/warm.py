@@ -108,8 +108,9 @@ def accuracy(fresh: list[dict], warm: list[dict]) -> str:
     return f"differs: warm vs fresh {gap:.4f}, {among}"
 
 
-PHASES = (("interpreter start", None), ("imports", "imports"), ("devices", "devices"),
-          ("data and model", "data_and_model"), ("model.compile", "compiled"))
+# a cell's phase marks in order: (label, key of timing.phases)
+PHASES = (("imports", "imports"), ("devices", "devices"), ("data and model", "data_and_model"),
+          ("model.compile", "compiled"))
 
 
 def phases(rs: list[dict]) -> dict[str, float | None]:
@@ -123,7 +124,7 @@ def phases(rs: list[dict]) -> dict[str, float | None]:
             continue
         parts.setdefault("interpreter start", []).append(t.get("interpreter_start_seconds") or 0.0)
         last = 0.0
-        for label, key in PHASES[1:]:
+        for label, key in PHASES:
             if marks.get(key) is not None:
                 parts.setdefault(label, []).append(marks[key] - last)
                 last = marks[key]
