@@ -40,18 +40,25 @@ READY_SECONDS = 600.0   # importing TensorFlow on a loaded machine can take minu
 
 @dataclass
 class Warmth:
-    """How warm one cell starts: the cache variables it gets, notes on what it did not get, and
-    the seconds it waited for its launcher (they count in its time)."""
+    """How warm one cell starts: the cache variables it gets, the start-up settings beside them
+    (allocation.py), notes on what it did not get, and the seconds it waited for its launcher
+    (they count in its time)."""
 
-    variables: dict = field(default_factory=dict)
+    caches: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     waited: float = 0.0
+
+    @property
+    def variables(self) -> dict:
+        """Every variable a warm run adds to the cell's environment."""
+        return {**self.caches, **self.settings}
 
     def detail(self, forked: bool) -> dict:
         """What the result's `exit` records: the launch ("warm": forked from a launcher that had
         imported the stack; "fresh": a new interpreter) and the caches offered."""
-        out = {"launch": "warm" if forked else "fresh", "caches": sorted(self.variables),
-               "launcher_wait_seconds": round(self.waited, 3)}
+        out = {"launch": "warm" if forked else "fresh", "caches": sorted(self.caches),
+               "settings": dict(self.settings), "launcher_wait_seconds": round(self.waited, 3)}
         if self.notes:
             out["launch_notes"] = list(self.notes)
         return out
@@ -60,15 +67,16 @@ class Warmth:
 def warm_settings(engine, cell: Cell, slot) -> Warmth:
     """A cell's warmth on this engine: nothing with `--fresh`; else the host's own verdict first
     (a cell `unsupported` for a reason its pins settle raises CellUnsupported and is never
-    started: preflight.py), then the caches it gets (caches.py)."""
+    started: preflight.py), then the caches it gets (caches.py) and how it takes GPU memory
+    (allocation.py)."""
     if not engine.warm:
         return Warmth()
-    from . import caches, preflight
+    from . import allocation, caches, preflight
     why = preflight.unsupported(cell)
     if why:
         raise CellUnsupported(why)
     variables, notes = caches.variables(cell, slot)
-    return Warmth(variables, notes)
+    return Warmth(variables, allocation.variables(cell, slot), notes)
 
 
 # Workloads that import nothing before they fire (a planted fault, an idle cell): a bare server.
@@ -217,13 +225,16 @@ class Server:
         line, rest = buffer.split(b"\n", 1)
         return WarmChild(pid=int(json.loads(line)["pid"]), conn=conn, _buffer=rest)
 
-    def start_cell(self, workdir: Path, cpus, memory: int | None, backstop: float | None) -> WarmChild:
+    def start_cell(self, workdir: Path, cpus, memory: int | None, backstop: float | None,
+                   tmpdir: str | None = None) -> WarmChild:
         """Fork the cell whose spec is in `workdir`: it runs there, writes its logs there, on
-        `cpus`, under an address-space limit of `memory`, and ends itself after `backstop` s."""
+        `cpus`, under an address-space limit of `memory`, with `tmpdir` as its temp folder, and
+        ends itself after `backstop` s."""
+        env = {ENV_LAUNCH: "warm", **({"TMPDIR": tmpdir} if tmpdir else {})}
         return self.spawn({"spec": str(workdir / SPEC_FILE), "outdir": str(workdir), "cwd": str(workdir),
                            "stdout": str(workdir / STDOUT_FILE), "stderr": str(workdir / STDERR_FILE),
                            "cpus": sorted(cpus) if cpus else None, "memory": memory,
-                           "backstop": int(backstop) if backstop else None, "env": {ENV_LAUNCH: "warm"}})
+                           "backstop": int(backstop) if backstop else None, "env": env})
 
     def alive(self) -> bool:
         return self.ready and self.proc.poll() is None
@@ -320,12 +331,14 @@ class Launcher:
 
 def warmth_record(workload: dict, raw) -> dict | None:
     """result.json's `warmth`: how the cell launched (warm / fresh, and why fresh on a warm run),
-    which caches it was offered, whether its compilation hit one and where its data came from --
+    which caches it was offered and which start-up settings it got (allocation.py), whether its
+    compilation hit a cache and where its data came from --
     so a warm first epoch is never compared with a cold one as if equal. None: never launched."""
     if raw is None:
         return None
     inside = workload.get("warmth") or {}
     detail = raw.detail or {}
     return {"launch": detail.get("launch", "fresh"), "notes": detail.get("launch_notes", []),
-            "caches": detail.get("caches", []), "compile_cache": inside.get("compile_cache"),
+            "caches": detail.get("caches", []), "settings": detail.get("settings", {}),
+            "compile_cache": inside.get("compile_cache"),
             "data": inside.get("data")}

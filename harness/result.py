@@ -330,6 +330,7 @@ class Warmth(_View):
 
     launch: str | None = None         # warm (forked from a launcher) or fresh; None: not recorded
     compile_cache: dict | None = None
+    settings: dict | None = None      # start-up variables a warm run set (allocation.py)
 
     @property
     def cache_hit(self):

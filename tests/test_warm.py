@@ -6,12 +6,14 @@ they must. Real virtualenvs, real TensorFlow and JAX, real forks."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from harness import caches, preflight
+from harness import allocation, caches, preflight
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
+from harness.resources import Gpu, Slot
 from harness.store import iter_results
 
 from .conftest import harness
@@ -30,11 +32,15 @@ def _steady(r: dict) -> list[float]:
 @pytest.mark.tf
 def test_fresh_and_warm_give_the_same_answers(tmp_path):
     runs = {}
+    host_tmp = tmp_path / "tmp"  # the harness's own temp folder: a cell's temp files go with the cell
+    host_tmp.mkdir()
     for label, flags in (("fresh", ["--fresh"]), ("warm", []), ("again", [])):
         proc = harness("run", CONTROL, "--engine", "venv", "--results", str(tmp_path / label), *flags,
-                       timeout=1800)
+                       timeout=1800, env={"TMPDIR": str(host_tmp)})
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         runs[label] = _results(tmp_path / label / "warm-control")
+        # TF's autograph writes a file per converted function into the temp folder: not left there
+        assert not list(host_tmp.iterdir()), sorted(p.name for p in host_tmp.iterdir())[:10]
     fresh, warm, again = runs["fresh"], runs["warm"], runs["again"]
     assert set(fresh) == set(warm) == set(again) and len(fresh) == 14
     for cell, f in fresh.items():
@@ -157,6 +163,17 @@ def test_the_host_decides_only_what_the_pins_settle():
     assert preflight.unsupported(_cell(TF215, "data_parallel", 2, model="fault", fault="segfault")) is None
 
 
+def test_warm_gpu_cells_on_jax_take_memory_as_needed_unless_the_matrix_says():
+    h200 = Slot(gpus=(Gpu("0", name="NVIDIA H200"),))
+    on_gpu = replace(JAX, device="gpu")
+    assert allocation.variables(_cell(on_gpu), h200) == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    own = replace(on_gpu, env=(("XLA_PYTHON_CLIENT_PREALLOCATE", "true"),))
+    assert allocation.variables(_cell(own), h200) == {}, "the matrix's env: wins"
+    assert allocation.variables(_cell(JAX), Slot()) == {}, "CPU cells reserve nothing"
+    tf_gpu = Environment(name="tf2.21", python="3.12", tensorflow="2.21.0", device="gpu")
+    assert allocation.variables(_cell(tf_gpu), h200) == {}, "TensorFlow's reservation is left as it ships"
+
+
 def test_cache_folders_are_private_and_others_are_refused(tmp_path):
     mine = tmp_path / "mine"
     assert caches.private(mine) is None
@@ -172,7 +189,6 @@ def test_cache_folders_are_private_and_others_are_refused(tmp_path):
 
 def test_compile_caches_are_keyed_by_what_decides_a_program(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
-    from harness.resources import Gpu, Slot
     one, two = _cell(JAX), _cell(JAX, "data_parallel", 2)
     h100 = Slot(gpus=(Gpu("0", name="NVIDIA H100", compute_capability="9.0", driver="580"),))
     h200 = Slot(gpus=(Gpu("1", name="NVIDIA H200", compute_capability="9.0", driver="580"),))
@@ -192,8 +208,6 @@ def test_compile_caches_are_keyed_by_what_decides_a_program(tmp_path, monkeypatc
 def test_planted_faults_give_the_same_statuses_and_signatures_warm(tmp_path):
     """Each planted fault twice in one run: the first cell starts fresh while the (bare) launcher
     starts, every later one forks from it; all must read exactly as fresh cells do."""
-    from dataclasses import replace
-
     from rich.console import Console
 
     from harness.engines.venv import VenvEngine

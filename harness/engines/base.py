@@ -6,8 +6,10 @@ import ctypes
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -208,44 +210,52 @@ class ProcessEngine(Engine):
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
         argv = cell_argv(self.interpreter(prepared), str(workdir / SPEC_FILE), str(workdir), cell.limits.wall)
-        with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
-            proc = None
-            if server is not None:  # forked from the stack's warm launcher: the same cell, started warm
-                try:
-                    proc = server.start_cell(workdir, cpus, limit,
-                                             cell.limits.wall + BACKSTOP_GRACE if cell.limits.wall else None)
-                except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
-                    warmth.notes.append(f"launched fresh: the warm launcher did not answer ({exc})")
-                    server = None
-            if proc is None:
-                proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
-                                        stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
-            if ctx.on_start:
-                ctx.on_start(proc.pid)
+        # The cell's own temp folder, gone with it: what a framework leaves in the temp folder
+        # (TF's autograph writes a file per converted function) would otherwise pile up there
+        # over a matrix. Set after the launcher is chosen: it is not part of a launcher's key.
+        env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix="harness-cell-")
+        try:
+            with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
+                proc = None
+                if server is not None:  # forked from the stack's warm launcher: the same cell, started warm
+                    try:
+                        proc = server.start_cell(workdir, cpus, limit,
+                                                 cell.limits.wall + BACKSTOP_GRACE if cell.limits.wall else None,
+                                                 tmpdir=scratch)
+                    except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
+                        warmth.notes.append(f"launched fresh: the warm launcher did not answer ({exc})")
+                        server = None
+                if proc is None:
+                    proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
+                                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
+                if ctx.on_start:
+                    ctx.on_start(proc.pid)
 
-            def kill() -> None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                def kill() -> None:
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
 
-            def pause(seconds: float) -> None:
-                try:
-                    proc.wait(timeout=seconds)
-                except subprocess.TimeoutExpired:
-                    pass
+                def pause(seconds: float) -> None:
+                    try:
+                        proc.wait(timeout=seconds)
+                    except subprocess.TimeoutExpired:
+                        pass
 
-            try:
-                code, timed_out, seconds = watch(proc.poll, kill, workdir / EVENTS_FILE, cell.limits.wall,
-                                                 cell.limits.progress, cancel=ctx.cancel, pause=pause)
-            except BaseException:
-                kill()
-                proc.wait()
-                raise
-            finally:
-                if server is not None:
-                    proc.close()
-            kill()  # whatever the cell started in its session goes with it
+                try:
+                    code, timed_out, seconds = watch(proc.poll, kill, workdir / EVENTS_FILE, cell.limits.wall,
+                                                     cell.limits.progress, cancel=ctx.cancel, pause=pause)
+                except BaseException:
+                    kill()
+                    proc.wait()
+                    raise
+                finally:
+                    if server is not None:
+                        proc.close()
+                kill()  # whatever the cell started in its session goes with it
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         # `timeout` dies of the signal that killed its child, so a SIGSEGV still reads as one
         sig = signal_name(-code) if code is not None and code < 0 else None
         return RawOutcome(exit_code=code, signal=sig, timed_out=timed_out, seconds=seconds + warmth.waited,

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from ..allocation import PREALLOCATE
 from ..outputs import Manifest
 from ..result import Provenance, Result, Seen
 from ..store import read_all
@@ -67,6 +68,9 @@ def warmth_lines(results: list[Result]) -> list[str]:
     line = "launch: " + ", ".join(f"{n} {k}" for k, n in sorted(launches.items()))
     if hits:
         line += "; compile cache hit: " + ", ".join(f"{k} in {n}" for k, n in sorted(hits.items()))
+    on_demand = sum(1 for w in warmth if (w.settings or {}).get(PREALLOCATE) == "false")
+    if on_demand:
+        line += f"; GPU memory taken as needed (not reserved up front) in {on_demand}"
     line += "; first epochs (compilation) are kept apart, steady epochs are compared"
     if decided:
         line += f"; {decided} unsupported cell(s) decided without launching"

@@ -291,6 +291,8 @@ def _child(request, keep_out):
         if request.get("backstop"):
             signal.alarm(int(request["backstop"]))  # ends the cell if nobody else does
         os.environ.update(request.get("env") or {})
+        if "tempfile" in sys.modules:  # an import before the fork may have settled the temp folder
+            sys.modules["tempfile"].tempdir = None
         sys.argv = [sys.argv[0], request["spec"], request["outdir"]]
         from . import run
         code = run.main([request["spec"], request["outdir"]])
