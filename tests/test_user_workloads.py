@@ -495,3 +495,87 @@ def test_a_model_factory_forks_warm_and_gives_what_it_gives_fresh(tmp_path):
         assert warm[c]["status"] == fresh[c]["status"] == "ok" and warm[c]["metrics"] == fresh[c]["metrics"], c
     for c in (c for c in warm if "/fine/" in c):
         assert warm[c]["warmth"]["launch"] == "fresh" and "own interpreter" in " ".join(warm[c]["warmth"]["notes"])
+
+
+# -- the user's own batched data ---------------------------------------------------------
+
+FEEDS = '''\
+import numpy as np
+
+
+def build(keras):
+    inputs = keras.layers.Input(shape=(12, 6))
+    x = keras.layers.GRU(8)(inputs)
+    return keras.models.Model(inputs, keras.layers.Dense(3, activation="softmax")(x))
+
+
+def _arrays(rows, seed):
+    rng = np.random.RandomState(seed)
+    x = rng.normal(size=(rows, 12, 6)).astype("float32")
+    return x, np.eye(3, dtype="float32")[x[:, :, :3].mean(axis=1).argmax(axis=1)]
+
+
+def dataset(batch_size):
+    import tensorflow as tf
+    (x, y), (xv, yv) = _arrays(600, 3), _arrays(150, 4)
+    return (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(600, seed=0).batch(batch_size),
+            tf.data.Dataset.from_tensor_slices((xv, yv)).batch(batch_size))
+
+
+def sequence(keras, batch_size):
+    base = getattr(keras.utils, "PyDataset", None) or keras.utils.Sequence
+
+    class Rows(base):
+        def __init__(self, x, y):
+            base.__init__(self)
+            self.x, self.y = x, y
+
+        def __len__(self):
+            return (len(self.x) + batch_size - 1) // batch_size
+
+        def __getitem__(self, i):
+            return self.x[i * batch_size:(i + 1) * batch_size], self.y[i * batch_size:(i + 1) * batch_size]
+
+    return Rows(*_arrays(600, 3)), Rows(*_arrays(150, 4))
+
+
+def generator(batch_size):
+    x, y = _arrays(600, 3)
+
+    def batches():
+        while True:
+            for i in range(0, len(x), batch_size):
+                yield x[i:i + batch_size], y[i:i + batch_size]
+    return batches(), _arrays(150, 4)
+'''
+
+
+def test_a_factory_may_feed_its_own_batches(tmp_path):
+    """A data function may return a tf.data.Dataset or a Sequence / PyDataset (batched with the
+    cell's batch size, which it asks for): fit gets it as it is, the rows of a pass are counted,
+    and what cannot be a feed is an error at the user's line."""
+    workloads = "".join(f"  - {{name: {n}, model: user, path: ./f, build: 'feeds:build', data: 'feeds:{n}'}}\n"
+                        for n in ("dataset", "sequence", "generator"))
+    _write(tmp_path, {"f/feeds.py": FEEDS,
+                      "feeds.yaml": STACKS + "workloads:\n" + workloads + "batch_sizes: [64]\nepochs: 2\n"})
+    proc = harness("run", str(tmp_path / "feeds.yaml"), "--engine", "venv", "--results", str(tmp_path / "r"),
+                   timeout=1800)
+    assert "Traceback" not in proc.stdout, proc.stdout[-3000:]
+    results = _results(tmp_path / "r" / "feeds")
+    for stack in (TF2, K3):
+        for feed in ("dataset", "sequence"):
+            r = results[f"{stack}/{feed}/none-c1/b64/r0"]
+            assert r["status"] == "ok", (stack, feed, r["error"])
+            assert r["samples"] == {"train": 600, "validation": 150}, r["samples"]
+            assert len(r["epochs"]) == 2 and all(e["samples_per_sec"] > 0 for e in r["epochs"]), r["epochs"]
+            assert 0 <= r["metrics"]["val_accuracy"] <= 1
+    for stack in (TF1, TF2, K3):
+        r = results[f"{stack}/generator/none-c1/b64/r0"]
+        assert r["status"] == "error" and r["error"]["where"] == "feeds.py:40 in generator", r["error"]
+        assert "generator, which has no length" in r["error"]["message"]
+    r = results[f"{TF1}/dataset/none-c1/b64/r0"]
+    assert r["status"] == "error" and "TF 1.x" in r["error"]["message"], r["error"]
+    assert r["error"]["where"] == "feeds.py:16 in dataset", r["error"]
+    # standalone Keras 2.2's fit takes arrays only (fit_generator takes a Sequence): its own error
+    r = results[f"{TF1}/sequence/none-c1/b64/r0"]
+    assert r["status"] == "error" and "keras/engine/training" in r["error"]["traceback"], r["error"]

@@ -115,28 +115,52 @@ def _train(spec, log, record, outdir):
         trainable.compile(optimizer=stack.adam(float(workload.get("learning_rate", 0.001))),
                           loss=loss, metrics=["accuracy"], **plan.compile_options)
     _phase(record, "compiled")
-    x, y = train
     batch = int(spec["batch_size"])
-    record["samples"] = {"train": int(len(x)), "validation": int(len(val[0]))}
-    log.emit("fit", parameters=record["parameters"], samples=record["samples"], feed=par.get("feed", "arrays"))
-    fit = dict(epochs=int(spec["epochs"]), verbose=0, callbacks=[_epoch_logger(stack, log, record, len(x))])
-    if par.get("feed", "arrays") == "dataset":
-        fit.update(x=stack.dataset(x, y, batch, int(spec["seed"]), shuffle=True),
-                   validation_data=stack.dataset(val[0], val[1], batch, int(spec["seed"]), shuffle=False))
-    else:
-        fit.update(x=x, y=y, batch_size=batch, validation_data=val, shuffle=True)
+    fit, rows, probe = _inputs(stack, train, val, batch, par.get("feed", "arrays"), int(spec["seed"]))
+    record["samples"] = {"train": rows[0], "validation": rows[1]}
+    log.emit("fit", parameters=record["parameters"], samples=record["samples"],
+             feed="user" if _user_feed(train) else par.get("feed", "arrays"))
+    fit.update(epochs=int(spec["epochs"]), verbose=0, callbacks=[_epoch_logger(stack, log, record, rows[0])])
     try:
         trainable.fit(**fit)
     except Exception as exc:  # noqa: BLE001 - re-raised, explained where the cell explains it
-        why = indivisible(exc, par, batch, len(x), len(val[0]))
+        why = indivisible(exc, par, batch, rows[0], rows[1])
         if why is None:
             raise
         raise BatchNotDivisible(why)  # the framework's error stays in the chain, as the context
     _phase(record, "trained")
-    record["engagement"] = engagement.collect(stack, plan, trainable, x, batch)
+    record["engagement"] = engagement.collect(stack, plan, trainable, probe, len(probe))
     last = record["epochs"][-1] if record["epochs"] else {}
     record["metrics"] = dict((k, last.get(k)) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
     record["warmth"] = warmth.report()
+
+
+def _user_feed(data):
+    return hasattr(data, "first_x")  # user.Feed: the user's own batched data
+
+
+def _inputs(stack, train, val, batch, feed, seed):
+    """fit's data arguments, the rows of a pass (training, validation) and a batch of x for
+    the engagement witness. Arrays are batched by the cell (through tf.data with `feed:
+    dataset`); the user's own feed (user.Feed) goes to fit as it is, batched as the user
+    batched it."""
+    if _user_feed(train):
+        fit = {"x": train.source}
+        rows, probe = train.rows, train.first_x
+    else:
+        x, y = train
+        rows, probe = int(len(x)), x[:batch]
+        if feed == "dataset":
+            fit = {"x": stack.dataset(x, y, batch, seed, shuffle=True)}
+        else:
+            fit = {"x": x, "y": y, "batch_size": batch, "shuffle": True}
+    if _user_feed(val):
+        fit["validation_data"], val_rows = val.source, val.rows
+    elif feed == "dataset" and not _user_feed(train):
+        fit["validation_data"], val_rows = stack.dataset(val[0], val[1], batch, seed, shuffle=False), int(len(val[0]))
+    else:
+        fit["validation_data"], val_rows = tuple(val), int(len(val[0]))
+    return fit, (rows, val_rows), probe
 
 
 class BatchNotDivisible(Exception):

@@ -120,10 +120,11 @@ def _entry(folder, entry):
     return fn
 
 
-def _call(fn, stack, params):
+def _call(fn, stack, params, batch_size=None):
     """Call a factory with the matrix's params, and with the cell's Keras module as `keras`
     when it asks for one (the portable way: the same factory on standalone Keras 2.2,
-    tf.keras and Keras 3)."""
+    tf.keras and Keras 3), and the cell's batch size as `batch_size` when it asks (a data
+    function that batches its own feed)."""
     kwargs = dict(params)
     try:
         accepted = inspect.signature(fn).parameters
@@ -131,22 +132,96 @@ def _call(fn, stack, params):
         accepted = {}
     if "keras" in accepted and "keras" not in kwargs:
         kwargs["keras"] = stack.keras
+    if batch_size is not None and "batch_size" in accepted and "batch_size" not in kwargs:
+        kwargs["batch_size"] = batch_size
     return fn(**kwargs)
 
 
+class Feed(object):
+    """The user's own batched data, given to fit as it is: a tf.data.Dataset, or a Keras
+    Sequence (PyDataset on Keras 3). `rows` is what one pass yields (counted once before
+    fit, so samples per second mean what they mean for arrays); `first_x` is the first
+    batch's input, the engagement witness's probe and the shape check's subject."""
+
+    def __init__(self, source, rows, first_x):
+        self.source, self.rows, self.first_x = source, rows, first_x
+
+    def __len__(self):
+        return self.rows
+
+
+def _is_feed(value):
+    """A dataset (an element_spec; output_types on TF 1.x) or a Sequence (indexable with a
+    length, no shape)."""
+    if hasattr(value, "element_spec") or hasattr(value, "output_types"):
+        return True
+    return (hasattr(value, "__getitem__") and hasattr(value, "__len__") and not hasattr(value, "shape")
+            and not isinstance(value, (tuple, list, dict, str, bytes)))
+
+
+def _batches(source):
+    if hasattr(source, "element_spec"):
+        for batch in source:
+            yield batch
+    else:
+        for i in range(len(source)):
+            yield source[i]
+
+
+def _first_leaf(value):
+    """The first array of a batch's input (x may be a list or mapping of inputs)."""
+    while isinstance(value, (tuple, list, dict)):
+        if not value:
+            return None
+        value = value[sorted(value)[0]] if isinstance(value, dict) else value[0]
+    return value
+
+
+def _feed(source, what, where):
+    """A Feed for the user's `source`, its rows counted in one pass."""
+    if hasattr(source, "__next__") and not hasattr(source, "__len__"):
+        raise UserCodeError("the %s data is a generator, which has no length: return a keras.utils.Sequence "
+                            "(PyDataset on Keras 3) or a tf.data.Dataset" % what, where)
+    if hasattr(source, "output_types") and not hasattr(source, "element_spec"):
+        raise UserCodeError("the %s data is a TF 1.x tf.data.Dataset: a dataset feed is read eagerly (TF 2, "
+                            "Keras 3); on TF 1.x return arrays or a keras.utils.Sequence" % what, where)
+    import numpy as np
+    rows, first = 0, None
+    try:
+        for batch in _batches(source):
+            x = _first_leaf(batch[0] if isinstance(batch, (tuple, list)) else batch)
+            if x is None:
+                raise UserCodeError("a %s batch has no input" % what, where)
+            x = np.asarray(x)
+            if first is None:
+                first = x
+            rows += len(x)
+    except RuntimeError as exc:  # a dataset outside eager execution (TF 1.15 with eager off)
+        if not hasattr(source, "element_spec"):
+            raise
+        raise UserCodeError("the %s tf.data.Dataset cannot be read eagerly here (%s); on TF 1.x return arrays "
+                            "or a keras.utils.Sequence" % (what, exc), where)
+    if first is None:
+        raise UserCodeError("the %s data yields no batch" % what, where)
+    return Feed(source, rows, first)
+
+
 def _as_splits(data, where):
-    """((x, y), (x_val, y_val)) from what a data function returned: that, a mapping with
-    "train" and "validation", or (x, y) alone (the last 20% become validation)."""
+    """(train, validation) from what a data function returned: ((x, y), (x_val, y_val)), a
+    mapping with "train" and "validation", or (x, y) alone (the last 20% become validation).
+    Each of train and validation may instead be a batched feed (tf.data.Dataset, Sequence /
+    PyDataset): a Feed, passed to fit as it is."""
     import numpy as np
     if isinstance(data, dict):
         if "train" not in data or "validation" not in data:
             raise UserCodeError("data returned a mapping without 'train' and 'validation'", where)
         data = (data["train"], data["validation"])
     if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise UserCodeError("data returned %s; expected ((x, y), (x_val, y_val)) or (x, y)"
-                            % type(data).__name__, where)
+        raise UserCodeError("data returned %s; expected ((x, y), (x_val, y_val)), (x, y), or a feed "
+                            "(tf.data.Dataset, Sequence) for each" % type(data).__name__, where)
     first, second = data
-    if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)):
+    split = lambda v: isinstance(v, (tuple, list)) or _is_feed(v) or hasattr(v, "__next__")  # noqa: E731
+    if split(first) and split(second):
         train, val = first, second
     else:
         x, y = np.asarray(first), np.asarray(second)
@@ -154,6 +229,9 @@ def _as_splits(data, where):
         train, val = (x[:len(x) - n_val], y[:len(y) - n_val]), (x[len(x) - n_val:], y[len(y) - n_val:])
     out = []
     for what, pair in (("training", train), ("validation", val)):
+        if not isinstance(pair, (tuple, list)):
+            out.append(_feed(pair, what, where))
+            continue
         if len(pair) != 2:
             raise UserCodeError("the %s data is not a pair (x, y)" % what, where)
         x, y = np.asarray(pair[0]), np.asarray(pair[1])
@@ -183,7 +261,8 @@ def factory(stack, workload, spec):
                             _defined_at(build, folder))
     data_fn = _entry(folder, workload["data"])
     where = _defined_at(data_fn, folder)
-    (x, y), val = _as_splits(_call(data_fn, stack, params), where)
+    train, val = _as_splits(_call(data_fn, stack, params, int(spec["batch_size"])), where)
+    x = train.first_x if isinstance(train, Feed) else train[0]
     wanted = _shape(getattr(model, "input_shape", None) or ())
     if wanted and not isinstance(wanted[0], tuple):  # one input: check its shape past the batch axis
         have = tuple(x.shape[1:])
@@ -192,7 +271,7 @@ def factory(stack, workload, spec):
                                 % (workload["data"], tuple(x.shape), workload["build"], wanted), where)
     own = getattr(model, "loss", None)  # a model the factory compiled keeps its loss (a name)
     loss = workload.get("loss") or (own if isinstance(own, str) else None) or "categorical_crossentropy"
-    return model, ((x, y), val), loss
+    return model, (train, val), loss
 
 
 def _seen_without_importing():
