@@ -146,9 +146,6 @@ class Feed(object):
     def __init__(self, source, rows, first_x):
         self.source, self.rows, self.first_x = source, rows, first_x
 
-    def __len__(self):
-        return self.rows
-
 
 def _is_feed(value):
     """A dataset (an element_spec; output_types on TF 1.x) or a Sequence (indexable with a
@@ -157,6 +154,12 @@ def _is_feed(value):
         return True
     return (hasattr(value, "__getitem__") and hasattr(value, "__len__") and not hasattr(value, "shape")
             and not isinstance(value, (tuple, list, dict, str, bytes)))
+
+
+def _is_part(value):
+    """Whether a data function's value is one part (training or validation: a pair, a feed, or
+    a generator to refuse), not the x or y of (x, y)."""
+    return isinstance(value, (tuple, list)) or _is_feed(value) or hasattr(value, "__next__")
 
 
 def _batches(source):
@@ -197,7 +200,7 @@ def _feed(source, what, where):
                 first = x
             rows += len(x)
     except RuntimeError as exc:  # a dataset outside eager execution (TF 1.15 with eager off)
-        if not hasattr(source, "element_spec"):
+        if not hasattr(source, "element_spec") or "eager" not in str(exc):
             raise
         raise UserCodeError("the %s tf.data.Dataset cannot be read eagerly here (%s); on TF 1.x return arrays "
                             "or a keras.utils.Sequence" % (what, exc), where)
@@ -220,8 +223,7 @@ def _as_splits(data, where):
         raise UserCodeError("data returned %s; expected ((x, y), (x_val, y_val)), (x, y), or a feed "
                             "(tf.data.Dataset, Sequence) for each" % type(data).__name__, where)
     first, second = data
-    split = lambda v: isinstance(v, (tuple, list)) or _is_feed(v) or hasattr(v, "__next__")  # noqa: E731
-    if split(first) and split(second):
+    if _is_part(first) and _is_part(second):
         train, val = first, second
     else:
         x, y = np.asarray(first), np.asarray(second)
