@@ -63,6 +63,18 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
         if "jax" in cell:
             assert w["warmth"]["compile_cache"]["hit"] == "all", w["warmth"]
         assert [d["source"] for d in w["warmth"]["data"]] == ["mapped"], w["warmth"]
+    # the report says how the cells started and how their compilations hit; and, where a warm run
+    # set it (GPU cells on JAX; none here), that GPU memory was taken as needed
+    from harness import report
+    from harness.result import Result
+    results = [r for _, r in report.load([tmp_path / "again"])]
+    launch = [line for line in report.provenance_lines(results) if line.startswith("launch:")]
+    assert launch and "warm" in launch[0] and "compile cache hit: all in" in launch[0], launch
+    assert "GPU memory" not in launch[0]
+    as_on_gpu = dict(next(r for c, r in again.items() if "jax" in c and r["status"] == "ok"))
+    as_on_gpu["warmth"] = {**as_on_gpu["warmth"], "settings": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}}
+    assert "GPU memory taken as needed (not reserved up front) in 1" in report.warmth_lines(
+        [Result.from_dict(as_on_gpu)])[0]
     # the stack with the optional libraries forks too: their threads prepare for a fork, and say so
     optional = [r["warmth"] for c, r in again.items() if c.startswith("keras3.15.1-jax-with-optionals/")]
     assert any(w["launch"] == "warm" and "jemalloc: 1" in " ".join(w["notes"]) for w in optional), optional
