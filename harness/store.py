@@ -22,6 +22,8 @@ import os
 import shutil
 import signal
 import socket
+import stat
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -142,7 +144,8 @@ class ResultStore:
             shutil.rmtree(work)
         work.mkdir(parents=True)
         write_json(work / OWNER, {"host": socket.gethostname(), "pid": os.getpid(), "run_id": self.run_id,
-                                  "boot_id": boot_id(), "started": process_start(os.getpid())})
+                                  "boot_id": boot_id(), "started": process_start(os.getpid()),
+                                  "tmp": tempfile.gettempdir()})  # where its cell's temp folder goes
         return work
 
     def note_process(self, work: Path, pgid: int) -> None:
@@ -190,11 +193,40 @@ class ResultStore:
                 ended += ended_here
                 if note:
                     self.note(note)
+                else:  # its cell is gone (or never started): so may its temp folder be
+                    _remove_scratch(path)
                 shutil.rmtree(path, ignore_errors=True)
                 removed += 1
             finally:
                 claim.release()
         return removed, ended
+
+
+SCRATCH_PREFIX = "harness-cell-"
+
+
+def scratch_prefix(work: Path) -> str:
+    """How the temp folder of the cell in partial folder `work` is named (engines/base.py makes
+    it in the harness's temp folder, which the owner file records): tied to that one folder, so
+    the clean-up of a dead run's partial folder finds the temp folder its cell left behind
+    (a `kill -9` of the harness leaves both) and never another run's."""
+    return f"{SCRATCH_PREFIX}{hashlib.sha256(str(work.resolve()).encode()).hexdigest()[:16]}-"
+
+
+def _remove_scratch(folder: Path) -> None:
+    """Remove the temp folder a dead run's cell in `folder` left: only folders of this folder's
+    name, made by this user, not links, in the temp folder its owner file records."""
+    raw = read_json(folder / OWNER)
+    tmp = raw.get("tmp") if isinstance(raw, dict) else None
+    if not isinstance(tmp, str) or raw.get("host") != socket.gethostname() or not os.path.isabs(tmp):
+        return
+    for path in Path(tmp).glob(scratch_prefix(folder) + "*"):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def boot_id() -> str | None:

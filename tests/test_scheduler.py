@@ -114,11 +114,14 @@ def _cell_processes(marker: str) -> list[int]:
 
 
 def test_kill_9_of_the_harness_leaves_no_cell_process_and_the_rerun_resumes(tmp_path):
-    """The hang cell would run until its limit; with the harness killed, it must go at once."""
+    """The hang cell would run until its limit; with the harness killed, it must go at once,
+    and the next run removes what it left: its partial folder and its temp folder."""
     args = [sys.executable, "-m", "harness", "run", "matrices/faults.yaml", "--engine", "venv", "--jobs", "2",
             "--only", "*fault-exception*", "--only", "*fault-hang*", "--results", str(tmp_path)]
+    temp = tmp_path / "tmp"  # the harness's temp folder, where each cell gets its own
+    temp.mkdir()
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, "TMPDIR": str(temp)})
     marker = str(tmp_path)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:   # wait until the hang cell is running and the exception one has finished
@@ -138,10 +141,14 @@ def test_kill_9_of_the_harness_leaves_no_cell_process_and_the_rerun_resumes(tmp_
     assert _cell_processes(marker) == [], "a cell process outlived the harness"
     finished = _results(tmp_path / "faults")
     assert [c for c in finished if "fault-exception" in c], "the finished cell's result was lost"
+    left = [p.name for p in temp.iterdir()]
+    assert len(left) == 1 and left[0].startswith("harness-cell-"), left  # the killed cell's; the finished one's went
+    (temp / "unrelated").mkdir()  # not a cell's: stays
     again = harness("run", "matrices/faults.yaml", "--engine", "venv", "--only", "*fault-exception*",
                     "--only", "*fault-hang*", "--results", str(tmp_path), timeout=600)
     assert again.returncode == 0, again.stdout[-3000:]
     assert "removed 1 half-written cell folder" in again.stdout
+    assert [p.name for p in temp.iterdir()] == ["unrelated"], "the dead run's cell temp folder is removed"
     assert "1 of 2 cells already have results" in again.stdout
     assert len(_results(tmp_path / "faults")) == 2
 
@@ -149,7 +156,10 @@ def test_kill_9_of_the_harness_leaves_no_cell_process_and_the_rerun_resumes(tmp_
 def test_ctrl_c_during_a_packed_run_keeps_finished_results_and_resumes(tmp_path):
     args = [sys.executable, "-m", "harness", "run", "matrices/faults.yaml", "--engine", "venv",
             "--results", str(tmp_path)]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(temp)})
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and len(_results(tmp_path / "faults")) < 2:
         time.sleep(0.3)
@@ -161,6 +171,7 @@ def test_ctrl_c_during_a_packed_run_keeps_finished_results_and_resumes(tmp_path)
     assert 2 <= len(kept) < 7
     assert not list((tmp_path / "faults").glob("**/*.partial-*"))
     assert _cell_processes(str(tmp_path)) == []
+    assert not list(temp.iterdir()), "an interrupted cell's temp folder (or a launcher's) is left"
     again = harness("run", "matrices/faults.yaml", "--engine", "venv", "--results", str(tmp_path), timeout=900)
     assert again.returncode == 0, again.stdout[-3000:]
     assert f"{len(kept)} of 7 cells already have results" in again.stdout

@@ -22,7 +22,7 @@ from ..launch import warm_settings
 from ..outcome import signal_name
 from ..paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
 from ..resources import Slot
-from ..store import OWNER_VARIABLE
+from ..store import OWNER_VARIABLE, scratch_prefix
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
@@ -212,8 +212,9 @@ class ProcessEngine(Engine):
         argv = cell_argv(self.interpreter(prepared), str(workdir / SPEC_FILE), str(workdir), cell.limits.wall)
         # The cell's own temp folder, gone with it: what a framework leaves in the temp folder
         # (TF's autograph writes a file per converted function) would otherwise pile up there
-        # over a matrix. Set after the launcher is chosen: it is not part of a launcher's key.
-        env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix="harness-cell-")
+        # over a matrix. Set after the launcher is chosen: it is not part of a launcher's key. A
+        # harness killed with -9 cannot remove it: the next run does (store.clean_partials).
+        env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix=scratch_prefix(workdir))  # named for its clean-up
         try:
             with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
                 proc = None

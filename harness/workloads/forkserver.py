@@ -404,6 +404,29 @@ class Server(object):
 
 def main(argv):
     path, preload_path = argv[:2]  # a third argument only names whose server this is
+    try:
+        return _main(path, preload_path)
+    finally:
+        _leave(path, preload_path)
+
+
+def _leave(path, preload_path):
+    """Remove what the host made for this server -- its socket, the preload file beside it,
+    and their folder if nothing else is in it -- since a host killed with -9 cannot."""
+    folder = os.path.dirname(os.path.abspath(path))
+    for name in (path, preload_path):
+        if os.path.dirname(os.path.abspath(name)) == folder:
+            try:
+                os.unlink(name)
+            except OSError:
+                pass
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
+
+
+def _main(path, preload_path):
     with open(preload_path) as fh:
         spec = json.load(fh)
     try:
