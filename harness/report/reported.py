@@ -95,12 +95,12 @@ def draw(results: list[Result], out: Path, pyplot) -> list[tuple[str, Path]]:
             fig, ax = plt.subplots(figsize=(6, 4))
             ax.bar(range(len(envs)), [s.median for s in spreads],
                    yerr=[[s.median - s.lo for s in spreads], [s.hi - s.median for s in spreads]], capsize=3,
-                   color=["#4c72b0" if all(r["status"] == "ok" for r in per_env[e]) else "#c44e52" for e in envs])
+                   color=[_colour(per_env[e]) for e in envs])
             ax.set_xticks(range(len(envs)))
-            ax.set_xticklabels(envs, rotation=20, fontsize=8)
+            ax.set_xticklabels(envs, rotation=45, ha="right", rotation_mode="anchor", fontsize=8)
             ax.set_ylabel(name)
             title = f"{Path(run).stem or 'run'}: {workload} / {name}"
-            ax.set_title(title + " (red: the cell failed)", fontsize=10)
+            ax.set_title(title + "\n(orange: not the value expected; red: the cell failed)", fontsize=9)
             ax.grid(alpha=0.3, axis="y")
             fig.tight_layout()
             path = out / f"reported-{file_name(Path(run).stem or 'run', workload, name)}.png"  # one-to-one
@@ -128,3 +128,13 @@ def changes(a: list[Result], b: list[Result], tolerance: float = 1e-9) -> list[d
             if abs(sb.median - sa.median) > tolerance * max(1.0, abs(sa.median)) and not sa.lo <= sb.median <= sa.hi:
                 found.append({"cell": cell, "metric": name, "a_value": sa, "b_value": sb})
     return found
+
+
+def _colour(results: list[Result]) -> str:
+    """A bar's colour: red when a cell of it failed, orange when one ran but missed the value its
+    matrix expects (drifted), blue otherwise."""
+    if any(r.status != "ok" for r in results):
+        return "#c44e52"
+    if any(r.met is False for r in results):
+        return "#dd8452"
+    return "#4c72b0"
