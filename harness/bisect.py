@@ -284,6 +284,20 @@ def with_release(env: Environment, package: str, version: str, cutoff: str | Non
 
 
 # -- the driver ---------------------------------------------------------------------
+def derived_cell(base: Cell, package: str, version: str, cutoff: str | None, repeat: int) -> Cell:
+    """`base` (a cell of the matrix) with `package` at `version`, resolving as of `cutoff`: the
+    cell a search tests. One definition for the search and for a Slurm task, which rebuilds the
+    cell from the matrix it loads and its submission's record (`derivation`)."""
+    env = dataclasses.replace(with_release(base.environment, package, version, None), uploaded_before=cutoff)
+    return dataclasses.replace(base, environment=env, repeat=repeat, expect=_values_only(base.expect))
+
+
+def derivation(cell: Cell, base: Cell, package: str, version: str) -> dict:
+    """What a Slurm task needs to rebuild `cell` with `derived_cell`."""
+    return {"base": base.id, "package": package, "version": version, "cutoff": cell.environment.uploaded_before,
+            "repeat": cell.repeat}
+
+
 def _values_only(expect: dict | None) -> dict | None:
     """What of a cell's `expect:` a search keeps: the values it must give (a release that gives
     another is bad, see `judge`), not a status -- the search's yardstick is the good end's status."""
@@ -295,25 +309,30 @@ def _values_only(expect: dict | None) -> dict | None:
 def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine, results_root: Path,
         console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = Criteria(),
         cutoff: bool = True, margin_days: float = releases.CUTOFF_MARGIN_DAYS, bundles: Path = Path("bundles"),
-        resolver: releases.Resolver | None = None) -> tuple[Found, Path | None]:
+        resolver: releases.Resolver | None = None, slurm=None, engine_args: dict | None = None
+        ) -> tuple[Found, Path | None]:
+    """Search `versions` of `package` for the first bad release of `base_cells`; each round's
+    cells run on this host, or with `slurm` (SlurmOptions) as array tasks (`_on_slurm`)."""
     from .repro import write_bundle
     from .runner import Runner
 
     resolver = resolver or releases.Resolver()
     template = base_cells[0].environment
     cells_of: dict[str, list[Cell]] = {}
+    derived: dict[str, dict] = {}  # cell id -> how a Slurm task rebuilds it
 
     def cells_for(version: str) -> list[Cell]:
         if version not in cells_of:
             env = with_release(template, package, version, None)
             cut = (releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)], margin_days)
                    if cutoff else None)
-            env = dataclasses.replace(env, uploaded_before=cut)
-            out = []
+            out = {}
             for c in base_cells:
                 for r in (range(repeats) if repeats else [c.repeat]):
-                    out.append(dataclasses.replace(c, environment=env, repeat=r, expect=_values_only(c.expect)))
-            cells_of[version] = list({c.id: c for c in out}.values())
+                    cell = derived_cell(c, package, version, cut, r)
+                    out.setdefault(cell.id, cell)
+                    derived.setdefault(cell.id, derivation(cell, c, package, version))
+            cells_of[version] = list(out.values())
         return cells_of[version]
 
     run_matrix = dataclasses.replace(m, cells=[])
@@ -327,9 +346,14 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
         console.rule(f"testing {shown(package)} {shown(', '.join(asked))}")
         # timings are compared only within one run: a speed criterion measures every release afresh
         rerun = frozenset({"all"}) if criteria.speed_drop is not None else frozenset()
-        runner = Runner(run_matrix, engine, results_root, console, rerun=rerun)
-        runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c, rerun))
-        got = {r.cell: r for r in runner.run(cells)}
+        if slurm is None:
+            runner = Runner(run_matrix, engine, results_root, console, rerun=rerun)
+            runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c, rerun))
+            got = {r.cell: r for r in runner.run(cells)}
+        else:
+            got, submitted = _on_slurm(run_matrix, cells, {c.id: derived[c.id] for c in cells}, engine,
+                                       results_root, console, slurm, rerun, engine_args)
+            runs["ran"] += submitted
         runs["cells"] += len(cells)
         out = {}
         for v in asked:
@@ -392,6 +416,27 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
             console.print(f"bundle of the first bad cell: {shown(bundle)}", highlight=False)
     _record(found, package, results_root / m.name, runs)
     return found, bundle
+
+
+def _on_slurm(m, cells: list[Cell], derived: dict[str, dict], engine, results_root: Path, console: Console,
+              opts, rerun: frozenset[str], engine_args: dict | None) -> tuple[dict[str, Result], int]:
+    """One round as array tasks: submit the cells that need a run (each task rebuilds its cell
+    from the matrix and `derived`, harness/executors/slurm/task.py), watch the queue until none
+    is queued or running, and read the results. Returns them and how many cells were submitted."""
+    from .executors.slurm.board import status as board_status
+    from .executors.slurm.submit import submit
+    from .store import ResultStore
+
+    round_matrix = dataclasses.replace(m, cells=cells)
+    submitted = submit(round_matrix, cells, engine, results_root, opts, console, rerun=rerun,
+                       engine_args=engine_args, derived=derived)
+    board_status(round_matrix, results_root, console, wait=ROUND_WAIT_SECONDS)
+    store = ResultStore(results_root.resolve(), m.name)
+    found = {c.id: store.existing(c) for c in cells}
+    return {k: r for k, r in found.items() if r is not None}, submitted
+
+
+ROUND_WAIT_SECONDS = 7 * 24 * 3600.0  # a round waits for its tasks as long as the queue keeps them
 
 
 def _record(found: Found, package: str, run_dir: Path, runs: dict) -> Path:

@@ -129,9 +129,10 @@ def _add_resource_args(p: argparse.ArgumentParser) -> None:
                    help="cores pinned to each CPU cell (default: the host's cores divided by --jobs)")
 
 
-def _add_slurm_args(p: argparse.ArgumentParser) -> None:
+def _add_slurm_args(p: argparse.ArgumentParser,
+                    how: str = "one Slurm job-array task per cell (submits and returns)") -> None:
     p.add_argument("--executor", choices=("local", "slurm"), default="local",
-                   help="where cells run: this host, or one Slurm job-array task per cell (submits and returns)")
+                   help=f"where cells run: this host, or {how}")
     from .executors.slurm.options import add_arguments
     add_arguments(p.add_argument_group("slurm executor (override the matrix's slurm: section)"))
 
@@ -232,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="bundles", metavar="DIR", help="where the first bad cell's bundle goes")
     p.add_argument("--offline", action="store_true", help="list releases from the cache only")
     _add_engine_args(p)
+    _add_slurm_args(p, "one Slurm job-array task per cell, each round submitted and waited for")
 
     p = sub.add_parser("report", help="publish results: static site, Markdown, CSV and JSON "
                                       "('report compare RUN_A RUN_B' sets two runs side by side)",
@@ -399,12 +401,18 @@ def cmd_bisect(args, console: Console) -> int:
     if args.spec and (args.good or args.bad):
         raise UserError("give either --range or --good/--bad, not both")
     m = _load(args, console)
+    slurm = None
+    if args.executor == "slurm":
+        from .executors.slurm.options import SlurmOptions
+        slurm = SlurmOptions.merged(m.slurm, args)
     cells = select(m.cells, args.cell)
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --cell {' '.join(args.cell or [])}")
     env = cells[0].environment
     cells = [c for c in cells if c.environment == env]
     check_writable(Path(args.results), "--results")
+    if slurm and m.resolver:  # a task loads the matrix offline: its ranges as this host expanded them
+        m.resolver.record(Path(args.results) / m.name)
     check_output_folder(Path(args.out), "--out", [Path(args.results)])  # bundles never land among results
     check_writable(Path(args.out), "--out")
     resolver = releases.Resolver(offline=args.offline)
@@ -417,7 +425,8 @@ def cmd_bisect(args, console: Console) -> int:
         found, _ = bisect.run(m=m, base_cells=cells, package=args.package, versions=versions, engine=engine,
                               results_root=Path(args.results), console=console, jobs=args.jobs,
                               repeats=args.repeats, cutoff=not args.no_cutoff, bundles=Path(args.out),
-                              criteria=bisect.Criteria(args.accuracy_drop, args.speed_drop), resolver=resolver)
+                              criteria=bisect.Criteria(args.accuracy_drop, args.speed_drop), resolver=resolver,
+                              slurm=slurm, engine_args={"pythons": _pythons(args.python), "ca_bundle": args.ca_bundle})
     return 0 if not found.problem else 1
 
 

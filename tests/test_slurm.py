@@ -344,3 +344,32 @@ def test_the_users_own_code_runs_in_array_tasks(slurm, tmp_path):
         crash = results[f"{env}/crashes/none-c1/b128/r0"]
         assert crash["status"] == "error" and crash["error"]["where"] == "bug.py:9 in explode", crash["error"]
     assert results[f"{TF1}/mine/none-c1/b128/r0"]["parameters"] < results[f"{TF2}/mine/none-c1/b128/r0"]["parameters"]
+
+
+def test_bisect_runs_each_round_as_array_tasks(slurm, tmp_path):
+    """examples/packaging-legacy searched with --executor slurm: every release's cell runs in an
+    array task (which rebuilds the cell -- not the matrix's own -- from its submission), each
+    round waited for; the answer and the evidence are the local search's. A second search finds
+    every result in place and submits nothing."""
+    example = ROOT / "examples" / "packaging-legacy" / "matrix.yaml"
+    args = ["bisect", str(example), "--package", "packaging", "--good", "21.2", "--bad", "22.0",
+            "--engine", "venv", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "bundles"),
+            "--executor", "slurm", "--sbatch-arg=--mem=2G"]
+    proc = harness(*args, timeout=2400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "first bad: packaging 22.0   last good: packaging 21.3" in proc.stdout
+    assert "legacy_version.py:8" in proc.stdout
+    run_dir = tmp_path / "results" / "packaging-legacy"
+    subs = submissions(run_dir)
+    assert len(subs) >= 2, "both ends, then each round: submitted to Slurm"
+    derived = [json.loads((s.parent / "derived.json").read_text()) for s in subs]
+    assert all(d and all(e["package"] == "packaging" for e in d.values()) for d in derived), derived
+    results = by_cell(run_dir)
+    assert {r["cell"].split("/")[0] for r in results.values()} >= {"keras3.0.5-jax-packaging21.3",
+                                                                  "keras3.0.5-jax-packaging22.0"}, sorted(results)
+    assert all(re.fullmatch(r"\d+_\d+", r["provenance"]["slurm"]["job"]) for r in results.values())
+    bundle = next((tmp_path / "bundles").iterdir())
+    assert (bundle / "run.sh").exists() and "packaging22.0" in bundle.name
+    again = harness(*args, timeout=600)
+    assert again.returncode == 0 and "first bad: packaging 22.0" in again.stdout, again.stdout[-3000:]
+    assert len(submissions(run_dir)) == len(subs), "every cell already had its result"

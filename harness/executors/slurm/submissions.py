@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...store import ResultStore, read_json
+from .options import text_problem
 
 SLURM_DIR = ".slurm"
+DERIVED = "derived.json"  # cells that are not the matrix's own, and how a task rebuilds each
 _JOB_ID = re.compile(r"[0-9]+")
 
 
@@ -119,3 +121,22 @@ def submissions(store: ResultStore) -> list[Submission]:
         out.append(Submission(meta_path.parent, meta, cells, jobs, refused,
                               submitted=dt.datetime.fromisoformat(meta["submitted"])))
     return out
+
+
+def derivation_problem(entry) -> str | None:
+    """Why an entry of derived.json is not one this harness wrote (bisect.derivation), or None."""
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    for key in ("base", "package", "version"):
+        if not isinstance(entry.get(key), str) or not entry[key] or text_problem(entry[key]):
+            return f"'{key}' is missing or not a plain string"
+    if entry.get("cutoff") is not None:
+        if not isinstance(entry["cutoff"], str):
+            return "'cutoff' is not a time"
+        try:
+            dt.datetime.fromisoformat(entry["cutoff"].replace("Z", "+00:00"))
+        except ValueError:
+            return "'cutoff' is not a time"
+    if not _count(entry.get("repeat")):
+        return "'repeat' is not a whole number"
+    return None

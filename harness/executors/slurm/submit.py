@@ -37,7 +37,7 @@ from ...usercode import codes_of
 from .board import LIVE, QUEUED, board
 from .options import SlurmOptions, text_problem
 from .queue import run_slurm
-from .submissions import SLURM_DIR
+from .submissions import DERIVED, SLURM_DIR
 
 MAX_ARRAY = 1000  # Slurm's default MaxArraySize is 1001: larger groups are split into several arrays
 TASK_MODULE = "harness.executors.slurm"  # what a task runs: python -m TASK_MODULE task SUBMISSION OFFSET
@@ -179,9 +179,11 @@ def prepare_environments(cells: list[Cell], engine: Engine, store: ResultStore, 
 
 def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path, opts: SlurmOptions,
            console: Console, rerun: frozenset[str] = frozenset(), engine_args: dict | None = None,
-           fresh: bool = False) -> int:
+           fresh: bool = False, derived: dict[str, dict] | None = None) -> int:
     """Hand the cells that need a run to Slurm, as arrays of identical resources; return how many.
-    `fresh` (`run --fresh`) travels in submission.json: each task then runs its cell clean-room."""
+    `fresh` (`run --fresh`) travels in submission.json: each task then runs its cell clean-room.
+    `derived`: cells that are not the matrix's own (a `bisect` release of a matrix cell), each
+    with what its task needs to rebuild it (bisect.derivation), written to derived.json."""
     results_root = check_path(results_root.resolve(), "--results")
     cwd = check_path(Path.cwd(), "the working folder")
     check_path(Path(opts.python), "slurm.python")
@@ -229,6 +231,8 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
     (tmp / "tasks").mkdir()
     shutil.copy2(matrix.path, tmp / matrix.path.name)
     (tmp / "cells.txt").write_text("".join(c.id + "\n" for arr in arrays for c in arr.cells))
+    if derived:
+        write_json(tmp / DERIVED, {c.id: derived[c.id] for arr in arrays for c in arr.cells if c.id in derived})
     for arr in arrays:
         (tmp / f"array-{arr.index}.sh").write_text(script(sub_dir, arr, matrix.name, opts, cwd))
     meta = {"id": sub_id, "submitted": record.now(), "run": matrix.name, "results_root": str(results_root),

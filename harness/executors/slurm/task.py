@@ -24,7 +24,7 @@ from ...lifecycle import Lifecycle
 from ...resources import Pool, discover
 from ...result import Result
 from ...store import ResultStore, read_json, write_json
-from .submissions import shape_problem
+from .submissions import DERIVED, derivation_problem, shape_problem
 
 
 def run_task(sub_dir: Path, offset: int) -> int:
@@ -52,9 +52,9 @@ def run_task(sub_dir: Path, offset: int) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    cell = next((c for c in m.cells if c.id == cell_id), None)
-    if cell is None:
-        print(f"cell {cell_id} is not in {sub_dir / meta['matrix_file']}", file=sys.stderr)
+    cell = next((c for c in m.cells if c.id == cell_id), None) or _derived(sub_dir, m, cell_id)
+    if isinstance(cell, str) or cell is None:
+        print(cell or f"cell {cell_id} is not in {sub_dir / meta['matrix_file']}", file=sys.stderr)
         return 2
     seen = {"cell": cell_id, "node": os.uname().nodename, "started": record.now(), "job": task_identity()["job"],
             "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -70,6 +70,26 @@ def run_task(sub_dir: Path, offset: int) -> int:
     if result is not None:
         console.print(f"{result.cell}: {result.status}")
     return 0
+
+
+def _derived(sub_dir: Path, m, cell_id: str) -> Cell | str | None:
+    """A cell that is not the matrix's own (a `bisect` release of one of its cells), rebuilt from
+    the submission's derived.json the way the search built it; why not, or None if not listed."""
+    from ...bisect import derived_cell
+    table = read_json(sub_dir / DERIVED)
+    entry = table.get(cell_id) if isinstance(table, dict) else None
+    if entry is None:
+        return None
+    why = derivation_problem(entry)
+    base = next((c for c in m.cells if c.id == entry["base"]), None) if why is None else None
+    if why is None and base is None:
+        why = f"its base cell {entry['base']!r} is not in the matrix"
+    if why:
+        return f"{sub_dir / DERIVED}: the entry for {cell_id} is not one the harness wrote ({why})"
+    cell = derived_cell(base, entry["package"], entry["version"], entry["cutoff"], entry["repeat"])
+    if cell.id != cell_id:
+        return f"{sub_dir / DERIVED}: the entry for {cell_id} rebuilds {cell.id}"
+    return cell
 
 
 def task_identity() -> dict:
