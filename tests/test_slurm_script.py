@@ -144,3 +144,49 @@ def test_a_results_folder_with_a_newline_cannot_reach_a_script(tmp_path, stand_i
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "cannot be handed to Slurm" in proc.stderr and "r\\ntouch PWNED" in proc.stderr, proc.stderr
     assert not (stand_ins["logs"] / "sbatch.args").exists()
+
+
+DERIVE_MATRIX = """name: derive
+environments:
+  - {python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}
+workloads:
+  - {model: fault, fault: exception}
+batch_sizes: [1]
+expect:
+  - {workload: fault-exception, status: error}
+"""
+
+
+def test_a_task_rebuilds_a_bisect_cell_only_from_an_entry_the_harness_wrote(tmp_path):
+    """`bisect --executor slurm` submits cells that are not the matrix's own; the task rebuilds
+    each from derived.json with the search's own function -- and refuses an entry of another
+    shape, one whose base is not in the matrix, or one that rebuilds another cell."""
+    from harness import bisect, matrix
+    from harness.executors.slurm.task import _derived
+
+    (tmp_path / "m.yaml").write_text(DERIVE_MATRIX)
+    m = matrix.load(tmp_path / "m.yaml")
+    base = m.cells[0]
+    cell = bisect.derived_cell(base, "numpy", "1.26.4", "2024-02-06T00:00:00Z", 1)
+    assert cell.id != base.id and cell.environment.uploaded_before == "2024-02-06T00:00:00Z"
+    assert cell.expect is None, "a search judges values only; the base's status rule is dropped"
+    good = bisect.derivation(cell, base, "numpy", "1.26.4")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+
+    def rebuilt(entry):
+        (sub / "derived.json").write_text(json.dumps({cell.id: entry}))
+        return _derived(sub, m, cell.id)
+
+    assert rebuilt(good) == cell
+    assert _derived(sub, m, "not/listed/here/b1/r0") is None
+    hostile = [[], "x", {**good, "base": 3}, {**good, "package": ""}, {**good, "version": "1.26.4\n; rm -rf ~"},
+               {**good, "cutoff": "yesterday"}, {**good, "cutoff": 5}, {**good, "repeat": -1},
+               {**good, "repeat": True}, {k: v for k, v in good.items() if k != "version"}]
+    for entry in hostile:
+        why = rebuilt(entry)
+        assert isinstance(why, str) and "not one the harness wrote" in why, (entry, why)
+    assert "is not in the matrix" in rebuilt({**good, "base": "tf2.15/other/none-c1/b1/r0"})
+    assert "rebuilds" in rebuilt({**good, "version": "1.26.3"})
+    (sub / "derived.json").write_text("[1, 2")
+    assert _derived(sub, m, cell.id) is None  # unreadable: the cell is simply not listed
