@@ -418,6 +418,9 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
     return found, bundle
 
 
+ROUND_WAIT_SECONDS = 7 * 24 * 3600.0  # a round waits for its tasks as long as the queue keeps them
+
+
 def _on_slurm(m, cells: list[Cell], derived: dict[str, dict], engine, results_root: Path, console: Console,
               opts, rerun: frozenset[str], engine_args: dict | None) -> tuple[dict[str, Result], int]:
     """One round as array tasks: submit the cells that need a run (each task rebuilds its cell
@@ -434,9 +437,6 @@ def _on_slurm(m, cells: list[Cell], derived: dict[str, dict], engine, results_ro
     store = ResultStore(results_root.resolve(), m.name)
     found = {c.id: store.existing(c) for c in cells}
     return {k: r for k, r in found.items() if r is not None}, submitted
-
-
-ROUND_WAIT_SECONDS = 7 * 24 * 3600.0  # a round waits for its tasks as long as the queue keeps them
 
 
 def _record(found: Found, package: str, run_dir: Path, runs: dict) -> Path:

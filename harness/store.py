@@ -189,12 +189,13 @@ class ResultStore:
             if claim is None:
                 continue  # a live process owns it
             try:
-                ended_here, note = _end_leftover(path)
+                raw = read_json(path / OWNER)
+                ended_here, note = _end_leftover(path, raw)
                 ended += ended_here
                 if note:
                     self.note(note)
                 else:  # its cell is gone (or never started): so may its temp folder be
-                    _remove_scratch(path)
+                    _remove_scratch(path, raw)
                 shutil.rmtree(path, ignore_errors=True)
                 removed += 1
             finally:
@@ -213,10 +214,9 @@ def scratch_prefix(work: Path) -> str:
     return f"{SCRATCH_PREFIX}{hashlib.sha256(str(work.resolve()).encode()).hexdigest()[:16]}-"
 
 
-def _remove_scratch(folder: Path) -> None:
+def _remove_scratch(folder: Path, raw) -> None:
     """Remove the temp folder a dead run's cell in `folder` left: only folders of this folder's
-    name, made by this user, not links, in the temp folder its owner file records."""
-    raw = read_json(folder / OWNER)
+    name, made by this user, not links, in the temp folder its owner file (`raw`) records."""
     tmp = raw.get("tmp") if isinstance(raw, dict) else None
     if not isinstance(tmp, str) or raw.get("host") != socket.gethostname() or not os.path.isabs(tmp):
         return
@@ -269,15 +269,14 @@ def owner_record(data) -> tuple[dict | None, str | None]:
     return data, None
 
 
-def _end_leftover(folder: Path) -> tuple[int, str | None]:
+def _end_leftover(folder: Path, raw) -> tuple[int, str | None]:
     """Kill the process group a dead harness recorded for the cell in `folder` (whose
     lock the caller holds) -- only when every fact recorded at launch still holds: this
     host, this boot, a group leader started at the recorded tick, started by the
     recorded run, running this folder's spec (on its command line, or working in the folder,
     as a cell forked by a warm launcher does). A forged or stale owner file names a
-    process that fails one of them and is left alone. Returns (groups ended, a note
-    when the owner file was not believed)."""
-    raw = read_json(folder / OWNER)
+    process that fails one of them and is left alone. `raw`: the owner file as read. Returns
+    (groups ended, a note when the owner file was not believed)."""
     if raw is None or (isinstance(raw, dict) and "cell_pgid" not in raw):
         return 0, None  # no file, or the cell never started: nothing to end
     owner, why = owner_record(raw)

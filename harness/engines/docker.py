@@ -464,8 +464,8 @@ class DockerEngine(Engine):
         fam = prov["dockerfile"].split("/")[1]
         shutil.copy(bases.images_dir() / fam / "Dockerfile", env_dir / "Dockerfile")
         lock = self._lock(prov.get("image") or prov["image_tag"])
-        pins = "".join(f"{r}\n" for r in _requirements(cell.environment))
-        (env_dir / "requirements.txt").write_text(lock_without_forced(lock, cell.environment.force) if lock else pins)
+        (env_dir / "requirements.txt").write_text(lock_without_forced(lock, cell.environment.force) if lock
+                                                  else "".join(f"{r}\n" for r in _requirements(cell.environment)))
         return docker_script(cell, prov, locked=bool(lock))
 
     def _lock(self, image: str) -> str | None:

@@ -136,7 +136,8 @@ def _train(spec, log, record, outdir):
 
 
 def _user_feed(data):
-    return hasattr(data, "first_x")  # user.Feed: the user's own batched data
+    from .user import Feed  # the user's own batched data (standard library only: cheap to import)
+    return isinstance(data, Feed)
 
 
 def _inputs(stack, train, val, batch, feed, seed):
