@@ -118,7 +118,7 @@ class Manifest:
                 path.unlink()
                 removed += 1
                 parents.update(p for p in real.parents if root in p.parents)
-            except OSError:
+            except (OSError, ValueError):  # ValueError: a NUL byte in a forged name (found by the fuzz test)
                 continue
         for folder in sorted(parents, key=lambda p: len(p.parts), reverse=True):
             try:
