@@ -79,6 +79,14 @@ def parse_range(text: str) -> SpecifierSet | None:
         return None
 
 
+def range_text(spec: str | SpecifierSet) -> str:
+    """A range as the harness writes it -- its clauses sorted, joined by commas
+    ('<2.1,>=1.26') -- in cache keys, records and results: the harness's own form, so a
+    new `packaging` that prints ranges another way changes no key and no record."""
+    clauses = spec if isinstance(spec, SpecifierSet) else SpecifierSet(spec)
+    return ",".join(sorted(f"{c.operator}{c.version}" for c in clauses))
+
+
 # -- pip's own configuration ------------------------------------------------------------
 @dataclass(frozen=True)
 class PipSettings:
@@ -395,7 +403,7 @@ class Expansion:
 
 
 def key(package: str, spec: str, python: str, options: Options) -> str:
-    return json.dumps([canonicalize_name(package), str(SpecifierSet(spec)), python, options.pre, options.every])
+    return json.dumps([canonicalize_name(package), range_text(spec), python, options.pre, options.every])
 
 
 def candidates(versions, spec: str, pre: bool = False, every: str = "patch") -> list[Version]:
@@ -434,7 +442,7 @@ def expand(package: str, spec: str, python: str, options: Options = Options(), *
             if current is None or v in fit or current not in fit:
                 newest[v.release[:2]] = v
         chosen = sorted(newest.values())
-    return Expansion(package=proj.name, spec=str(SpecifierSet(spec)), python=python,
+    return Expansion(package=proj.name, spec=range_text(spec), python=python,
                      versions=[str(v) for v in chosen], uploaded={str(v): proj.uploaded(str(v)) for v in chosen},
                      unfit={str(v): why for v, why in unfit.items() if v in chosen}, skipped=skipped,
                      index=proj.index, fetched=proj.fetched, note=proj.stale)

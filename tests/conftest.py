@@ -5,6 +5,7 @@ unless HARNESS_REQUIRE_DOCKER=1 (set by CI), which turns that skip into a failur
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def as_from_a_terminal() -> None:
+    """preexec_fn for a harness process a test will interrupt: SIGINT as a terminal gives it. A
+    shell starts background jobs with SIGINT ignored, and a child inherits that, so a suite
+    started that way would otherwise test a harness that cannot be interrupted at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def harness(*args: str, cwd: Path = ROOT, timeout: float = 1800, env: dict | None = None,

@@ -37,8 +37,8 @@ KNOWN = {
     "tf2.21-tf_keras2.15.1/gru-small/none-c1/b128/r0":
         ("error", "has no attribute 'register_load_context_function'"),
     "tf2.21-standalone/gru-small/none-c1/b128/r0": ("error", "keras mismatch: asked standalone keras"),
-    "tf1.12-keras2.2.4-tensorflow-gpu/gru-small/none-c1/b128/r0":
-        ("error", "import: ImportError: libcublas.so.9.0: cannot open shared object file"),
+    # the missing library, named first (the loader's sentence after it is the host C library's, not ours)
+    "tf1.12-keras2.2.4-tensorflow-gpu/gru-small/none-c1/b128/r0": ("error", "import: ImportError: libcublas.so.9.0"),
     "tf1.12-keras2.2.4/gru-small/make_parallel-c2/b127/r0": ("error", "Incompatible shapes: <shape> vs. <shape>"),
     "tf2.15/gru-small/make_parallel-c2/b127/r0": ("error", "Incompatible shapes: <shape> vs. <shape>"),
 }
@@ -80,8 +80,10 @@ def test_a_wrapper_reraise_keeps_its_outer_message(held_out):
 
 def test_a_native_library_failure_keeps_tensorflows_message(held_out):
     err = held_out[1]["tf1.12-keras2.2.4-tensorflow-gpu/gru-small/none-c1/b128/r0"]["error"]
-    assert "Failed to load the native TensorFlow runtime" in err["outer"]["message"]
-    assert err["message"].startswith("libcublas.so.9.0: cannot open shared object file")
+    assert "Failed to load the native TensorFlow runtime" in err["outer"]["message"]   # TF 1.12.0's, pinned
+    # the root: an ImportError naming the missing library first (the rest of that line is the host loader's)
+    assert err["kind"] == "import" and err["type"].rsplit(".", 1)[-1] == "ImportError", err
+    assert err["message"].startswith("libcublas.so.9.0"), err
 
 
 def test_the_result_says_which_keras_ran(held_out):
@@ -93,7 +95,8 @@ def test_the_result_says_which_keras_ran(held_out):
     assert bundled["keras_api"] == "tf.keras", "a TF_USE_LEGACY_KERAS set for the harness leaked into the cell"
     assert bundled["variables"] == {"KERAS_BACKEND": None, "TF_USE_LEGACY_KERAS": None}
     wrong = results["tf2.21-standalone/gru-small/none-c1/b128/r0"]
-    assert wrong["seen"]["keras_api"] == "keras3" and wrong["seen"]["keras"].startswith("3.")
+    # TF 2.21 leaves its Keras unpinned: Keras 3 or later, never the standalone Keras 2 asked
+    assert wrong["seen"]["keras_api"] == "keras3" and int(wrong["seen"]["keras"].split(".")[0]) >= 3
 
 
 def test_a_run_with_every_held_out_cell_as_expected_exits_zero(held_out):

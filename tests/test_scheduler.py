@@ -18,7 +18,7 @@ import pytest
 
 from harness.store import iter_results
 
-from .conftest import ROOT, harness
+from .conftest import ROOT, as_from_a_terminal, harness
 
 pytestmark = pytest.mark.tf
 
@@ -159,7 +159,7 @@ def test_ctrl_c_during_a_packed_run_keeps_finished_results_and_resumes(tmp_path)
     temp = tmp_path / "tmp"
     temp.mkdir()
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(temp)})
+                            env={**os.environ, "TMPDIR": str(temp)}, preexec_fn=as_from_a_terminal)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and len(_results(tmp_path / "faults")) < 2:
         time.sleep(0.3)
