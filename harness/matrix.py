@@ -281,7 +281,7 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
         elif backend not in stacks.KERAS3_BACKENDS:
             check.problem(f"{where}.backend", f"expected one of {', '.join(stacks.KERAS3_BACKENDS)}, "
                           f"got {_show(backend)}")
-    if not tf and not (stacks.is_keras3(keras) and backend in ("jax", "torch")):
+    if not tf and not (stacks.is_keras3(keras) and backend in ("jax", "torch")) and not is_plain(raw):
         check.problem(where, "needs 'tensorflow' (or Keras 3 with backend jax or torch)")
     device = raw.get("device", "cpu")
     if device not in ("cpu", "gpu"):
@@ -302,7 +302,7 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
         check.name(f"{where}.name", raw["name"])
         name = raw["name"]
     else:
-        name = stacks.environment_name(tf, keras, backend, device, keras_api, tf_package)
+        name = stacks.environment_name(tf, keras, backend, device, keras_api, tf_package, python=python)
         check.name(where, name, derived=True)
     if len(check.problems) > before:
         return None
@@ -314,6 +314,25 @@ def _environment(check: _Checker, where: str, raw: dict) -> Environment | None:
 
 # -- version ranges (harness.releases) ---------------------------------------------------
 RANGE_EXAMPLE = "e.g. '2.15.1', or a range such as '>=2.10,<2.17'"
+
+
+def is_plain(raw: dict) -> bool:
+    """An environment of Python and its `packages:` only -- no TensorFlow, no Keras: for a
+    user's script that tests something else (NumPy, a data library, the harness's own
+    dependencies). Its cells run `script:` workloads only (``_plain_cells``)."""
+    return not any(raw.get(k) is not None for k in ("tensorflow", "keras", "keras_api", "backend",
+                                                    "tensorflow_package"))
+
+
+def _plain_cells(check: _Checker, cells: list[Cell], workloads: list[Workload]) -> None:
+    """A built-in model or a model factory needs a framework: refused in a plain environment."""
+    seen, index = set(), {w.name: i for i, w in enumerate(workloads)}
+    for cell in cells:
+        env, work = cell.environment, cell.workload
+        if env.api == stacks.PLAIN and work.model != "script" and (env.name, work.name) not in seen:
+            seen.add((env.name, work.name))
+            check.problem(f"workloads[{index[work.name]}]", f"environment '{env.name}' has no tensorflow or keras: "
+                          "it runs script: workloads only (add tensorflow: or keras: to it, or exclude the pair)")
 
 
 def _release_options(check: _Checker, raw) -> releases.Options:
@@ -432,7 +451,7 @@ def _environments(check: _Checker, where: str, raw: dict) -> list[Environment] |
         if options.cutoff:
             cutoff = releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)],
                                         options.margin_days)
-        out.append(dataclasses.replace(env, ranges=tuple((p, str(releases.parse_range(s)), v)
+        out.append(dataclasses.replace(env, ranges=tuple((p, releases.range_text(s), v)
                                                          for _, _, p, s, v in combo),
                                        uploaded_before=cutoff))
     return out
@@ -782,7 +801,10 @@ def _scan(text: str) -> None:
     levels of nesting and at MAX_VALUES values. The parser itself keeps a
     stack of states, but composing nodes recurses (20,000 levels would be a
     RecursionError, or a crash in libyaml's composer), and building a huge
-    document costs time before any check could refuse it."""
+    document costs time before any check could refuse it. Where the parser has
+    a limit of its own that bites first (libyaml >= 0.2.6 stops flow nesting
+    at 1,000 levels while its scanner looks ahead on one line), its error is
+    the message: either way one line naming the file and the place."""
     parser = _BaseLoader(text)
     depth = values = 0
     try:
@@ -1034,6 +1056,7 @@ def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver |
         _raise(path, [f"cell id '{d}' occurs twice; give the entries distinct names" for d in dupes])
     if not cells:
         _raise(path, ["the matrix expands to no cells (check include/exclude)"])
+    _plain_cells(check, cells, workloads)
     cells = chains.link(check, cells)
     if check.problems:
         _raise(path, check.problems)

@@ -39,6 +39,7 @@ def pip_requirement(python: str) -> str:
 #                 switched on by TF_USE_LEGACY_KERAS=1;
 #   keras3     -- Keras 3 on its backend (KERAS_BACKEND).
 KERAS_APIS = ("standalone", "tf.keras", "tf_keras", "keras3")
+PLAIN = "none"  # the api of an environment without TensorFlow or Keras: Python and its packages
 TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow[and-cuda]")
 # Variables that decide which Keras a process loads: set from the environment's keras_api only,
 # never inherited from whoever runs the harness (a stray TF_USE_LEGACY_KERAS=1 changes the answer).
@@ -86,8 +87,11 @@ def api(tensorflow: str | None, keras: str | None) -> str:
 
     No keras pin means the Keras that TensorFlow bundles (``tf.keras``);
     a Keras 3 pin means Keras 3 on its backend; any other keras pin means
-    standalone Keras 2.x on whatever TensorFlow is installed.
+    standalone Keras 2.x on whatever TensorFlow is installed; neither pin is a plain
+    environment (``PLAIN``).
     """
+    if keras is None and tensorflow is None:
+        return PLAIN
     if keras is None:
         return "tf.keras"
     return "keras3" if is_keras3(keras) else "standalone"
@@ -191,12 +195,14 @@ def short_version(version: str) -> str:
 
 
 def environment_name(tensorflow: str | None, keras: str | None, backend: str | None, device: str,
-                     keras_api: str | None = None, tf_package: str | None = None) -> str:
+                     keras_api: str | None = None, tf_package: str | None = None,
+                     python: str | None = None) -> str:
     """A readable default name: the pins, plus whatever differs from what the pins imply
-    (a keras_api said explicitly, a TensorFlow distribution other than the default)."""
+    (a keras_api said explicitly, a TensorFlow distribution other than the default); a plain
+    environment is named for its Python ("py3.11")."""
     default_api = api(tensorflow, keras)
     chosen = keras_api or default_api
-    parts = []
+    parts = [f"py{python}"] if chosen == PLAIN and python else []
     if tensorflow:
         parts.append(f"tf{short_version(tensorflow)}")
     if keras:
