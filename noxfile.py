@@ -1,22 +1,64 @@
 """Entry points: ``nox -s matrix``, ``nox -s build``, ``nox -s repro``, ``nox -s report``, ``nox -s tests``,
-``nox -s lint``.
+``nox -s lint``; for the project's own toolchain ``nox -s lock`` and ``nox -s tests-latest``.
 
-Session virtualenvs are reused between runs, so a second ``nox -s matrix``
-only checks its install and gets straight to the (already finished) cells.
+Every session installs from ``lock.txt`` (``harness/toolchain/lockfile.py``): exact releases,
+hash-checked, the same on every machine until ``nox -s lock`` moves them -- only
+``tests-latest`` takes the newest releases, to see what the next lock would break.
+Session virtualenvs are reused between runs, so a second ``nox -s matrix`` only checks its
+install against the lock and gets straight to the (already finished) cells.
 """
 
+import json
 import os
+import sys
+from pathlib import Path
 
 import nox
 
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+from harness.toolchain import lockfile  # noqa: E402 - the standard library only: nox's interpreter has nothing else
+
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
+PROJECT = "tfkeras-harness"
+_INSTALLED = ("import importlib.metadata as m, json, sys; "
+              "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
+
+
+def install(session: nox.Session, *groups: str, project: bool = True) -> None:
+    """The lock's `groups` for this session's Python, hash-checked, and nothing else; then, with
+    `project`, the harness itself (editable, built by the lock's setuptools without fetching
+    another). A reused virtualenv is brought back to the lock: a package the lock does not
+    list is removed, and a version other than the lock's is an error naming it."""
+    # run_install: these are install steps, done by `nox --install-only` too
+    python = session.run_install("python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])",
+                                 silent=True).strip()
+    groups = (*groups, "build") if project else groups
+    try:
+        lock = lockfile.read()
+        pins = lock.select(groups, python)
+    except lockfile.LockError as exc:
+        session.error(str(exc))
+    requirements = Path(session.create_tmp()) / f"lock-{'-'.join(groups)}.txt"
+    requirements.write_text(lock.requirements(groups, python))
+    session.install("--require-hashes", "--no-deps", "--only-binary=:all:", "-r", str(requirements))
+    if project:
+        session.install("--no-deps", "--no-build-isolation", "-e", ".")
+    installed = json.loads(session.run_install("python", "-I", "-c", _INSTALLED, silent=True))
+    installed.pop(PROJECT, None)
+    missing, other, extra = lockfile.differences(pins, installed)
+    if extra:
+        session.log(f"not in {lockfile.LOCK.name} for {', '.join(groups)}: removing {', '.join(extra)}")
+        session.run_install("python", "-m", "pip", "uninstall", "--yes", "--quiet", *extra)
+    if missing or other:
+        session.error(f"this virtualenv does not hold {lockfile.LOCK.name}: " + "; ".join(missing + other))
 
 
 @nox.session
 def matrix(session: nox.Session) -> None:
     """Run a matrix: nox -s matrix -- [MATRIX] [--engine auto|docker|venv] [--results DIR] ..."""
-    session.install("-e", ".")
+    install(session, "runtime")
     args = session.posargs or ["matrices/smoke.yaml"]
     session.run("python", "-m", "harness", "run", *args)
 
@@ -25,7 +67,7 @@ def matrix(session: nox.Session) -> None:
 def build(session: nox.Session) -> None:
     """Prepare a matrix's environments, GPU ones too, without running cells:
     nox -s build -- [MATRIX] [--engine E] [--only GLOB] [--export DIR]"""
-    session.install("-e", ".")
+    install(session, "runtime")
     args = session.posargs or ["matrices/smoke.yaml"]
     session.run("python", "-m", "harness", "build", *args)
 
@@ -34,7 +76,7 @@ def build(session: nox.Session) -> None:
 def repro(session: nox.Session) -> None:
     """Reproduce a cell: nox -s repro -- CELL_ID_OR_GLOB [--repeat N] [--engine E] [--out DIR] [--shell]
     [--results DIR]"""
-    session.install("-e", ".")
+    install(session, "runtime")
     if not session.posargs:
         session.error("name the cell: nox -s repro -- CELL_ID_OR_GLOB (python -m harness list MATRIX shows ids)")
     if "--shell" in session.posargs or any(a.startswith("--command") for a in session.posargs):
@@ -48,7 +90,7 @@ def repro(session: nox.Session) -> None:
 @nox.session
 def bisect(session: nox.Session) -> None:
     """The first release of a package where a cell changes: -- MATRIX --package P --good A --bad B."""
-    session.install("-e", ".")
+    install(session, "runtime")
     if not session.posargs:
         session.error("usage: nox -s bisect -- MATRIX --package NAME --good OLD --bad NEW (or --range SPEC)")
     session.run("python", "-m", "harness", "bisect", *session.posargs)
@@ -57,24 +99,45 @@ def bisect(session: nox.Session) -> None:
 @nox.session
 def report(session: nox.Session) -> None:
     """Publish results: nox -s report -- [RESULTS...] [--out DIR]; or -- compare RUN_A RUN_B"""
-    session.install("-e", ".")
+    install(session, "runtime")
     session.run("python", "-m", "harness", "report", *session.posargs)
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite: real interpreters, real TensorFlow, a real Docker engine where one runs."""
-    session.install("-e", ".[test]")
+    install(session, "runtime", "test")
     session.run("pytest", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff on the host side; pyflakes' rules and vermin on the workloads, which must still parse on Python 3.5."""
-    session.install("-e", ".[lint]")
+    install(session, "lint", project=False)
     session.run("ruff", "check", "harness", "tests", "bench", "noxfile.py")
     # The workloads run on Python 3.5-3.13: only rules that hold for any version (pyflakes: unused or
     # undefined names, syntax errors); vermin checks the syntax itself against 3.5.
     session.run("ruff", "check", "--isolated", "--select", "F,E9", "--target-version", "py37", "harness/workloads")
     session.run("vermin", "-t=3.5-", "--no-tips", "--violations", "--eval-annotations",
                 "harness/workloads")
+
+
+@nox.session
+def lock(session: nox.Session) -> None:
+    """Remake lock.txt: nox -s lock -- [--as-of DATE] [--python X.Y ...] (every supported Python by default)."""
+    try:
+        lockfile.read()
+    except lockfile.LockError as exc:  # the first lock, or a broken one: the ranges of pyproject.toml
+        session.warn(f"{exc}; installing from pyproject.toml's ranges to make it")
+        session.install("-e", ".")
+    else:
+        install(session, "runtime")
+    session.run("python", "-m", "harness.toolchain.resolve", *session.posargs)
+
+
+@nox.session(name="tests-latest")
+def tests_latest(session: nox.Session) -> None:
+    """The suite against the newest release of every dependency (not the lock); on a failure, which
+    upstream release broke which test: nox -s tests-latest -- [PYTEST ARGS]"""
+    session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".[test]")
+    session.run("python", "-m", "harness.toolchain.latest", *session.posargs)

@@ -414,7 +414,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
                 if folder.is_dir():
                     shutil.copytree(folder, attempts / str(n))
             console.print(f"bundle of the first bad cell: {shown(bundle)}", highlight=False)
-    _record(found, package, results_root / m.name, runs)
+    _record(found, package, results_root / m.name, runs, bundle)
     return found, bundle
 
 
@@ -439,7 +439,7 @@ def _on_slurm(m, cells: list[Cell], derived: dict[str, dict], engine, results_ro
     return {k: r for k, r in found.items() if r is not None}, submitted
 
 
-def _record(found: Found, package: str, run_dir: Path, runs: dict) -> Path:
+def _record(found: Found, package: str, run_dir: Path, runs: dict, bundle: Path | None = None) -> Path:
     """What this bisect did, beside the results it ran (readable by hand and by tools)."""
     folder = run_dir / ".bisect"
     folder.mkdir(parents=True, exist_ok=True)
@@ -451,6 +451,7 @@ def _record(found: Found, package: str, run_dir: Path, runs: dict) -> Path:
     data = {"package": package, "versions": found.versions, "first_bad": found.first_bad,
             "last_good": found.last_good, "candidates": found.candidates, "problem": found.problem,
             "warnings": found.warnings, "cells": runs["cells"], "cells_run": runs["ran"],
+            "bundle": str(bundle) if bundle else None,
             "tested": {v: {"verdict": t.kind, "why": t.why, "flaky": t.flaky, "evidence": plain(t.evidence)}
                        for v, t in found.tested.items()},
             "steps": [{"round": s.round, "tested": [v for v, _ in s.tested], "last_good": s.last_good,

@@ -122,9 +122,10 @@ def build_index(env):
 
 
 @contextlib.contextmanager
-def applied_cutoff(env, python: str):
-    """pip arguments that make `python`'s pip resolve as of `env.uploaded_before`, and
-    what provenance says about it; nothing without a cut-off.
+def pip_arguments(uploaded_before: str, python: str):
+    """pip arguments that make `python`'s pip resolve as of `uploaded_before`, and how (for
+    provenance): the one place a cut-off becomes pip options, for a cell's environment and for
+    the project's own lock (``harness.toolchain.resolve``).
 
     pip checks upload times only for files from an index: files from ``find-links``
     folders and ``file://`` indexes carry none and would pass any cut-off. So the
@@ -132,21 +133,30 @@ def applied_cutoff(env, python: str):
     cut-off can judge: the user's index, CA bundle and proxy (``pip_settings``).
     Then pip's own ``--uploaded-prior-to`` where it has it (pip >= 26.0), else a
     CutoffIndex for as long as the installs take."""
-    if not getattr(env, "uploaded_before", None):
-        yield [], None
-        return
     settings = pip_settings()
     keep = ((["--cert", settings.cert] if settings.cert else [])
             + (["--proxy", settings.proxy] if settings.proxy else []))
-    isolated = ("pip's configuration is left out under a cut-off but for its index, CA bundle and proxy: "
-                "find-links folders and extra indexes carry no upload times")
     pip = pip_version_of(python)
     if pip_has_cutoff(pip):
-        yield (["--isolated", "--index-url", settings.index, *keep, f"--uploaded-prior-to={env.uploaded_before}"],
-               {**cutoff_note(env, f"pip {pip} --uploaded-prior-to"), "isolated": isolated})
+        yield (["--isolated", "--index-url", settings.index, *keep, f"--uploaded-prior-to={uploaded_before}"],
+               f"pip {pip} --uploaded-prior-to")
         return
-    with CutoffIndex(env.uploaded_before) as index:
+    with CutoffIndex(uploaded_before) as index:
         yield (["--isolated", "--index-url", index.url, *keep],
-               {**cutoff_note(env, f"a harness index on 127.0.0.1 listing files uploaded before the cut-off "
-                                  f"(pip {pip} has no --uploaded-prior-to; pip >= {PIP_WITH_CUTOFF} does)"),
-                "isolated": isolated})
+               f"a harness index on 127.0.0.1 listing files uploaded before the cut-off "
+               f"(pip {pip} has no --uploaded-prior-to; pip >= {PIP_WITH_CUTOFF} does)")
+
+
+ISOLATED = ("pip's configuration is left out under a cut-off but for its index, CA bundle and proxy: "
+            "find-links folders and extra indexes carry no upload times")
+
+
+@contextlib.contextmanager
+def applied_cutoff(env, python: str):
+    """pip arguments that make `python`'s pip resolve as of `env.uploaded_before`, and
+    what provenance says about it; nothing without a cut-off (``pip_arguments``)."""
+    if not getattr(env, "uploaded_before", None):
+        yield [], None
+        return
+    with pip_arguments(env.uploaded_before, python) as (args, via):
+        yield args, {**cutoff_note(env, via), "isolated": ISOLATED}

@@ -35,11 +35,14 @@ def bomb(levels: int = 9, width: int = 10) -> str:
 
 
 HOSTILE = {
-    # case: (document, the key or words the one-line message must name)
+    # case: (document, the key, the place or the harness's own words the one-line message must name)
     "non-utf8": (b"name: \xff\xfe\n" + BASE.encode(), "not UTF-8"),
     "unhashable-model": (BASE.replace("{model: rnn}", "{model: [rnn]}"), "workloads[0].model"),
-    "deep-flow": (BASE + "x: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested deeper"),
-    "deep-block": ("- " * 20_000 + "y\n", "nested deeper"),
+    # 20,000 levels on one line: the harness's depth limit or the parser's own (libyaml >= 0.2.6 stops
+    # at 1,000 while scanning ahead), whichever comes first -- the promise is the place, not the wording
+    "deep-flow": (BASE + "x: " + "[" * 20_000 + "]" * 20_000 + "\n", "line 3, column"),
+    "deep-flow-40": (BASE + "x: " + "[" * 40 + "]" * 40 + "\n", f"nested deeper than {matrix.MAX_DEPTH}"),
+    "deep-block": ("- " * 20_000 + "y\n", f"nested deeper than {matrix.MAX_DEPTH}"),
     "bomb-in-batch-sizes": ("defs:\n" + bomb() + BASE + "batch_sizes: *l8\n", "too large"),
     "bomb-in-environments": ("environments:\n" + bomb() + "workloads: [{model: rnn}]\n", "too large"),
     "recursive-alias": (BASE + "include: &r [*r]\n", "contains itself"),
@@ -134,6 +137,35 @@ def test_hostile_matrix_is_one_clear_error_within_seconds(tmp_path, case):
     assert took < SECONDS + 2, f"{case} took {took:.1f} s"  # + the interpreter's start-up
     assert not (tmp_path / "results").exists() and not cache.exists(), "nothing may be written"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]
+
+
+# The cases the YAML parser itself meets (nesting, aliases, keys, numbers, encoding): checked on PyYAML
+# releases whose parsers differ (6.0.4 bundles libyaml 0.2.6, which limits nesting itself), not only on
+# the one the lock installs.
+YAML_CASES = ("non-utf8", "deep-flow", "deep-flow-40", "deep-block", "bomb-in-batch-sizes", "recursive-alias",
+              "duplicate-key", "huge-integer")
+PYYAML_RELEASES = ("6.0.3", "6.0.4")
+
+
+@pytest.fixture(scope="session", params=PYYAML_RELEASES)
+def pyyaml_release(request, tmp_path_factory) -> dict:
+    """Variables that make `python -m harness` import this PyYAML release (checked, not assumed)."""
+    target = tmp_path_factory.mktemp(f"pyyaml-{request.param}")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:",
+                    "--target", str(target), f"pyyaml=={request.param}"], check=True, timeout=600)
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))}
+    seen = subprocess.run([sys.executable, "-c", "import yaml; print(yaml.__version__)"], capture_output=True,
+                          text=True, env={**os.environ, **env}, check=True).stdout.strip()
+    assert seen == request.param, seen
+    return env
+
+
+@pytest.mark.parametrize("case", YAML_CASES)
+def test_hostile_yaml_is_one_clear_error_on_each_pyyaml_release(tmp_path, case, pyyaml_release):
+    path = _write(tmp_path, case)
+    proc, took = _run_cli("list", str(path), env={**pyyaml_release, "HARNESS_CACHE": str(tmp_path / "cache")})
+    _one_clear_error(proc, str(path), HOSTILE[case][1])
+    assert took < SECONDS + 2, f"{case} took {took:.1f} s"
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
