@@ -165,11 +165,32 @@ class WarmChild:
             pass
 
 
+SOCKET_PATH_MAX = 100
+"""The longest socket path used: Linux keeps 107 bytes of an AF_UNIX address, macOS 103. A
+longer one fails to bind, and every cell would launch fresh (correct, but never warm)."""
+
+
+def socket_folder() -> Path:
+    """A new private folder (0700) for a launcher's socket, whose path fits an AF_UNIX address.
+
+    The default temp folder comes first, so TMPDIR is honoured; where it is too deep (a nox
+    session's own temp folder, a pytest tmp_path) the next of the standard candidates that fits
+    is used -- as multiprocessing chooses its forkserver's folder."""
+    candidates = [tempfile.gettempdir()] + [
+        os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")] + ["/tmp", "/var/tmp", "/dev/shm"]
+    for base in dict.fromkeys(c for c in candidates if c):
+        # mkdtemp's name: the prefix and 8 random characters; then "/s"
+        if len(os.path.join(base, "harness-warm-" + "x" * 8, "s")) <= SOCKET_PATH_MAX and os.access(base, os.W_OK):
+            return Path(tempfile.mkdtemp(prefix="harness-warm-", dir=base))
+    raise OSError(f"no temp folder short enough for a socket path of at most {SOCKET_PATH_MAX} bytes "
+                  f"(TMPDIR is {tempfile.gettempdir()})")
+
+
 class Server:
     """One warm launcher process: started at once, ready (or refused) after its imports."""
 
     def __init__(self, python: str, env: dict[str, str], preload: dict, workloads: Path, log: Path):
-        self.folder = Path(tempfile.mkdtemp(prefix="harness-warm-"))  # 0700: only we can connect
+        self.folder = socket_folder()  # 0700: only we can connect
         self.socket = str(self.folder / "s")
         (self.folder / "preload.json").write_text(json.dumps(preload))
         log.parent.mkdir(parents=True, exist_ok=True)
