@@ -21,9 +21,6 @@ from harness.toolchain import lockfile  # noqa: E402 - the standard library only
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
-PROJECT = "tfkeras-harness"
-_INSTALLED = ("import importlib.metadata as m, json, sys; "
-              "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
 
 
 def install(session: nox.Session, *groups: str, project: bool = True) -> None:
@@ -45,8 +42,7 @@ def install(session: nox.Session, *groups: str, project: bool = True) -> None:
     session.install("--require-hashes", "--no-deps", "--only-binary=:all:", "-r", str(requirements))
     if project:
         session.install("--no-deps", "--no-build-isolation", "-e", ".")
-    installed = json.loads(session.run_install("python", "-I", "-c", _INSTALLED, silent=True))
-    installed.pop(PROJECT, None)
+    installed = json.loads(session.run_install("python", "-I", "-c", lockfile.INSTALLED, silent=True))
     missing, other, extra = lockfile.differences(pins, installed)
     if extra:
         session.log(f"not in {lockfile.LOCK.name} for {', '.join(groups)}: removing {', '.join(extra)}")

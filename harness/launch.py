@@ -176,9 +176,7 @@ def socket_folder() -> Path:
     The default temp folder comes first, so TMPDIR is honoured; where it is too deep (a nox
     session's own temp folder, a pytest tmp_path) the next of the standard candidates that fits
     is used -- as multiprocessing chooses its forkserver's folder."""
-    candidates = [tempfile.gettempdir()] + [
-        os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")] + ["/tmp", "/var/tmp", "/dev/shm"]
-    for base in dict.fromkeys(c for c in candidates if c):
+    for base in dict.fromkeys([tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"]):
         # mkdtemp's name: the prefix and 8 random characters; then "/s"
         if len(os.path.join(base, "harness-warm-" + "x" * 8, "s")) <= SOCKET_PATH_MAX and os.access(base, os.W_OK):
             return Path(tempfile.mkdtemp(prefix="harness-warm-", dir=base))

@@ -210,7 +210,7 @@ def _parse_json(data: dict, base: str) -> list[File]:
         upload = f.get("upload-time")
         files.append(File(filename=f["filename"], url=urllib.parse.urljoin(base, str(f.get("url", ""))),
                           requires_python=f.get("requires-python") or None,
-                          uploaded=_iso(upload) if isinstance(upload, str) else None,
+                          uploaded=utc_text(upload) if isinstance(upload, str) else None,
                           yanked=bool(f.get("yanked")), sha256=(f.get("hashes") or {}).get("sha256")))
     return files
 
@@ -233,9 +233,13 @@ def _parse_html(text: str, base: str) -> list[File]:
     return files
 
 
-def _iso(text: str) -> str:
-    """'2024-06-16T18:40:05.123Z' -> '2024-06-16T18:40:05Z' (UTC, whole seconds)."""
+def utc_text(text: str) -> str:
+    """'2024-06-16T18:40:05.123Z' -> '2024-06-16T18:40:05Z': the one form of a moment in the
+    harness's records and cut-offs (UTC, whole seconds; a time without a zone is UTC, a date is
+    its midnight). ValueError for what is not an ISO 8601 date or time."""
     when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
     return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -21,7 +21,6 @@ with its cause), 2 when the harness itself could not do the above.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
 import shutil
@@ -35,10 +34,11 @@ import yaml
 
 from .failures import VARIABLE
 from .failures import read as read_failures
-from .lockfile import LOCK, ROOT, LockError, Pin, canonical, read, this_python
+from .lockfile import LOCK, NOT_LOCKED, ROOT, LockError, Pin, canonical, installed, read, this_python
+from .lockfile import compare as compare_with_lock
 
 GROUPS = ("runtime", "test")          # what the tests session installs (the build group is not imported)
-NOT_COMPARED = {"pip", "setuptools", "wheel", "tfkeras-harness"}  # the virtualenv's own, and the harness
+NOT_COMPARED = (*NOT_LOCKED, "setuptools", "wheel")  # and the build tools the tests session does not select
 CELL_SCRIPT = Path(__file__).with_name("pytest_cell.py")
 CELL_NAME = "_harness_pytest_cell.py"
 SKIPPED = shutil.ignore_patterns(".*", "__pycache__", "*.egg-info", "results", "bundles", "site", "venv")
@@ -70,18 +70,11 @@ class Cause:
         return f"{self.test}: {self.note}"
 
 
-def installed() -> dict[str, str]:
-    """This interpreter's distributions, canonical name -> version."""
-    return {canonical(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
-
-
 def compare(pins: list[Pin], have: dict[str, str]) -> tuple[list[Moved], list[str], list[str]]:
     """(moved, new, gone): what the newest releases change against the lock's pins."""
-    locked = {p.name: p.version for p in pins}
-    moved = [Moved(n, v, have[n]) for n, v in sorted(locked.items()) if n in have and have[n] != v]
-    new = sorted(f"{n} {v}" for n, v in have.items() if n not in locked and n not in NOT_COMPARED)
-    gone = sorted(f"{n} {v}" for n, v in locked.items() if n not in have)
-    return moved, new, gone
+    c = compare_with_lock(pins, have, ignore=NOT_COMPARED)
+    return ([Moved(*m) for m in c.moved], [f"{n} {v}" for n, v in c.new.items()],
+            [f"{n} {v}" for n, v in c.gone.items()])
 
 
 def pytest(args: list[str], failures: Path, root: Path) -> int:

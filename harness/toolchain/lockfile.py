@@ -30,8 +30,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "lock.txt"
 GROUPS = ("runtime", "test", "lint", "build", "nox")
-# what a virtualenv brings itself: never a difference from the lock (pip installs the lock)
-SEEDED = ("pip",)
+PROJECT = "tfkeras-harness"
+# never a difference from the lock: what a virtualenv brings itself (pip installs the lock), and the
+# harness, which is the checkout
+NOT_LOCKED = ("pip", PROJECT)
+INSTALLED = ("import importlib.metadata as m, json; "
+             "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
+"""A one-line program printing its interpreter's distributions as JSON (name -> version): run with
+``python -I -c`` in an environment this process is not (a nox session's, a test's)."""
 _PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)(?:\s*;\s*(.+?))?\s*$")
 _MARKER_PYTHON = re.compile(r'python_version\s*==\s*"([0-9]+\.[0-9]+)"')
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
@@ -105,15 +111,36 @@ def _order(pin: Pin) -> tuple:
     return pin.name, pin.pythons
 
 
-def differences(expected: list[Pin], installed: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
-    """(missing, other versions, extra) between the pins a session should hold and what its
-    environment holds (canonical name -> version); pip itself is the virtualenv's."""
+def installed() -> dict[str, str]:
+    """This interpreter's distributions, canonical name -> version (``INSTALLED`` for another's)."""
+    import importlib.metadata
+    return {canonical(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """An environment against the pins it should hold: the one comparison, which the sessions
+    (``differences``) and ``tests-latest`` each put in their own words."""
+    moved: list[tuple[str, str, str]]   # (name, locked, installed)
+    gone: dict[str, str]                # locked, not installed: name -> locked version
+    new: dict[str, str]                 # installed, not locked: name -> installed version
+
+
+def compare(expected: list[Pin], installed: dict[str, str], ignore=NOT_LOCKED) -> Comparison:
+    """`installed` (name -> version, any spelling) against `expected`; names in `ignore` are never new."""
     want = {p.name: p.version for p in expected}
     have = {canonical(k): v for k, v in installed.items()}
-    missing = sorted(f"{n}=={v}" for n, v in want.items() if n not in have)
-    other = sorted(f"{n} {have[n]} (lock: {v})" for n, v in want.items() if n in have and have[n] != v)
-    extra = sorted(n for n in have if n not in want and n not in SEEDED)
-    return missing, other, extra
+    return Comparison(moved=[(n, v, have[n]) for n, v in sorted(want.items()) if n in have and have[n] != v],
+                      gone={n: v for n, v in sorted(want.items()) if n not in have},
+                      new={n: v for n, v in sorted(have.items()) if n not in want and n not in ignore})
+
+
+def differences(expected: list[Pin], installed: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
+    """(missing, other versions, extra) between the pins a session should hold and what its
+    environment holds: what a session removes, and what it names in its error."""
+    c = compare(expected, installed)
+    return ([f"{n}=={v}" for n, v in c.gone.items()], [f"{n} {have} (lock: {v})" for n, v, have in c.moved],
+            list(c.new))
 
 
 def parse(text: str, path: Path = LOCK) -> Lock:

@@ -62,13 +62,10 @@ def cutoff_of(as_of: str | None) -> str:
     if not as_of:
         return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT00:00:00Z")
     try:
-        when = dt.datetime.fromisoformat(as_of.replace("Z", "+00:00"))
+        return releases.utc_text(as_of)
     except ValueError:
         raise ResolveError(f"--as-of {as_of!r}: expected a date (2026-11-24) or a UTC time "
                            "(2026-11-24T12:00:00Z)") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def report_of(python: str, requirements: list[str], cutoff: str) -> dict:
