@@ -196,3 +196,12 @@ def test_tests_latest_names_the_release_that_broke_a_test(tmp_path):
     result = json.loads((bundle / "attempts" / "1" / "result.json").read_text())
     assert result["status"] == "error" and "test_deep_nesting_loads" in json.dumps(result)
     assert "tests/test_planted.py::test_deep_nesting_loads: pyyaml 6.0.4 (last good 6.0.3)" in proc.stdout
+    # without the search it names the package and the range it moved over, and no release it did not find
+    proc = subprocess.run([str(python), "-m", "harness.toolchain.latest", "--root", str(project), "--lock",
+                           str(project / "lock.txt"), "--out", str(tmp_path / "quick"), "--no-bisect", "-q"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    quick = json.loads((tmp_path / "quick" / "summary.json").read_text())
+    cause = next(c for c in quick["failing"] if c["verdict"] == "release")
+    assert (cause["package"], cause["first_bad"], cause["last_good"], cause["bundle"]) == ("pyyaml", None, None, None)
+    assert proc.returncode == 1 and "6.0.3" in cause["note"] and "6.0.4" in cause["note"]
+    assert f"test_deep_nesting_loads: {cause['note']}" in proc.stdout

@@ -64,7 +64,7 @@ class Cause:
     note: str = ""
 
     def line(self) -> str:
-        if self.verdict == "release":
+        if self.verdict == "release" and self.first_bad:  # found by bisect; without it, the note says the range
             return (f"{self.test}: {self.package} {self.first_bad} (last good {self.last_good})"
                     + (f"; bundle {self.bundle}" if self.bundle else ""))
         return f"{self.test}: {self.note}"
@@ -237,8 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         for package, tests in mended.items():
             m = next(x for x in moved if x.name == package)
             if args.no_bisect:
-                found = Cause(tests[0], "release", package, m.newest, m.locked,
-                              note=f"{package}: between {m.locked} and {m.newest} (not bisected)")
+                found = Cause(tests[0], "release", package, note=f"{package}: a release after {m.locked}, "
+                              f"up to {m.newest} (--no-bisect: the first bad one not searched for)")
             else:
                 found = bisect(package, m, tests, pins, python, work, root)
             causes += [Cause(t, found.verdict, found.package, found.first_bad, found.last_good, found.bundle,
