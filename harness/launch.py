@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .cells import BUILT_IN_MODELS, Cell
 from .errors import CellUnsupported
-from .workloads.protocol import ENV_LAUNCH, SPEC_FILE, STDERR_FILE, STDOUT_FILE
+from .workloads.protocol import ENV_LAUNCH, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
 READY_SECONDS = 600.0   # importing TensorFlow on a loaded machine can take minutes
 
@@ -245,15 +245,17 @@ class Server:
         return WarmChild(pid=int(json.loads(line)["pid"]), conn=conn, _buffer=rest)
 
     def start_cell(self, workdir: Path, cpus, memory: int | None, backstop: float | None,
-                   tmpdir: str | None = None) -> WarmChild:
+                   tmpdir: str | None = None, cgroup: str | None = None) -> WarmChild:
         """Fork the cell whose spec is in `workdir`: it runs there, writes its logs there, on
         `cpus`, under an address-space limit of `memory`, with `tmpdir` as its temp folder, and
-        ends itself after `backstop` s."""
+        ends itself after `backstop` s. `cgroup`: the cgroup.procs file the child enters first
+        (cellgroup.py); the child is the cell's subreaper, the cell runs below it."""
         env = {ENV_LAUNCH: "warm", **({"TMPDIR": tmpdir} if tmpdir else {})}
         return self.spawn({"spec": str(workdir / SPEC_FILE), "outdir": str(workdir), "cwd": str(workdir),
                            "stdout": str(workdir / STDOUT_FILE), "stderr": str(workdir / STDERR_FILE),
                            "cpus": sorted(cpus) if cpus else None, "memory": memory,
-                           "backstop": int(backstop) if backstop else None, "env": env})
+                           "backstop": int(backstop) if backstop else None, "env": env,
+                           "cgroup": cgroup, "reaped": str(workdir / REAPED_FILE), "grace": LEFTOVER_GRACE})
 
     def alive(self) -> bool:
         return self.ready and self.proc.poll() is None

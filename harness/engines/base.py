@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import posixpath
 import re
 import resource
 import shutil
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cellenv import CELL_ENV, INHERITED, INHERITED_PREFIXES, cell_variables, inherited  # noqa: F401 - re-exported
+from ..cellgroup import CellGroup, leftovers
 from ..cells import Cell, Environment, size_bytes
 from ..launch import warm_settings
 from ..outcome import signal_name
@@ -24,7 +27,7 @@ from ..paths import cache_dir  # noqa: F401 - re-exported: engines and the self-
 from ..resources import Slot
 from ..store import OWNER_VARIABLE, scratch_prefix
 from ..supervise import RawOutcome, watch
-from ..workloads.protocol import EVENTS_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
+from ..workloads.protocol import EVENTS_FILE, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
 # Seconds the in-environment `timeout` waits past the wall limit: the harness
 # enforces the limit itself; this backstop ends the cell if the harness died.
@@ -34,12 +37,24 @@ BACKSTOP_GRACE = 10
 def cell_argv(python: str, spec: str, outdir: str, wall: float) -> list[str]:
     """The one command line that runs a cell, whatever the engine.
 
-    ``timeout`` (coreutils, in every image and on every Linux host) ends the
-    cell a little after its wall limit even when the harness was killed, and
-    passes on a SIGTERM it receives (which is how a dying harness ends it).
+    The subreaper (workloads/reaper.py) comes first: every process the cell leaves running
+    ends with it, and its report says which (cellgroup.py). ``timeout`` (coreutils, in every
+    image and on every Linux host) ends the cell a little after its wall limit even when the
+    harness was killed. A SIGTERM to the subreaper (a dying harness's PR_SET_PDEATHSIG, or the
+    harness giving the cell up) kills the cell and all below it.
     """
     backstop = ["timeout", "-k", "10", str(int(wall) + BACKSTOP_GRACE)] if wall else []
-    return [*backstop, python, "-m", "workloads", spec, outdir]
+    reaper = [python, "-m", "workloads.reaper", posixpath.join(outdir, REAPED_FILE), str(LEFTOVER_GRACE), "--"]
+    return [*reaper, *backstop, python, "-m", "workloads", spec, outdir]
+
+
+def read_reaped(workdir: Path) -> dict | None:
+    """The subreaper's report in a cell folder, or None where it wrote none (it was given up)."""
+    try:
+        data = json.loads((workdir / REAPED_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @dataclass
@@ -202,7 +217,10 @@ class ProcessEngine(Engine):
         server = self.launcher().for_cell(self.interpreter(prepared), cell, env, workloads_root, warmth) \
             if self.warm else None
 
+        group = CellGroup.make()  # every process of the cell is born in it, where the host allows one
+
         def preexec() -> None:
+            group.join()
             _die_with_parent()
             if cpus:
                 os.sched_setaffinity(0, cpus)
@@ -215,6 +233,7 @@ class ProcessEngine(Engine):
         # over a matrix. Set after the launcher is chosen: it is not part of a launcher's key. A
         # harness killed with -9 cannot remove it: the next run does (store.clean_partials).
         env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix=scratch_prefix(workdir))  # named for its clean-up
+        after: list[dict] = []
         try:
             with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
                 proc = None
@@ -222,17 +241,26 @@ class ProcessEngine(Engine):
                     try:
                         proc = server.start_cell(workdir, cpus, limit,
                                                  cell.limits.wall + BACKSTOP_GRACE if cell.limits.wall else None,
-                                                 tmpdir=scratch)
+                                                 tmpdir=scratch, cgroup=group.procs_file)
                     except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
                         warmth.notes.append(f"launched fresh: the warm launcher did not answer ({exc})")
                         server = None
                 if proc is None:
                     proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
                                             stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
+                    group.confirm(proc.pid)
                 if ctx.on_start:
                     ctx.on_start(proc.pid)
 
                 def kill() -> None:
+                    """Give the cell up: its cgroup at once where it has one; its subreaper's
+                    SIGTERM kills all below it; its process group last, if the subreaper is stuck."""
+                    group.kill()
+                    try:
+                        os.kill(proc.pid, signal.SIGTERM)
+                        proc.wait(timeout=5)
+                    except (ProcessLookupError, subprocess.TimeoutExpired):
+                        pass
                     try:
                         os.killpg(proc.pid, signal.SIGKILL)
                     except ProcessLookupError:
@@ -254,14 +282,27 @@ class ProcessEngine(Engine):
                 finally:
                     if server is not None:
                         proc.close()
-                kill()  # whatever the cell started in its session goes with it
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the subreaper's own group: nothing of the cell's
+                except ProcessLookupError:
+                    pass
+                after = group.kill()  # what the subreaper could not end (normally nothing)
+                memory = group.memory()
         finally:
+            group.kill()
+            group.remove()
             shutil.rmtree(scratch, ignore_errors=True)
         # `timeout` dies of the signal that killed its child, so a SIGSEGV still reads as one
         sig = signal_name(-code) if code is not None and code < 0 else None
-        return RawOutcome(exit_code=code, signal=sig, timed_out=timed_out, seconds=seconds + warmth.waited,
+        # the host's OOM killer, seen by the cgroup: as Docker's rule, a kill that ended the cell
+        oom = bool(memory.get("oom_kills")) and code != 0
+        return RawOutcome(exit_code=code, signal=sig, oom_killed=oom, timed_out=timed_out,
+                          seconds=seconds + warmth.waited,
                           detail={"pid": proc.pid, "memory_limit_bytes": limit,
-                                  "variables": sorted(env), **warmth.detail(server is not None)})
+                                  "variables": sorted(env), **warmth.detail(server is not None),
+                                  "leftovers": leftovers(read_reaped(workdir), after, group, how="subreaper"
+                                                         + (" in a cgroup" if group.path else "")),
+                                  "memory": memory})
 
 
 def _text(data: bytes | str | None) -> str:

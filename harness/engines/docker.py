@@ -24,6 +24,7 @@ from rich.console import Console
 from .. import __version__, bases, cutoff, stacks
 from ..caches import in_container
 from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
+from ..cellgroup import leftovers
 from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..launch import warm_settings
@@ -31,7 +32,7 @@ from ..outcome import signal_name
 from ..store import boot_id, process_start
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, INPUTS_DIR, SPEC_FILE, STDERR_FILE, STDOUT_FILE
-from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure
+from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure, read_reaped
 
 LABEL = "tfkeras-harness"
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
@@ -394,7 +395,13 @@ class DockerEngine(Engine):
         return RawOutcome(exit_code=code, signal=sig, oom_killed=bool(state.get("OOMKilled")) and code != 0,
                           timed_out=timed_out, seconds=seconds,
                           detail={"container_oom_flag": bool(state.get("OOMKilled")), "image": prepared.handle,
-                                  "memory_limit": memory, **warmth.detail(False)})
+                                  "memory_limit": memory, **warmth.detail(False),
+                                  # the subreaper runs inside the container too; what it could not end
+                                  # (or a cell given up) ends with the container: its init is PID 1
+                                  "leftovers": leftovers(read_reaped(workdir), [], None,
+                                                         how="subreaper in the container, then the container's end"),
+                                  "memory": {"unavailable": "the container's cgroup is removed with it; "
+                                                            "the engine's OOM flag is recorded instead"}})
 
     def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
              gpus: bool = False) -> tuple[int | None, str, str]:

@@ -16,11 +16,12 @@ does not survive a fork at all.)
 Each connection to SOCKET is one cell: the host sends one JSON line (spec,
 outdir, log files, cores, memory limit, a backstop), the server forks and
 answers ``{"pid": N}``, and ``{"exit": CODE}`` when the child ends (CODE as
-subprocess reports it: negative for a signal). The child starts its own
-session, so the host supervises and kills its process group exactly as for a
-fresh cell; it dies with the server (PR_SET_PDEATHSIG) and runs
-``workloads.run.main`` as ``python -m workloads`` does. A host that closes
-the connection has given the cell up: its group is killed. The server ends
+subprocess reports it: negative for a signal). The child enters the
+cell's cgroup (when the host made one), starts its own session and becomes
+the cell's subreaper (workloads/reaper.py), as a fresh cell's first process
+is; the cell itself runs in a second fork below it, dies with it
+(PR_SET_PDEATHSIG) and runs ``workloads.run.main`` as ``python -m workloads`` does. A host that closes
+the connection has given the cell up: its subreaper gets SIGTERM and kills all of it. The server ends
 its children and exits when its stdin reaches end-of-file: that pipe is the
 host's lifeline, so a harness killed with -9 leaves no process behind.
 
@@ -33,7 +34,10 @@ import select
 import signal
 import socket
 import sys
+import time
 import traceback
+
+from . import reaper
 
 
 def _say(message):
@@ -263,11 +267,46 @@ def _pdeathsig(sig):
         pass
 
 
+def _join(procs):
+    """Enter the cell's cgroup (the host made it) before anything else, so all the cell starts
+    is born there; the host sees it if this fails."""
+    if procs:
+        try:
+            with open(procs, "w") as fh:
+                fh.write("0")
+        except (IOError, OSError):
+            pass
+
+
 def _child(request, keep_out):
-    """In the forked child: become a cell process, run the cell, never return."""
-    code = 1
+    """In the forked child: become the cell's subreaper (workloads/reaper.py), fork the cell
+    below it, end what the cell leaves running; never return."""
+    _join(request.get("cgroup"))
     try:
         os.setsid()
+        _pdeathsig(signal.SIGKILL)
+        for sock in keep_out:  # the server's sockets: closed as objects, so no later close hits a reused fd
+            sock.close()
+        os.chdir(request["cwd"])  # the cell's folder: what tells a leftover cell whose it is (store.py)
+        subreaper = reaper.become_subreaper()
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # held until supervise can act on it
+        pid = os.fork()
+    except BaseException:  # noqa: BLE001 - what Python would print for an uncaught exception
+        traceback.print_exc()
+        os._exit(1)
+    if pid == 0:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+        _cell(request, [])
+    for sig in (signal.SIGCHLD, signal.SIGALRM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    reaper.supervise(pid, request.get("reaped") or os.path.join(request["outdir"], "reaped.json"),
+                     float(request.get("grace") or 3), subreaper)
+
+
+def _cell(request, keep_out):
+    """In the cell's own process: become a cell process, run the cell, never return."""
+    code = 1
+    try:
         _pdeathsig(signal.SIGKILL)
         for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
@@ -328,6 +367,14 @@ def _kill_group(pid):
         pass
 
 
+def _give_up(pid):
+    """End a cell: SIGTERM to its subreaper kills the cell and all it started, in any session."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        pass
+
+
 class Server(object):
     def __init__(self, path):
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -362,9 +409,15 @@ class Server(object):
                 else:  # a cell's connection: the host closed it, so it gave the cell up
                     for pid, conn in list(self.children.items()):
                         if conn is item and not item.recv(4096):
-                            _kill_group(pid)
+                            _give_up(pid)
             self._reap()
         for pid in list(self.children):
+            _give_up(pid)
+        deadline = time.time() + 5
+        while self.children and time.time() < deadline:
+            self._reap()
+            time.sleep(0.02)
+        for pid in list(self.children):  # a subreaper that did not end in time: its group, at once
             _kill_group(pid)
         self._reap(block=True)
 

@@ -16,6 +16,10 @@ WORKLOAD_FILE = "workload.json"
 RESULT_FILE = "result.json"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
+# Written by workloads/reaper.py when the cell's main process has ended: the processes it left
+# running, and how each was ended (SIGTERM, then SIGKILL after LEFTOVER_GRACE seconds).
+REAPED_FILE = "reaped.json"
+LEFTOVER_GRACE = 3.0
 
 # workload.json "outcome": what the workload itself can tell. The host turns
 # it into a status (only the host can know oom or timeout).
