@@ -1,5 +1,5 @@
 """Entry points: ``nox -s matrix``, ``nox -s build``, ``nox -s repro``, ``nox -s report``, ``nox -s tests``,
-``nox -s lint``; for the project's own toolchain ``nox -s lock`` and ``nox -s tests-latest``.
+``nox -s lint``, ``nox -s docs``; for the project's own toolchain ``nox -s lock`` and ``nox -s tests-latest``.
 
 Every session installs from ``lock.txt`` (``harness/toolchain/lockfile.py``): exact releases,
 hash-checked, the same on every machine until ``nox -s lock`` moves them -- only
@@ -102,8 +102,24 @@ def report(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite: real interpreters, real TensorFlow, a real Docker engine where one runs."""
-    install(session, "runtime", "test")
+    install(session, "runtime", "test", "docs")  # docs: tests/test_docs.py builds the site as `nox -s docs` does
     session.run("pytest", *session.posargs)
+
+
+DOCS_OUT = "build/docs"
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site from docs/ into build/docs, any warning an error (a broken link, a
+    page left out of the nav): nox -s docs -- [--out DIR] [--serve]"""
+    install(session, "docs", project=False)
+    args = list(session.posargs)
+    if "--serve" in args:
+        session.run("mkdocs", "serve", "--strict", "--config-file", "mkdocs.yml")
+        return
+    out = args[args.index("--out") + 1] if "--out" in args else DOCS_OUT
+    session.run("mkdocs", "build", "--strict", "--clean", "--config-file", "mkdocs.yml", "--site-dir", out)
 
 
 @nox.session
@@ -135,5 +151,5 @@ def lock(session: nox.Session) -> None:
 def tests_latest(session: nox.Session) -> None:
     """The suite against the newest release of every dependency (not the lock); on a failure, which
     upstream release broke which test: nox -s tests-latest -- [PYTEST ARGS]"""
-    session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".[test]")
+    session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".[test,docs]")
     session.run("python", "-m", "harness.toolchain.latest", *session.posargs)

@@ -61,7 +61,7 @@ BROKEN = {
     "no-hash": (HEAD + "six==1.16.0\n    # groups: test\n", ":5: six has no --hash"),
     "a-range": (HEAD + "six>=1.16\n", ":5: expected 'name==version'"),
     "bad-hash": (HEAD + "six==1.16.0 \\\n    --hash=md5:00\n", ":6: expected '--hash=sha256:"),
-    "unknown-group": (HEAD + "six==1.16.0 \\\n" + HASH + "    # groups: docs\n", ":7: unknown group docs"),
+    "unknown-group": (HEAD + "six==1.16.0 \\\n" + HASH + "    # groups: manual\n", ":7: unknown group manual"),
     "no-header": ("six==1.16.0 \\\n" + HASH + "    # groups: test\n", "no '# cut-off:' line"),
     "twice": (HEAD + "".join(f"six=={v} \\\n" + HASH + "    # groups: test\n" for v in ("1.16.0", "1.17.0")),
               "six is pinned twice for Python 3.11"),
@@ -90,11 +90,11 @@ def test_a_python_the_lock_was_not_made_for_is_refused_with_the_remedy():
 
 
 def test_the_suite_runs_on_exactly_the_lock():
-    """This very process: `nox -s tests` installed the lock's runtime, test and build pins for this
+    """This very process: `nox -s tests` installed the lock's runtime, test, docs and build pins for this
     Python and nothing else (pip is the virtualenv's own; the harness is the checkout)."""
     if os.environ.get("NOX_CURRENT_SESSION") != "tests":
         pytest.skip("run through `nox -s tests`, which installs the lock")
-    pins = lockfile.read().select(["runtime", "test", "build"], PYTHON)
+    pins = lockfile.read().select(["runtime", "test", "docs", "build"], PYTHON)
     assert lockfile.differences(pins, installed(sys.executable)) == ([], [], [])
 
 

@@ -37,7 +37,7 @@ from .failures import read as read_failures
 from .lockfile import LOCK, NOT_LOCKED, ROOT, LockError, Pin, canonical, installed, read, this_python
 from .lockfile import compare as compare_with_lock
 
-GROUPS = ("runtime", "test")          # what the tests session installs (the build group is not imported)
+GROUPS = ("runtime", "test", "docs")  # what the tests session installs (the build group is not imported)
 NOT_COMPARED = (*NOT_LOCKED, "setuptools", "wheel")  # and the build tools the tests session does not select
 CELL_SCRIPT = Path(__file__).with_name("pytest_cell.py")
 CELL_NAME = "_harness_pytest_cell.py"

@@ -11,7 +11,7 @@ It is a pip requirements file: every pip reads it, hash checking included, where
 ``pylock.toml`` installs are still experimental. Beyond pip's syntax it carries, in
 comments, what the sessions need to pick their part: the cut-off, the Pythons it was
 resolved for, and each pin's groups (``runtime``: ``[project] dependencies``; ``test``,
-``lint``: the extras; ``build``: ``[build-system] requires``; ``nox``: nox and what it
+``lint``, ``docs``: the extras; ``build``: ``[build-system] requires``; ``nox``: nox and what it
 needs, for CI's own nox). A pin needed on some Pythons only has a ``python_version``
 marker, as pip expects.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "lock.txt"
-GROUPS = ("runtime", "test", "lint", "build", "nox")
+GROUPS = ("runtime", "test", "lint", "docs", "build", "nox")
 PROJECT = "tfkeras-harness"
 # never a difference from the lock: what a virtualenv brings itself (pip installs the lock), and the
 # harness, which is the checkout

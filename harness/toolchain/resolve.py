@@ -48,6 +48,7 @@ def roots(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, list[str]]:
     extras = data["project"].get("optional-dependencies", {})
     out = {"runtime": list(data["project"].get("dependencies", [])),
            "test": list(extras.get("test", [])), "lint": list(extras.get("lint", [])),
+           "docs": list(extras.get("docs", [])),
            "build": list(data["build-system"]["requires"])}
     out["nox"] = [r for r in out["test"] if canonical(Requirement(r).name) == "nox"]
     if not out["nox"]:
@@ -175,7 +176,7 @@ def interpreters_for(wanted: list[str]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nox -s lock --", description=(
-        "Resolve the project's own dependencies (runtime, test, lint, build, nox) as of a date and write "
+        "Resolve the project's own dependencies (runtime, test, lint, docs, build, nox) as of a date and write "
         "the lock its sessions install from."))
     parser.add_argument("--as-of", metavar="DATE", help="resolve with the files uploaded before this date or UTC "
                         "time (default: the start of today, UTC)")
