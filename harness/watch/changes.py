@@ -92,6 +92,8 @@ from .. import status as st
 MIN_SAMPLES = 2          # samples needed on each side of a split, in total
 PERMUTATIONS = 499       # permutations for one split's test
 EARLY_STOP = 40          # Besag-Clifford: stop once this many permutations beat the observed statistic
+_MEDIAN_CHI2_1 = 0.4549364   # median of a chi-square with 1 degree of freedom
+_MEDIAN_EFFICIENCY = 0.4     # a median of squares is worth about this share of as many degrees of freedom
 BOOTSTRAP = 499          # resamples for a ratio's interval
 
 
@@ -177,23 +179,22 @@ class _Segment:
     def noise(self, j: int) -> tuple[list[float], float, float, int]:
         """The two parts of the noise, from the data split after point j: the within-point
         residuals (each sample minus its point's mean, rescaled for the mean it lost); and the
-        run-to-run part, as the variance of point means around their segment's mean (with its
-        degrees of freedom) and the share of it that the within-point noise explains."""
+        run-to-run part: the variance of a point's mean, robustly from successive differences
+        (with the degrees of freedom it is worth), and the share of it the repeats' noise explains."""
         means = [statistics.fmean(ls) for ls in self.logs]
         residuals: list[float] = []
         for ls, m in zip(self.logs, means, strict=True):
             if len(ls) > 1:
                 scale = math.sqrt(len(ls) / (len(ls) - 1))
                 residuals.extend((v - m) * scale for v in ls)
-        df = len(means) - 2
-        if not residuals or df < 2:   # no repeats, or too few points to tell run-to-run apart
+        # Successive differences of point means, the one across the split left out: each other
+        # step in the segment spoils one difference, and the median of their squares ignores it.
+        diffs = [(means[i + 1] - means[i]) ** 2 for i in range(len(means) - 1) if i + 1 != j]
+        if not residuals or len(diffs) < 3:   # no repeats, or too few points to tell run-to-run apart
             return residuals, 0.0, 0.0, 0
         within = statistics.fmean([r * r for r in residuals]) * statistics.fmean([1 / c for c in self.counts])
-        scatter = 0.0
-        for part in (means[:j], means[j:]):
-            centre = statistics.fmean(part)
-            scatter += sum((m - centre) ** 2 for m in part)
-        return residuals, scatter / df, within, df
+        spread = statistics.median(diffs) / _MEDIAN_CHI2_1 / 2   # Var(d) = 2 Var(point mean)
+        return residuals, spread, within, max(2, round(_MEDIAN_EFFICIENCY * len(diffs)))
 
 
 def _best_split(points: list[Point], rng: random.Random) -> tuple[int, float] | None:
