@@ -30,12 +30,12 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from . import chains, names, releases, stacks, status, terminal, usercode, values
-from .cells import FEEDS, MAX_MEMORY, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
-from .errors import MatrixError
-from .executors.slurm.options import SLURM_KEYS
-from .executors.slurm.options import problems as slurm_problems
-from .workloads.protocol import FAULTS, RNN_CELLS, TRAPS
+from .. import chains, names, releases, stacks, status, terminal, usercode, values
+from ..cells import FEEDS, MAX_MEMORY, WRAPPERS, Cell, Environment, Limits, Parallelism, Workload, size_bytes
+from ..errors import MatrixError
+from ..executors.slurm.options import SLURM_KEYS
+from ..executors.slurm.options import problems as slurm_problems
+from ..workloads.protocol import FAULTS, RNN_CELLS, TRAPS
 
 # Patterns are matched with fullmatch: '$' would let a trailing newline through.
 PYTHON_RE = re.compile(r"3\.[0-9]{1,2}(\.[0-9]{1,2})?")
