@@ -13,7 +13,11 @@ callers never need to know which module of the package holds it.
 """
 
 from ..errors import MatrixError
-from .loading import (
+from .checker import _Checker
+from .environment import is_plain
+from .loading import Matrix, load, parse
+from .rules import _Rules
+from .schema import (
     BATCH_LIMITS,
     COMMON_WORKLOAD_KEYS,
     DEVICE_LIMITS,
@@ -50,12 +54,6 @@ from .loading import (
     VERSION_CHARS_RE,
     WIDTHS_LIMITS,
     WORKLOAD_LIMITS,
-    Matrix,
-    _Checker,
-    _Rules,
-    is_plain,
-    load,
-    parse,
 )
 
 __all__ = [
