@@ -313,109 +313,149 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
         ) -> tuple[Found, Path | None]:
     """Search `versions` of `package` for the first bad release of `base_cells`; each round's
     cells run on this host, or with `slurm` (SlurmOptions) as array tasks (`_on_slurm`)."""
-    from .repro import write_bundle
-    from .runner import Runner
-
-    resolver = resolver or releases.Resolver()
-    template = base_cells[0].environment
-    cells_of: dict[str, list[Cell]] = {}
-    derived: dict[str, dict] = {}  # cell id -> how a Slurm task rebuilds it
-
-    def cells_for(version: str) -> list[Cell]:
-        if version not in cells_of:
-            env = with_release(template, package, version, None)
-            cut = (releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)], margin_days)
-                   if cutoff else None)
-            out = {}
-            for c in base_cells:
-                for r in (range(repeats) if repeats else [c.repeat]):
-                    cell = derived_cell(c, package, version, cut, r)
-                    out.setdefault(cell.id, cell)
-                    derived.setdefault(cell.id, derivation(cell, c, package, version))
-            cells_of[version] = list(out.values())
-        return cells_of[version]
-
-    run_matrix = dataclasses.replace(m, cells=[])
-    results_of: dict[str, list[Result]] = {}
-    good_evidence: dict | None = None
-    runs = {"cells": 0, "ran": 0}
-
-    def oracle(asked: list[str]) -> dict[str, Verdict]:
-        nonlocal good_evidence
-        cells = [c for v in asked for c in cells_for(v)]
-        console.rule(f"testing {shown(package)} {shown(', '.join(asked))}")
-        # timings are compared only within one run: a speed criterion measures every release afresh
-        rerun = frozenset({"all"}) if criteria.speed_drop is not None else frozenset()
-        if slurm is None:
-            runner = Runner(run_matrix, engine, results_root, console, rerun=rerun)
-            runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c, rerun))
-            got = {r.cell: r for r in runner.run(cells)}
-        else:
-            got, submitted = _on_slurm(run_matrix, cells, {c.id: derived[c.id] for c in cells}, engine,
-                                       results_root, console, slurm, rerun, engine_args)
-            runs["ran"] += submitted
-        runs["cells"] += len(cells)
-        out = {}
-        for v in asked:
-            results_of[v] = [got[c.id] for c in cells_for(v) if c.id in got]
-        if versions[0] in asked:  # the good end: judged on its own, then the yardstick
-            out[versions[0]] = judge(results_of[versions[0]], None, criteria)
-            good_evidence = out[versions[0]].evidence
-        for v in asked:
-            if v not in out:
-                out[v] = judge(results_of[v], good_evidence, criteria)
-        return out
-
-    def on_step(step: Step) -> None:
-        for v, verdict in step.tested:
-            colour = {GOOD: "green", BAD: "red", SKIP: "yellow"}[verdict.kind]
-            flaky = " (flaky)" if verdict.flaky else ""
-            console.print(f"  {shown(package)} {shown(v)}: [{colour}]{verdict.kind}[/]{flaky}  {shown(verdict.why)}",
-                          highlight=False)
-        console.print(f"[bold]step {step.round}[/]: last good {shown(step.last_good)}, first bad "
-                      f"{shown(step.first_bad)}, {step.left} untested release(s) between", highlight=False)
-
+    cells = _Releases(base_cells, package, resolver or releases.Resolver(), repeats, cutoff, margin_days)
+    rounds = _Rounds(m, cells, versions, engine, results_root, console, criteria, slurm, engine_args)
     started = time.monotonic()
-    found = search(versions, oracle, jobs=jobs, on_step=on_step)
-    bundle = None
+    found = search(versions, rounds.oracle, jobs=jobs, on_step=rounds.show_step)
     console.rule("bisect")
+    bundle = None
     if found.problem:
         console.print(f"[red]no answer[/]: {shown(found.problem)}", highlight=False)
     else:
-        tested = len(found.tested)
-        if found.first_bad:
-            console.print(f"[bold]first bad: {shown(package)} {shown(found.first_bad)}[/]   last good: "
-                          f"{shown(package)} {shown(found.last_good)}",
-                          highlight=False)
-        else:
-            console.print(f"[bold]first bad is one of: {shown(', '.join(found.candidates))}[/] (the others cannot "
-                          f"be installed); last good: {shown(package)} {shown(found.last_good)}", highlight=False)
-        for label, v in (("last good", found.last_good), ("first bad", found.candidates[-1])):
-            ev = found.tested[v].evidence
-            console.print(f"  {label} {shown(v)}: {shown(_show(ev))}", highlight=False)
-            for cell_id in ev.get("cells", [])[:3]:
-                console.print(f"    {shown(cell_id)}", highlight=False)
-        for w in found.warnings:
-            console.print(f"[yellow]warning[/]: {shown(w)}", highlight=False)
-        console.print(f"{tested} of {len(versions)} releases tested, {runs['cells']} cell(s) "
-                      f"({runs['ran']} run now, {runs['cells'] - runs['ran']} reused from earlier runs); "
-                      f"a linear sweep tests all {len(versions)} releases; {time.monotonic() - started:.0f} s")
-        bad_v = found.candidates[-1]
-        bad_results = results_of.get(bad_v) or []
-        failing = next((r for r in bad_results if r.status != status.OK), bad_results[0] if bad_results else None)
-        if failing:
-            cell = next(c for c in cells_for(bad_v) if c.id == failing.cell)
-            bundle = inside(bundles, bundles / file_name(cell.id))  # as repro names its bundles
-            write_bundle(bundle, cell, engine, failing.provenance, bad_results)
-            attempts = bundle / "attempts"
-            shutil.rmtree(attempts, ignore_errors=True)
-            for n, r in enumerate(bad_results, 1):  # the evidence itself: result, events and logs
-                folder = results_root / m.name / r.cell
-                if folder.is_dir():
-                    shutil.copytree(folder, attempts / str(n))
-            console.print(f"bundle of the first bad cell: {shown(bundle)}", highlight=False)
-    _record(found, package, results_root / m.name, runs, bundle)
+        _show_answer(found, package, console)
+        console.print(f"{len(found.tested)} of {len(versions)} releases tested, {rounds.runs['cells']} cell(s) "
+                      f"({rounds.runs['ran']} run now, {rounds.runs['cells'] - rounds.runs['ran']} reused from "
+                      f"earlier runs); a linear sweep tests all {len(versions)} releases; "
+                      f"{time.monotonic() - started:.0f} s")
+        bundle = _bundle_first_bad(found, rounds, engine, results_root / m.name, bundles, console)
+    _record(found, package, results_root / m.name, rounds.runs, bundle)
     return found, bundle
+
+
+class _Releases:
+    """The cells that test one release of `package`: each base cell with the release pinned
+    (and, with a cut-off, the other packages as of its upload), built once per release; `derived`
+    says how a Slurm task rebuilds each of them from the matrix."""
+
+    def __init__(self, base_cells: list[Cell], package: str, resolver: releases.Resolver,
+                 repeats: int | None, cutoff: bool, margin_days: float):
+        self.base_cells, self.package, self.resolver = base_cells, package, resolver
+        self.repeats, self.cutoff, self.margin_days = repeats, cutoff, margin_days
+        self.template = base_cells[0].environment
+        self.of: dict[str, list[Cell]] = {}
+        self.derived: dict[str, dict] = {}  # cell id -> how a Slurm task rebuilds it
+
+    def __call__(self, version: str) -> list[Cell]:
+        if version not in self.of:
+            env = with_release(self.template, self.package, version, None)
+            cut = (releases.cutoff_of([self.resolver.uploaded(p, v) for p, v in releases.exact_pins(env)],
+                                      self.margin_days) if self.cutoff else None)
+            out = {}
+            for c in self.base_cells:
+                for r in (range(self.repeats) if self.repeats else [c.repeat]):
+                    cell = derived_cell(c, self.package, version, cut, r)
+                    out.setdefault(cell.id, cell)
+                    self.derived.setdefault(cell.id, derivation(cell, c, self.package, version))
+            self.of[version] = list(out.values())
+        return self.of[version]
+
+
+class _Rounds:
+    """The search's oracle: one round runs the asked releases' cells (here through the Runner,
+    or on Slurm), keeps their results, and judges each release -- the good end on its own, then
+    the others against the good end's evidence."""
+
+    def __init__(self, m, cells_for: _Releases, versions: list[str], engine, results_root: Path,
+                 console: Console, criteria: Criteria, slurm, engine_args: dict | None):
+        self.matrix = dataclasses.replace(m, cells=[])
+        self.cells_for, self.versions, self.engine, self.results_root = cells_for, versions, engine, results_root
+        self.console, self.criteria, self.slurm, self.engine_args = console, criteria, slurm, engine_args
+        self.package = cells_for.package
+        self.results_of: dict[str, list[Result]] = {}
+        self.good_evidence: dict | None = None
+        self.runs = {"cells": 0, "ran": 0}
+
+    def oracle(self, asked: list[str]) -> dict[str, Verdict]:
+        cells = [c for v in asked for c in self.cells_for(v)]
+        self.console.rule(f"testing {shown(self.package)} {shown(', '.join(asked))}")
+        got = self._run(cells)
+        self.runs["cells"] += len(cells)
+        out = {}
+        for v in asked:
+            self.results_of[v] = [got[c.id] for c in self.cells_for(v) if c.id in got]
+        if self.versions[0] in asked:  # the good end: judged on its own, then the yardstick
+            out[self.versions[0]] = judge(self.results_of[self.versions[0]], None, self.criteria)
+            self.good_evidence = out[self.versions[0]].evidence
+        for v in asked:
+            if v not in out:
+                out[v] = judge(self.results_of[v], self.good_evidence, self.criteria)
+        return out
+
+    def _run(self, cells: list[Cell]) -> dict[str, Result]:
+        """The cells' results by id, run here or on Slurm; counts the cells that ran now."""
+        from .runner import Runner
+
+        # timings are compared only within one run: a speed criterion measures every release afresh
+        rerun = frozenset({"all"}) if self.criteria.speed_drop is not None else frozenset()
+        if self.slurm is None:
+            runner = Runner(self.matrix, self.engine, self.results_root, self.console, rerun=rerun)
+            self.runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c, rerun))
+            return {r.cell: r for r in runner.run(cells)}
+        got, submitted = _on_slurm(self.matrix, cells, {c.id: self.cells_for.derived[c.id] for c in cells},
+                                   self.engine, self.results_root, self.console, self.slurm, rerun, self.engine_args)
+        self.runs["ran"] += submitted
+        return got
+
+    def show_step(self, step: Step) -> None:
+        for v, verdict in step.tested:
+            colour = {GOOD: "green", BAD: "red", SKIP: "yellow"}[verdict.kind]
+            flaky = " (flaky)" if verdict.flaky else ""
+            self.console.print(f"  {shown(self.package)} {shown(v)}: [{colour}]{verdict.kind}[/]{flaky}  "
+                               f"{shown(verdict.why)}", highlight=False)
+        self.console.print(f"[bold]step {step.round}[/]: last good {shown(step.last_good)}, first bad "
+                           f"{shown(step.first_bad)}, {step.left} untested release(s) between", highlight=False)
+
+
+def _show_answer(found: Found, package: str, console: Console) -> None:
+    """The first bad release (or the candidates), both ends' evidence, and the search's warnings."""
+    if found.first_bad:
+        console.print(f"[bold]first bad: {shown(package)} {shown(found.first_bad)}[/]   last good: "
+                      f"{shown(package)} {shown(found.last_good)}",
+                      highlight=False)
+    else:
+        console.print(f"[bold]first bad is one of: {shown(', '.join(found.candidates))}[/] (the others cannot "
+                      f"be installed); last good: {shown(package)} {shown(found.last_good)}", highlight=False)
+    for label, v in (("last good", found.last_good), ("first bad", found.candidates[-1])):
+        ev = found.tested[v].evidence
+        console.print(f"  {label} {shown(v)}: {shown(_show(ev))}", highlight=False)
+        for cell_id in ev.get("cells", [])[:3]:
+            console.print(f"    {shown(cell_id)}", highlight=False)
+    for w in found.warnings:
+        console.print(f"[yellow]warning[/]: {shown(w)}", highlight=False)
+
+
+def _bundle_first_bad(found: Found, rounds: _Rounds, engine, run_dir: Path, bundles: Path,
+                      console: Console) -> Path | None:
+    """The first bad release's failing cell as a repro bundle, with every attempt's own folder
+    (result, events, logs) under attempts/; None when it left no result."""
+    from .repro import write_bundle
+
+    bad_v = found.candidates[-1]
+    bad_results = rounds.results_of.get(bad_v) or []
+    failing = next((r for r in bad_results if r.status != status.OK), bad_results[0] if bad_results else None)
+    if not failing:
+        return None
+    cell = next(c for c in rounds.cells_for(bad_v) if c.id == failing.cell)
+    bundle = inside(bundles, bundles / file_name(cell.id))  # as repro names its bundles
+    write_bundle(bundle, cell, engine, failing.provenance, bad_results)
+    attempts = bundle / "attempts"
+    shutil.rmtree(attempts, ignore_errors=True)
+    for n, r in enumerate(bad_results, 1):  # the evidence itself: result, events and logs
+        folder = run_dir / r.cell
+        if folder.is_dir():
+            shutil.copytree(folder, attempts / str(n))
+    console.print(f"bundle of the first bad cell: {shown(bundle)}", highlight=False)
+    return bundle
 
 
 ROUND_WAIT_SECONDS = 7 * 24 * 3600.0  # a round waits for its tasks as long as the queue keeps them

@@ -138,16 +138,25 @@ def _add_slurm_args(p: argparse.ArgumentParser,
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line: one function per subcommand (`SUBCOMMANDS`), each adding its own parser
+    and arguments, so a subcommand reads (and changes) in one place."""
     parser = argparse.ArgumentParser(prog="python -m harness",
                                      description="Run TF/Keras multi-device version matrices and report them.")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
 
+
+def _subcommand_list(sub) -> None:
     p = sub.add_parser("list", help="print the cell ids a matrix expands to")
     p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
                    help="results folder whose recorded range expansion to use (default: results)")
     _add_release_args(p)
 
+
+def _subcommand_run(sub) -> None:
     p = sub.add_parser("run", help="run a matrix and write results")
     p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
@@ -162,12 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_slurm_args(p)
     _add_release_args(p)
 
+
+def _subcommand_status(sub) -> None:
     p = sub.add_parser("status", help="queued / running / finished cells of a matrix (Slurm queue and results)")
     p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
     p.add_argument("--wait", type=_seconds, metavar="SECONDS",
                    help="poll until nothing is queued or running, at most this long")
 
+
+def _subcommand_build(sub) -> None:
     p = sub.add_parser("build", help="prepare every environment of a matrix (GPU ones too) without running cells",
                        description="Build or reuse every environment of MATRIX -- GPU ones included, on any "
                                    "host -- and self-check the GPU ones (CUDA / cuDNN libraries present and "
@@ -184,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_args(p)
     _add_release_args(p)
 
+
+def _subcommand_repro(sub) -> None:
     p = sub.add_parser("repro", help="reproduce one cell N times and write a self-contained bundle",
                        description="Reproduce the cells matching CELL (an id, a prefix or a glob) from the "
                                    "matrices: reuse or build only their environment, run them --repeat times "
@@ -203,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "shell; the exit status is CMD's")
     _add_engine_args(p)
 
+
+def _subcommand_bisect(sub) -> None:
     p = sub.add_parser("bisect", help="find the first release of a package where a cell changes",
                        description="Test the cells of MATRIX (or those matching --cell) with releases of "
                                    "--package between --good and --bad (or in --range) from the package index, "
@@ -235,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_args(p)
     _add_slurm_args(p, "one Slurm job-array task per cell, each round submitted and waited for")
 
+
+def _subcommand_report(sub) -> None:
     p = sub.add_parser("report", help="publish results: static site, Markdown, CSV and JSON "
                                       "('report compare RUN_A RUN_B' sets two runs side by side)",
                        description="Publish the results below RESULTS folders (default: results) as a static "
@@ -244,8 +263,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="site", metavar="DIR", help="where the site goes (default: site)")
     p.add_argument("--markdown", metavar="FILE", help="also write the Markdown report here, plots beside it")
     p.add_argument("--title", default="Compatibility report")
-    return parser
 
+
+# The subcommands' parsers, in the order --help lists them: a new subcommand is one function and one line here.
+SUBCOMMANDS = (
+    _subcommand_list,
+    _subcommand_run,
+    _subcommand_status,
+    _subcommand_build,
+    _subcommand_repro,
+    _subcommand_bisect,
+    _subcommand_report,
+)
 
 def cmd_list(args, console: Console) -> int:
     m = _load(args, Console(stderr=True, soft_wrap=True))

@@ -23,6 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from . import chains, outcome, record, resources, selfcheck, status, usercode
@@ -32,7 +33,7 @@ from .errors import CellUnsupported, EnvironmentUnavailable, EnvironmentUnsuppor
 from .evidence import Evidence
 from .resources import Slot
 from .result import Result, load_folder
-from .store import SPEC, ResultStore, write_json
+from .store import OWNER_VARIABLE, SPEC, ResultStore, scratch_prefix, write_json
 
 WORKLOADS_SRC = Path(__file__).resolve().parent / "workloads"
 
@@ -129,8 +130,10 @@ class Lifecycle:
                 return self.finish(cell, work, started, outcome.Verdict(status.UNAVAILABLE, error=error,
                                                                         reason=str(exc)),
                                    Evidence(), prepared.provenance, slot)
-            ctx = RunContext(slot=slot, cancel=cancel, on_start=lambda pgid: self.store.note_process(work, pgid),
-                             run_id=self.store.run_id)
+            # what the store needs of the cell's process, handed down so the engine never climbs into it
+            ctx = RunContext(slot=slot, cancel=cancel, on_start=partial(self.store.note_process, work),
+                             variables={OWNER_VARIABLE: self.store.run_id} if self.store.run_id else {},
+                             scratch_prefix=scratch_prefix(work))
             raw = engine.run(prepared, cell, work, workloads_root, ctx)
         except CellUnsupported as exc:
             return self.finish(cell, work, started, outcome.Verdict(status.UNSUPPORTED, reason=str(exc)),

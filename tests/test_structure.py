@@ -132,3 +132,40 @@ def functions_writing_results(root: Path = HARNESS) -> list[str]:
 
 def test_exactly_one_function_writes_result_json():
     assert functions_writing_results() == ["harness.result.save"]
+
+
+MAX_MODULE_LINES = 600  # a module past this is several rooms: split it along its seams (harness/matrix/)
+
+
+def test_no_module_is_a_thousand_line_room():
+    sizes = {_module_name(p): len(p.read_text().splitlines()) for p in HARNESS.rglob("*.py")}
+    assert sizes["harness.lifecycle"] > 0, "the walker finds the modules"
+    assert {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_the_matrix_is_a_package_whose_names_still_import_from_harness_matrix():
+    import harness.matrix as matrix
+
+    assert (HARNESS / "matrix" / "__init__.py").is_file() and not (HARNESS / "matrix.py").exists()
+    # what the rest of the project imports from it (harness/, tests/, bench/), wherever it now lives
+    for name in ("load", "parse", "Matrix", "MatrixError", "MODEL_DEFAULTS", "TOP_KEYS", "ENV_KEYS", "PAR_KEYS",
+                 "RULE_KEYS", "EXPECT_KEYS", "TIMEOUT_KEYS", "MODEL_KEYS", "COMMON_WORKLOAD_KEYS", "MAX_DEPTH",
+                 "MAX_MATCH_WORK", "_Checker", "_Rules"):
+        assert hasattr(matrix, name), name
+
+
+# Calls back up the import layering on a cell's walk, each one a seam on purpose: a base class
+# calling its subclass's override, the executor's hooks into the runner (no executor imports the
+# runner), supervise.watch's pause callback into the engine. A new one is a seam to look at.
+EXPECTED_CLIMBS = {("harness.engines.base", "harness.engines.local"), ("harness.executors.local", "harness.runner"),
+                   ("harness.supervise", "harness.engines.base")}
+
+
+def test_a_cells_walk_climbs_back_up_only_where_a_seam_is_meant():
+    from bench.walk import walk
+
+    got = walk()  # one real cell: this interpreter, a one-line script, the local engine
+    assert got["statuses"] == ["ok"]
+    assert {"harness.runner", "harness.lifecycle", "harness.store", "harness.engines.local"} <= set(got["rooms"])
+    assert set(got["climbs"]) <= EXPECTED_CLIMBS, got["climbs"]
+    assert "harness.engines.base" not in got["entered_from"]["harness.lifecycle"], "an engine never calls back up"

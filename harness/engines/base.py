@@ -25,7 +25,6 @@ from ..launch import warm_settings
 from ..outcome import signal_name
 from ..paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
 from ..resources import Slot
-from ..store import OWNER_VARIABLE, scratch_prefix
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
@@ -77,13 +76,17 @@ class Prepared:
 
 @dataclass
 class RunContext:
-    """What the runner gives an engine besides the cell: its slot, a stop flag,
-    and where to report the cell's process group (so a later run can end it)."""
+    """What the lifecycle gives an engine besides the cell: its slot, a stop flag, and what
+    the results store needs of the cell's process -- where to report its process group (so a
+    later run can end it), the variables that say whose cell it is, and the name its temp
+    folder starts with (so a dead run's clean-up finds it). Handed down, so an engine never
+    reaches into the store."""
 
     slot: Slot = field(default_factory=Slot)
     cancel: threading.Event | None = None
     on_start: Callable[[int], None] | None = None
-    run_id: str | None = None  # given to the cell process (store.OWNER_VARIABLE): whose cell it is
+    variables: dict[str, str] = field(default_factory=dict)  # store.OWNER_VARIABLE: whose cell it is
+    scratch_prefix: str | None = None  # store.scratch_prefix of the cell's folder
 
 
 class Engine(ABC):
@@ -210,8 +213,7 @@ class ProcessEngine(Engine):
         warmth = warm_settings(self, cell, ctx.slot)  # the host's verdict, the caches (launch.py)
         env = self.environ(cell, ctx.slot, workloads_root)
         env.update(warmth.variables)
-        if ctx.run_id:
-            env[OWNER_VARIABLE] = ctx.run_id
+        env.update(ctx.variables)
         limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
         cpus = ctx.slot.cpus
         server = self.launcher().for_cell(self.interpreter(prepared), cell, env, workloads_root, warmth) \
@@ -232,7 +234,7 @@ class ProcessEngine(Engine):
         # (TF's autograph writes a file per converted function) would otherwise pile up there
         # over a matrix. Set after the launcher is chosen: it is not part of a launcher's key. A
         # harness killed with -9 cannot remove it: the next run does (store.clean_partials).
-        env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix=scratch_prefix(workdir))  # named for its clean-up
+        env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix=ctx.scratch_prefix)  # named for its clean-up
         after: list[dict] = []
         try:
             with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
