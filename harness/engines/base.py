@@ -199,8 +199,8 @@ class ProcessEngine(Engine):
             env[OWNER_VARIABLE] = ctx.run_id
         limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
         cpus = ctx.slot.cpus
-        server = self.launcher().for_cell(self.interpreter(prepared), cell, env, workloads_root, warmth) \
-            if self.warm else None
+        server = self.launcher().for_cell(self.interpreter(prepared), cell, env, workloads_root, warmth,
+                                          cpus=cpus) if self.warm else None
 
         def preexec() -> None:
             _die_with_parent()
