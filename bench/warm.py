@@ -1,6 +1,6 @@
 """Benchmark: the fixed cost of a cell, fresh against warm, in one invocation.
 
-    python bench/warm.py [MATRIX] [--engine venv|local|docker] [--only GLOB ...] [--jobs N] [--gpus IDS]
+    python bench/warm.py [MATRIX ...] [--engine venv|local|docker] [--only GLOB ...] [--jobs N] [--gpus IDS]
                          [--python X.Y=PATH ...] [--rounds R] [--repeats N]
 
 Environments are prepared first (`harness build`, not timed). Then the matrix
@@ -21,11 +21,31 @@ each run's wall against the steady-work bound (sum over cells of steady
 epoch seconds x epochs x devices, divided by the GPUs -- or, without GPUs,
 by the cells the run let side by side), and whether fresh and warm cells
 agree (status, accuracy). Ratios are taken within this one invocation.
+
+Then, per stack (environment) and for the whole run, the warm / fresh ratio
+of the wall (a stack's: the sum of its cells' walls; the run's: the
+command's) and of the steady samples/s (a stack's: the geometric mean over
+its ok cells, the same cells in every run), one ratio per round (the fresh
+and warm runs of that round, minutes apart at most), with min / median / max
+over the rounds; beside each, the run-to-run spread of the fresh runs and of
+the warm runs ((max - min) / median over the rounds). Last, a one-line
+verdict per matrix against the acceptance of warm launch:
+
+- **wall**: the warm run is not more than 3 % slower than the fresh one
+  (median over rounds of the run's warm / fresh wall <= 1.03);
+- **steady**: in every stack, warm and fresh steady samples/s differ by no
+  more than their own run-to-run spread (|median warm / median fresh - 1| <=
+  the larger of the two spreads). Needs `--rounds 2` or more: with one round
+  there is no spread, and the verdict says "not judged".
+
+Several matrices may be given: each is measured in turn, and the verdicts are
+printed together at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import tempfile
 from pathlib import Path
@@ -58,7 +78,7 @@ def fmt(v: float | None, digits: int = 2) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("matrix", nargs="?", default="matrices/smoke.yaml")
+    p.add_argument("matrices", nargs="*", default=["matrices/smoke.yaml"], metavar="MATRIX")
     p.add_argument("--engine", default="venv")
     p.add_argument("--only", action="append", default=[])
     p.add_argument("--jobs")
@@ -77,19 +97,26 @@ def main() -> None:
         common += ["--python", item]
     select = [x for g in a.only for x in ("--only", g)]
     extra = (["--jobs", a.jobs] if a.jobs else []) + (["--gpus", a.gpus] if a.gpus else [])
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(a.keep).resolve() if a.keep else Path(tmp)
-        if a.repeats:
-            data = yaml.safe_load(Path(a.matrix).read_text())
-            data["repeats"] = a.repeats
-            copy = Path(a.matrix).with_name(f".bench-{Path(a.matrix).stem}-r{a.repeats}.yaml")
-            copy.write_text(yaml.safe_dump(data, sort_keys=False))
-            a.matrix = str(copy)
-        try:
-            run_all(a, tmp, common, select, extra)
-        finally:
+    verdicts = []
+    for matrix in a.matrices:
+        a.matrix = a.label = matrix
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(a.keep).resolve() / Path(matrix).stem if a.keep else Path(tmp)
             if a.repeats:
-                Path(a.matrix).unlink(missing_ok=True)
+                data = yaml.safe_load(Path(matrix).read_text())
+                data["repeats"] = a.repeats
+                copy = Path(matrix).with_name(f".bench-{Path(matrix).stem}-r{a.repeats}.yaml")
+                copy.write_text(yaml.safe_dump(data, sort_keys=False))
+                a.matrix = str(copy)
+            try:
+                verdicts.append(run_all(a, tmp, common, select, extra))
+            finally:
+                if a.repeats:
+                    Path(a.matrix).unlink(missing_ok=True)
+        print()
+    print("verdicts (warm run <= 3 % slower than fresh; steady samples/s within the run-to-run spread):")
+    for line in verdicts:
+        print(line)
 
 
 def accuracy(fresh: list[dict], warm: list[dict]) -> str:
@@ -141,7 +168,7 @@ def _median(values: list) -> float | None:
     return statistics.median(values) if values else None
 
 
-def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]) -> None:
+def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]) -> str:
     harness("build", a.matrix, *common, *select, "--results", str(tmp / "build"))
     order = [("warm-up", [])] + [(f"{kind}-{k}", flags) for k in range(1, a.rounds + 1)
                                  for kind, flags in (("fresh", ["--fresh"]), ("warm", []))]
@@ -194,8 +221,93 @@ def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]
         n, what = divisor(record)
         b = bound(list(rs.values()), n)
         ratio = f"{record['wall_seconds'] / b:.2f}x the bound" if b else "no steady work"
+        busy = sum(1 for r in rs.values() if (r.get("warmth") or {}).get("beside"))
         print(f"run {label:>7}: command {wall:.1f} s, cells' run {record['wall_seconds']:.1f} s; steady-work bound "
-              f"{b:.1f} s ({n} {what}): {ratio}")
+              f"{b:.1f} s ({n} {what}): {ratio}; {busy} of {len(rs)} cell(s) ran beside the harness's own work")
+    return acceptance(a, runs)
+
+
+# -- the acceptance: ratios per round, spreads between runs, one verdict --------------------------
+WALL_LIMIT = 1.03   # a warm run at most 3 % slower than fresh
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def spread(values: list[float]) -> float | None:
+    """Run-to-run spread: (max - min) / median over the rounds; None with fewer than two."""
+    values = [v for v in values if v is not None]
+    if len(values) < 2 or not statistics.median(values):
+        return None
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def per_stack(rs: dict) -> dict[str, tuple[float | None, float | None]]:
+    """A run's figures per stack: (sum of its cells' walls, geometric mean of their steady samples/s),
+    over the cells that are ok."""
+    stacks: dict[str, list[dict]] = {}
+    for r in rs.values():
+        if r["status"] == "ok":
+            stacks.setdefault(r["environment"], []).append(r)
+    return {env: (sum(x["timing"].get("total_seconds") or 0.0 for x in cells),
+                  geomean([x["timing"].get("steady_samples_per_sec") for x in cells]))
+            for env, cells in stacks.items()}
+
+
+def mmm(values: list[float | None], digits: int = 3) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    return (f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+            if len(values) > 1 else f"{values[0]:.{digits}f}")
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def acceptance(a, runs: dict) -> str:
+    """The table of ratios and spreads, and the matrix's one-line verdict."""
+    rounds = range(1, a.rounds + 1)
+    fresh = [runs[f"fresh-{k}"] for k in rounds]
+    warm = [runs[f"warm-{k}"] for k in rounds]
+    print(f"\nwarm / fresh per round (median [min-max] over {a.rounds} round(s)); spread = (max - min) / median "
+          "of one kind's runs over the rounds")
+    print("| stack | wall warm/fresh | wall spread fresh | wall spread warm | steady samples/s warm/fresh | "
+          "steady spread fresh | steady spread warm | steady within spread |")
+    print("|---|---|---|---|---|---|---|---|")
+    run_ratio = [w[0] / f[0] for f, w in zip(fresh, warm, strict=True)]
+    print(f"| (the run, command wall) | {mmm(run_ratio)} | {pct(spread([f[0] for f in fresh]))} | "
+          f"{pct(spread([w[0] for w in warm]))} | | | | |")
+    f_stacks, w_stacks = [per_stack(f[1]) for f in fresh], [per_stack(w[1]) for w in warm]
+    judged, within = 0, 0
+    for env in sorted(set().union(*f_stacks, *w_stacks)):
+        fw = [s.get(env, (None, None)) for s in f_stacks]
+        ww = [s.get(env, (None, None)) for s in w_stacks]
+        wall = [w[0] / f[0] if f[0] and w[0] else None for f, w in zip(fw, ww, strict=True)]
+        steady = [w[1] / f[1] if f[1] and w[1] else None for f, w in zip(fw, ww, strict=True)]
+        sf, sw = spread([f[1] for f in fw]), spread([w[1] for w in ww])
+        mf = _median([f[1] for f in fw])
+        mw = _median([w[1] for w in ww])
+        verdict = "not judged (one round)"
+        if sf is not None and sw is not None and mf and mw:
+            judged += 1
+            ok = abs(mw / mf - 1) <= max(sf, sw)
+            within += ok
+            verdict = f"{'yes' if ok else 'NO'} ({mw / mf - 1:+.1%} vs {max(sf, sw):.1%})"
+        print(f"| {env} | {mmm(wall)} | {pct(spread([f[0] for f in fw]))} | {pct(spread([w[0] for w in ww]))} | "
+              f"{mmm(steady)} | {pct(sf)} | {pct(sw)} | {verdict} |")
+    median_ratio = statistics.median(run_ratio)
+    wall_word = "met" if median_ratio <= WALL_LIMIT else "NOT met"
+    steady_word = ("not judged (needs --rounds 2 or more)" if not judged else
+                   f"{'met' if within == judged else 'NOT met'} ({within} of {judged} stacks within their spread)")
+    line = (f"{a.label} ({a.engine}, {a.rounds} round(s)): wall warm/fresh {mmm(run_ratio)} "
+            f"(fresh spread {pct(spread([f[0] for f in fresh]))}, warm {pct(spread([w[0] for w in warm]))}): "
+            f"{wall_word} (<= {WALL_LIMIT:.2f}); steady samples/s: {steady_word}")
+    print("\nverdict: " + line)
+    return line
 
 
 if __name__ == "__main__":

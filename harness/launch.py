@@ -28,9 +28,12 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import beside
 from .cells import BUILT_IN_MODELS, Cell
 from .errors import CellUnsupported
 from .workloads.protocol import ENV_LAUNCH, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
@@ -48,6 +51,7 @@ class Warmth:
     settings: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     waited: float = 0.0
+    wait_ended: float | None = None   # host clock: when a wait for its launcher ended
 
     @property
     def variables(self) -> dict:
@@ -61,6 +65,8 @@ class Warmth:
                "settings": dict(self.settings), "launcher_wait_seconds": round(self.waited, 3)}
         if self.notes:
             out["launch_notes"] = list(self.notes)
+        if self.wait_ended is not None:
+            out["launcher_wait_ended"] = self.wait_ended
         return out
 
 
@@ -99,6 +105,91 @@ def fresh_because(cell: Cell) -> str | None:
         # before it began, and an import that fails under the limit would not fail
         return "a memory limit on a process engine is an address-space limit: the cell starts fresh"
     return None
+
+
+def forks(cell: Cell) -> bool:
+    """Whether a warm run would fork this cell from a launcher (it is neither fresh by nature
+    nor decided on the host without a launch)."""
+    from . import preflight
+    return fresh_because(cell) is None and not preflight.unsupported(cell)
+
+
+def group(cell: Cell) -> tuple:
+    """The cells that one launcher can serve, as the scheduler sees them before any cell has its
+    slot: the environment, the device kind and count, what it imports. (A GPU launcher is also
+    keyed by the GPUs the cell is given, known only when it gets them.)"""
+    p = cell.parallelism
+    return (cell.environment.name, cell.environment.content_hash(), p.device_kind, p.devices,
+            tuple(imports(cell)))
+
+
+class Plan:
+    """Which launchers a warm run starts, and when cells wait for one (the scheduler's side).
+
+    - **Only where it pays.** A launcher starts only for a group (``group``) with at least two
+      cells still to run: a single cell forked from a launcher pays the same import a fresh cell
+      pays, plus the launcher's. `left` counts the cells not yet handed to a slot.
+    - **Its import takes a slot.** A launcher imports in the slot of the first cell that needs
+      it, pinned to that slot's cores, and that cell waits for it, then forks (its wait counts
+      in its time). So the import is scheduled exactly like a cell: it holds cores no measured
+      cell runs on, and it holds them for no longer than the fresh cell it replaces would have
+      spent importing the same stack. (On a GPU host the slot is the cell's GPUs with their
+      share of cores; the GPUs idle for the import as they would for a fresh cell's.)
+    - **The rest wait, off the cores.** While a CPU group's launcher imports, the scheduler
+      holds its other cells back (`holding`) and gives free slots to other cells. Waiting is
+      never the dearer choice: the launcher started before any of them could start fresh, so
+      what is left of its import is shorter than a whole fresh import, and a held-back cell
+      holds no slot while it waits. (Starting fresh beside it would also put a second import of
+      the same stack on the machine.) A GPU group is not held back: each GPU set has a launcher
+      of its own, and the import of one set's launcher holds that set's GPUs, so no other cell
+      can be given them meanwhile.
+    - A launcher that refuses costs the one import; its cells then start fresh and say why.
+    """
+
+    def __init__(self, cells: list[Cell]):
+        self._left = Counter(group(c) for c in cells if forks(c))
+        self._importing: set[tuple] = set()
+        self._settled: set[tuple] = set()
+        self._lock = threading.Lock()
+        self.on_settle: Callable[[], None] | None = None
+
+    def begin(self, cell: Cell, runs: bool = True) -> bool:
+        """The scheduler hands `cell` a slot (`runs`) or records it without running it. True: it
+        is the first cell of a CPU group with others to follow, whose launcher it starts; the
+        scheduler calls `settle(cell)` when the cell ends, whatever became of it."""
+        if not forks(cell):
+            return False
+        g = group(cell)
+        with self._lock:
+            self._left[g] = max(0, self._left[g] - 1)
+            if (runs and cell.parallelism.device_kind != "gpu" and self._left[g] >= 1
+                    and g not in self._importing and g not in self._settled):
+                self._importing.add(g)
+                return True
+        return False
+
+    def left(self, cell: Cell) -> int:
+        """Cells of the cell's group still to be given a slot (the cell itself not counted)."""
+        with self._lock:
+            return self._left[group(cell)]
+
+    def holding(self, cell: Cell) -> bool:
+        """Whether the scheduler should hold the cell back: its group's launcher is importing."""
+        if cell.parallelism.device_kind == "gpu" or not forks(cell):
+            return False
+        with self._lock:
+            return group(cell) in self._importing
+
+    def settle(self, cell: Cell) -> None:
+        """The cell's group is done importing (ready, refused, or never started): release it."""
+        g = group(cell)
+        with self._lock:
+            if g not in self._importing:
+                return
+            self._importing.discard(g)
+            self._settled.add(g)
+        if self.on_settle:
+            self.on_settle()
 
 
 def imports(cell: Cell) -> list[str]:
@@ -187,17 +278,25 @@ def socket_folder() -> Path:
 class Server:
     """One warm launcher process: started at once, ready (or refused) after its imports."""
 
-    def __init__(self, python: str, env: dict[str, str], preload: dict, workloads: Path, log: Path):
+    def __init__(self, python: str, env: dict[str, str], preload: dict, workloads: Path, log: Path,
+                 cpus=(), name: str = ""):
         self.folder = socket_folder()  # 0700: only we can connect
         self.socket = str(self.folder / "s")
         (self.folder / "preload.json").write_text(json.dumps(preload))
         log.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log, "ab")
+        pinned = tuple(cpus or ())
+
+        def pin() -> None:  # the import runs on the slot it was given, as a cell would
+            if pinned:
+                os.sched_setaffinity(0, pinned)
+
         # the workloads folder (inside the results folder) on the command line says whose server it is
         self.proc = subprocess.Popen([python, "-m", "workloads.forkserver", self.socket,
                                       str(self.folder / "preload.json"), str(workloads)], env=env, cwd=self.folder,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=pin)
+        self.activity = beside.begin(beside.LAUNCHER_IMPORT, name, pinned)
         self.refused: str | None = None
         self.ready = False
         self.kept: list[str] = []  # fork-aware threads its imports started (workloads/forkserver.py)
@@ -228,6 +327,7 @@ class Server:
         except (OSError, ValueError) as exc:
             self.refused = f"the warm launcher did not start ({exc})"
         finally:
+            beside.end(self.activity)
             self.settled.set()
 
     def spawn(self, request: dict) -> WarmChild:
@@ -263,6 +363,7 @@ class Server:
     def close(self) -> None:
         """Close the lifeline: the server kills its children and exits."""
         self._closed = True
+        beside.end(self.activity)
         try:
             self.proc.stdin.close()
         except OSError:
@@ -278,22 +379,31 @@ class Server:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+ONLY_CELL = ("it was the only cell of its launcher left to run (a launcher starts for two or more, "
+             "so that its import never runs beside a cell it does not serve)")
+NO_PLAN = "no schedule said other cells of its environment follow (a launcher starts for two or more)"
+
+
 class Launcher:
     """The warm servers of one engine, closed with the engine.
 
-    The first cell of a key starts fresh while its server imports in the
-    background, so no cell waits for a launcher it would not have needed: a
-    key with one cell costs what it did before, and every later cell of the
-    key forks (waiting, if it comes early, only for the rest of the import).
+    A server starts only when the run's schedule (`plan`, a `Plan`) says at
+    least one more cell of the cell's group follows; it imports on the cell's
+    own cores while that cell waits, and the cell then forks from it (see
+    `Plan` for why this is the cheaper schedule). Without a plan (a Slurm
+    task: one cell) no server starts and the cell starts fresh.
     """
 
     def __init__(self) -> None:
         self._servers: dict[str, Server] = {}
         self._lock = threading.Lock()
         self.refusals: dict[str, str] = {}
+        self.plan: Plan | None = None
 
-    def server(self, python: str, cell: Cell, env: dict[str, str], workloads: Path, log: Path) -> Server | str:
-        """The ready server for this cell's key, or why the cell starts fresh."""
+    def server(self, python: str, cell: Cell, env: dict[str, str], workloads: Path, log: Path,
+               cpus=()) -> Server | str:
+        """The ready server for this cell's key (started on `cpus` if there is none and others
+        follow, and waited for), or why the cell starts fresh."""
         preload = {"api": cell.environment.api, "backend": cell.environment.backend,
                    "device_kind": cell.parallelism.device_kind, "device_count": cell.parallelism.devices,
                    "imports": imports(cell)}
@@ -312,30 +422,39 @@ class Launcher:
                 threading.Thread(target=server.close, daemon=True).start()
                 server = None
             if server is None:
+                if self.plan is None:
+                    return NO_PLAN
+                if self.plan.left(cell) < 1:
+                    return ONLY_CELL
                 try:
-                    server = Server(python, env, preload, workloads, log)
+                    server = Server(python, env, preload, workloads, log, cpus=cpus, name=cell.environment.name)
                 except OSError as exc:
                     self.refusals[key] = f"the warm launcher could not be started ({exc})"
                     return self.refusals[key]
                 threading.Thread(target=server.wait_ready, daemon=True, name="warm launcher").start()
                 self._servers[key] = server
-                return "its warm launcher was starting (the first cell of each launcher starts fresh)"
         server.settled.wait()
         if not server.ready:
             return server.refused or "refused"
         return server
 
     def for_cell(self, python: str, cell: Cell, env: dict[str, str], workloads: Path,
-                 warmth: Warmth) -> Server | None:
-        """The server to fork this cell from, or None (start it fresh; `warmth.notes` says why)."""
+                 warmth: Warmth, cpus=()) -> Server | None:
+        """The server to fork this cell from, or None (start it fresh; `warmth.notes` says why).
+        `cpus`: the cell's cores, where a server it starts imports."""
         why = fresh_because(cell)
         if why:
             warmth.notes.append(f"launched fresh: {why}")
             return None
         log = workloads.parent.parent / ".launch" / f"{cell.environment.name}.log"
         began = time.monotonic()
-        server = self.server(python, cell, env, workloads, log)
+        try:
+            server = self.server(python, cell, env, workloads, log, cpus)
+        finally:
+            if self.plan is not None:
+                self.plan.settle(cell)  # its group's import is over: held-back cells may start
         warmth.waited = time.monotonic() - began  # a cell that waited for its launcher's imports paid them
+        warmth.wait_ended = time.time()
         if isinstance(server, str):
             warmth.notes.append(f"launched fresh: {server}")
             return None
@@ -350,16 +469,25 @@ class Launcher:
             server.close()
 
 
-def warmth_record(workload: dict, raw) -> dict | None:
+def warmth_record(workload: dict, raw, spawned: float | None = None) -> dict | None:
     """result.json's `warmth`: how the cell launched (warm / fresh, and why fresh on a warm run),
     which caches it was offered and which start-up settings it got (allocation.py), whether its
     compilation hit a cache and where its data came from --
-    so a warm first epoch is never compared with a cold one as if equal. None: never launched."""
+    so a warm first epoch is never compared with a cold one as if equal -- and what of the
+    harness's own ran while its process did (`beside`: [] on a machine the harness left quiet;
+    beside.py). None: never launched."""
     if raw is None:
         return None
     inside = workload.get("warmth") or {}
     detail = raw.detail or {}
-    return {"launch": detail.get("launch", "fresh"), "notes": detail.get("launch_notes", []),
-            "caches": detail.get("caches", []), "settings": detail.get("settings", {}),
-            "compile_cache": inside.get("compile_cache"),
-            "data": inside.get("data")}
+    out = {"launch": detail.get("launch", "fresh"), "notes": detail.get("launch_notes", []),
+           "caches": detail.get("caches", []), "settings": detail.get("settings", {}),
+           "compile_cache": inside.get("compile_cache"),
+           "data": inside.get("data")}
+    if spawned:
+        # the cell's process: from the end of its wait for a launcher to its end (its own
+        # launcher's import, which it waited for, is not beside it)
+        start = max(spawned + float(detail.get("launcher_wait_seconds") or 0.0),
+                    float(detail.get("launcher_wait_ended") or 0.0))
+        out["beside"] = beside.during(start, spawned + raw.seconds)
+    return out

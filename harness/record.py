@@ -152,7 +152,7 @@ def assemble(cell: Cell, engine: str, provenance: dict, verdict: Verdict, eviden
         started=started,
         finished=now(),
         # the releases a version range (or a bisect) chose: [package, range, version] each
-        extra={**evidence.extra, "warmth": warmth_record(workload, raw),
+        extra={**evidence.extra, "warmth": warmth_record(workload, raw, evidence.spawned),
                **({"releases": [list(r) for r in cell.environment.ranges]} if cell.environment.ranges else {})},
     )
 

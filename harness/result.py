@@ -325,12 +325,25 @@ class Provenance(_View):
 
 
 @dataclass(frozen=True)
+class Beside(_View):
+    """One item of `warmth.beside`: work of the harness's own that ran while the cell did."""
+
+    _lists = {"cpus": None}
+    kind: str | None = None           # "launcher import", "environment build" (beside.py)
+    name: str | None = None           # the environment it was for
+    cpus: tuple = ()                  # the cores it was pinned to; (): anywhere
+    seconds: float | None = None      # of the cell's span it covered
+
+
+@dataclass(frozen=True)
 class Warmth(_View):
     """`warmth`: how the cell's process started (record.warmth_record)."""
 
+    _lists = {"beside": Beside}
     launch: str | None = None         # warm (forked from a launcher) or fresh; None: not recorded
     compile_cache: dict | None = None
     settings: dict | None = None      # start-up variables a warm run set (allocation.py)
+    beside: tuple = ()                # the harness's own work beside the cell; (): a quiet machine
 
     @property
     def cache_hit(self):

@@ -29,12 +29,13 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from . import chains, resources, status, usercode
+from . import beside, chains, resources, status, usercode
 from .cells import Cell
 from .engines.base import Engine, Prepared
 from .errors import EnvironmentUnavailable, EnvironmentUnsupported  # noqa: F401 - re-exported
 from .executors.local import Hooks, execute
 from .gpumon import GpuMonitor
+from .launch import Plan
 from .lifecycle import WORKLOADS_SRC, Lifecycle, stage_workloads  # noqa: F401 - re-exported
 from .matrix import Matrix
 from .report.analysis import Group
@@ -83,8 +84,9 @@ class Runner:
                                "and are skipped (--rerun STATUS to run them again)")
         if todo:
             self.life.stage(usercode.codes_of(todo))  # the user's code travels with the workloads
+            plan = self._plan(todo)
             for wave in chains.waves(todo):  # producers before the cells that need their files
-                self._run_all(wave)
+                self._run_all(wave, plan)
         results = []
         for cell in cells:
             result = self.store.existing(cell)
@@ -97,7 +99,16 @@ class Runner:
         for note in self.store.take_notes():
             self.console.print(f"[yellow]quarantined[/] {shown(note)}", highlight=False)
 
-    def _run_all(self, todo: list[Cell]) -> None:
+    def _plan(self, todo: list[Cell]) -> Plan | None:
+        """The warm launchers' schedule over every cell this run has still to run (launch.Plan):
+        only an engine that forks cells from launchers has one, and only on a warm run."""
+        if not self.engine.warm or not hasattr(self.engine, "launcher"):
+            return None
+        plan = Plan(todo)
+        self.engine.launcher().plan = plan
+        return plan
+
+    def _run_all(self, todo: list[Cell], plan: Plan | None = None) -> None:
         self.inventory = resources.discover(self.gpus)
         self.life.provenance["host_resources"] = self.inventory.describe()
         pool = Pool(self.inventory, self.jobs, self.cpus_per_cell, cells=len(todo))
@@ -114,7 +125,7 @@ class Runner:
         try:
             with Progress(*columns, console=self.console, transient=True) as progress:
                 self._progress = (progress, progress.add_task("cells", total=len(todo)))
-                execute(todo, self.store, pool, hooks)
+                execute(todo, self.store, pool, hooks, plan)
         finally:
             self._progress = None
             self._write_run_record(started, time.time(), pool, len(todo))
@@ -123,12 +134,22 @@ class Runner:
 
     # -- hooks the executor calls ----------------------------------------------
     def _prepare(self, env) -> Prepared:
-        """Prepare an environment (in the executor's preparing thread)."""
+        """Prepare an environment (in the executor's preparing thread, beside running cells: a
+        build is recorded as such in their results, beside.py)."""
+        activity = beside.begin(beside.ENVIRONMENT_BUILD, env.name)
         try:
             prepared = self.life.prepare(self.engine, env)
         except EnvironmentUnavailable as exc:
+            beside.end(activity)
             self.console.print(f"[yellow]{status.UNAVAILABLE}[/] {env.name}: {shown(exc.reason)}")
             raise
+        except BaseException:
+            beside.end(activity)
+            raise
+        if prepared.reused:
+            beside.drop(activity)  # found built: nothing ran
+        else:
+            beside.end(activity)
         how = "reused" if prepared.reused else "built"
         self.console.print(f"environment {env.name}: {how} ({self.engine.name})")
         return prepared

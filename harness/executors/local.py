@@ -8,6 +8,11 @@ resources are free starts at once, each in a worker thread that supervises
 one cell process; the biggest GPU cells are started first and smaller ones
 fill the gaps (largest-first packing keeps the makespan short).
 
+On a warm run the schedule also decides the warm launchers (``launch.Plan``):
+one starts only for a group of two or more cells still to run, its import
+takes the slot of the first of them, and the group's other CPU cells are held
+back (their slots go to other cells) until it has imported.
+
 Ctrl-C stops everything: running cells are killed and leave no result
 (``supervise.Cancelled``), finished ones stay, and the next run resumes.
 """
@@ -20,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..cells import Cell, Environment
+from ..launch import Plan
 from ..resources import Pool, Slot, gpus_needed
 from ..store import Claim, ResultStore
 
@@ -55,9 +61,12 @@ class _Preparer(threading.Thread):
             self.wake.put(("prepared", env.name))
 
 
-def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks) -> None:
-    """Run `cells` (already known to need running) with the pool's resources."""
+def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, plan: Plan | None = None) -> None:
+    """Run `cells` (already known to need running) with the pool's resources; `plan`: the warm
+    launchers' schedule (launch.Plan) on a warm run of a process engine, else None."""
     wake: queue.Queue = queue.Queue()
+    if plan is not None:
+        plan.on_settle = lambda: wake.put(("settled", None))
     envs = list({c.environment.name: c.environment for c in cells}.values())
     preparer = _Preparer(envs, hooks.prepare, wake)
     order = {id(c): i for i, c in enumerate(cells)}
@@ -67,7 +76,7 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks) -> 
     cancel = threading.Event()
     running = 0
 
-    def work(prepared, cell: Cell, slot: Slot, claim: Claim) -> None:
+    def work(prepared, cell: Cell, slot: Slot, claim: Claim, imports: bool) -> None:
         try:
             result = hooks.run_cell(prepared, cell, slot, claim, cancel)
             wake.put(("done", (result, slot)))
@@ -75,6 +84,8 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks) -> 
             wake.put(("failed", (exc, slot)))
         finally:
             pool.give_back(slot)
+            if imports:  # however the cell ended (before its launch, even): release its group
+                plan.settle(cell)
 
     try:
         while pending or running or elsewhere:
@@ -91,11 +102,15 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks) -> 
                     if claim is None:
                         elsewhere.append(cell)
                         continue
+                    if plan is not None:
+                        plan.begin(cell, runs=False)
                     try:
                         hooks.finished(hooks.not_run(cell, claim, why), None)
                     finally:
                         claim.release()
                     continue
+                if plan is not None and plan.holding(cell):
+                    continue  # its launcher is importing: the slot goes to another cell meanwhile
                 slot = pool.take(cell)
                 if slot is None:
                     continue
@@ -106,7 +121,8 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks) -> 
                     elsewhere.append(cell)
                     continue
                 pending.remove(cell)
-                thread = threading.Thread(target=work, args=(value, cell, slot, claim), daemon=True,
+                imports = plan.begin(cell) if plan is not None else False
+                thread = threading.Thread(target=work, args=(value, cell, slot, claim, imports), daemon=True,
                                           name=f"cell {cell.id}")
                 thread.start()
                 workers.append(thread)
@@ -129,6 +145,8 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks) -> 
             if started_any or not (pending or running or elsewhere):
                 continue  # (the loop's own test ends it when nothing is left)
             kind, payload = wake.get()
+            if kind == "settled":
+                continue  # a launcher has imported: the cells held back for it may start
             if kind == "done":
                 running -= 1
                 hooks.finished(*payload)

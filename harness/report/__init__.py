@@ -72,6 +72,10 @@ def warmth_lines(results: list[Result]) -> list[str]:
     if on_demand:
         line += f"; GPU memory taken as needed (not reserved up front) in {on_demand}"
     line += "; first epochs (compilation) are kept apart, steady epochs are compared"
+    busy = sum(1 for w in warmth if w.beside)
+    if busy:
+        line += (f"; {busy} cell(s) ran while the harness itself imported a launcher or built an "
+                 "environment on other cores (warmth.beside)")
     if decided:
         line += f"; {decided} unsupported cell(s) decided without launching"
     return [line]
