@@ -134,7 +134,7 @@ EXPECT_KEYS = {**{k: v for k, v in RULE_KEYS.items() if k != "repeat"},
 TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": list,
             "parallelism": list, "batch_sizes": list, "epochs": int, "repeats": int, "seed": int,
             "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
-            "slurm": dict, "releases": dict}
+            "slurm": dict, "releases": dict, "watch": dict}
 # How version ranges expand (harness.releases.Options); the README's "Version ranges" lists them.
 RELEASES_KEYS = {"pre": bool, "every": str, "cutoff": bool, "margin_days": (int, float)}
 TIMEOUT_KEYS = {"wall": (int, float), "progress": (int, float)}
@@ -455,6 +455,21 @@ def _environments(check: _Checker, where: str, raw: dict) -> list[Environment] |
                                                          for _, _, p, s, v in combo),
                                        uploaded_before=cutoff))
     return out
+
+
+# -- watch: how `harness watch` expands this matrix (harness/watch) ------------------------
+WATCH_KEYS = {"pre": bool}
+
+
+def _watch_options(check: _Checker, raw) -> None:
+    """`watch: {pre: true}`: when `harness watch` expands the ranges (its resolver says
+    `watching`), pre-releases count too -- rc's, and the dev releases that are all nightly packages
+    such as tf-nightly publish; `run`, `list` and `bisect` keep `releases:` as written."""
+    if raw is None or not isinstance(raw, dict):
+        return  # absent; a non-mapping is reported by the top-level type check
+    check.keys("watch", raw, WATCH_KEYS)
+    if raw.get("pre") is True and getattr(check.resolver, "watching", False):
+        check.release_options = dataclasses.replace(check.release_options, pre=True)
 
 
 def _slurm(check: _Checker, raw: dict) -> None:
@@ -952,6 +967,7 @@ def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver |
             check.problem("", f"the file name {names.problem(run_name)}; set 'name:'")
     check.text("description", raw.get("description"))
     check.release_options = _release_options(check, raw.get("releases"))
+    _watch_options(check, raw.get("watch"))
     if resolver is not None and isinstance(run_name, str) and not names.problem(run_name):
         resolver.bind(run_name)
 
