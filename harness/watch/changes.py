@@ -1,0 +1,482 @@
+"""Changes along a release axis, claimed with their size and their confidence.
+
+Two questions are asked of one cell's history, release after release:
+
+* did a number move (speed, accuracy)?  `find_shifts` -- change points in a
+  series of `Point`s, each holding the cell's *repeats* at one release;
+* did the cell start or stop failing?  `status_changes` -- from the statuses
+  of every repeat/run at each release.
+
+A series is one metric of one cell on **one host and one launch kind** (warm
+or fresh). Building it so is the caller's job, and it matters: two hosts, or a
+warm launcher and a fresh process, differ by more than most real regressions,
+and nothing here could tell such a difference from a change of release.
+
+How the others do it, and why this module does it differently
+-------------------------------------------------------------
+* **asv** (step detection, `asv.step_detect`) fits a piecewise-constant
+  function to the per-commit values by minimising an L1 cost plus a penalty
+  per step, and reports steps whose size passes a threshold. It has no
+  p-value: the penalty is a tuning knob, and it reads one value per commit
+  (asv keeps a spread, but the fit does not use it as its noise model).
+* **conbench** flags a result whose z-score against a baseline distribution
+  (the last N results on the same machine) exceeds a threshold. It compares
+  one new point with a history; it needs a long history to estimate the
+  spread, and it says nothing about *where* a step happened in a series.
+* **E-Divisive** (MongoDB's change-point work, Hunter) does binary
+  segmentation with the energy distance and a permutation test for each
+  split. It is the closest model: a stated significance, no distributional
+  assumption, several change points. Hunter runs on one value per commit.
+
+This module keeps E-Divisive's skeleton -- binary segmentation, each split
+tested by permutation, the max over candidate splits as the statistic so the
+p-value is corrected for the number of candidates -- and changes what is
+permuted and what is reported:
+
+* The statistic is rank-based on the *samples* (the repeats), a standardised
+  Mann-Whitney sum of the samples after a candidate split against those
+  before, on the whole segment. The permutation shuffles the samples, so the
+  null distribution comes from the measured repeat-to-repeat (and, where a
+  point pools several runs, run-to-run) noise, never from one sample. Ranks
+  make it indifferent to the metric's scale and to a wild repeat. The max
+  over all candidate splits is compared with the max of each permutation,
+  which corrects for the number of splits tried (a Westfall-Young max-T
+  correction; no Bonferroni guesswork).
+* A split is reported with the ratio of the two adjacent segments' medians
+  and a bootstrap interval for it. The bootstrap resamples the *points* of
+  each segment and then the samples of each drawn point, so run-to-run
+  scatter between releases widens the interval (it is not averaged away).
+  A shift is claimed only when (1) the permutation p-value is below `alpha`,
+  (2) the interval excludes 1 (no change), and (3) the ratio moved by at least
+  `min_effect` (default 5 %): a real but tiny shift -- the few per cent any
+  two environments differ by -- is never reported.
+* Both sides of a split need at least `MIN_SAMPLES` (2) samples in total.
+  A point with a single sample can still sit inside a segment, but no change
+  is ever claimed *from it alone*: the newest release measured once is "not
+  enough repeats" (`not_enough_repeats`), not a regression.
+
+Limits, said plainly: with samples from one run per release, a difference
+between two *runs* (a noisy neighbour during one release's run) looks like a
+difference between releases; the interval guard and `min_effect` keep that
+from being reported unless it is large. A shift at the newest release rests
+on one run: re-running that release (a second run pooled into its point) is
+the confirmation. The measured false-alarm rate and power are in
+bench/changes.py and tests/test_watch_changes.py.
+
+Status changes: a release whose repeats all pass is good, one whose repeats
+all fail (error, crash, oom, timeout) is bad with a failure family; a release
+where some repeats pass and some fail is **flaky** -- neither a break nor a
+mend. Statuses that say the cell did not run (unavailable, unsupported) judge
+nothing and are skipped.
+
+Pure Python, standard library only, deterministic for a given `seed`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+
+from .. import status as st
+
+MIN_SAMPLES = 2          # samples needed on each side of a split, in total
+PERMUTATIONS = 999       # permutations for one split's test
+EARLY_STOP = 40          # Besag-Clifford: stop once this many permutations beat the observed statistic
+BOOTSTRAP = 999          # resamples for a ratio's interval
+
+
+# -- data ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Point:
+    """One position on a release axis (in release order), one metric, one host, one launch kind."""
+    label: str                 # e.g. "tensorflow 2.21.0"
+    samples: tuple[float, ...]  # the cell's repeats of one metric (e.g. steady samples/s), >= 1
+
+
+@dataclass(frozen=True)
+class Shift:
+    index: int                 # first point after the change
+    before: str                # label of the last point before
+    after: str                 # label of the first point after
+    ratio: float               # median(after segment) / median(before segment)
+    low: float                 # lower bound of the ratio's confidence interval
+    high: float                # upper bound
+    p_value: float             # permutation test, corrected for the number of candidate split points
+    confidence: float          # 1 - p_value
+
+
+@dataclass(frozen=True)
+class Outcome:
+    label: str                 # release label, in release order
+    statuses: tuple[str, ...]  # the status of each repeat/run of that cell at that release
+    family: str | None         # the failure family / signature ("" or None when ok)
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    kind: str                  # "broke" | "mended" | "family-changed" | "flaky"
+    before: str | None         # last good (or last) label before
+    after: str                 # first label with the new behaviour
+    detail: str                # one line a person reads
+
+
+# -- shifts --------------------------------------------------------------------------------
+def _clean(samples) -> list[float]:
+    return [float(v) for v in samples if v is not None and math.isfinite(float(v))]
+
+
+def _ranks(values: list[float]) -> tuple[list[float], float]:
+    """Mid-ranks (1-based) of `values`, and the tie term sum(t^3 - t) of the variance."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    ties = 0.0
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        mid = (i + j) / 2 + 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = mid
+        t = j - i + 1
+        ties += t ** 3 - t
+        i = j + 1
+    return ranks, ties
+
+
+class _Segment:
+    """The samples of points [start, stop) in one flat list, with what every test of a split needs."""
+
+    def __init__(self, counts: list[int], values: list[float]):
+        self.counts = counts
+        self.n = len(values)
+        self.ranks, ties = _ranks(values)
+        # candidate splits: after j points (1 <= j < len(counts)), both sides >= MIN_SAMPLES samples
+        self.cuts: list[tuple[int, int, float, float]] = []   # (j, samples before, mean, sd) of the after-sum
+        before = 0
+        n = self.n
+        for j in range(1, len(counts)):
+            before += counts[j - 1]
+            after = n - before
+            if before < MIN_SAMPLES or after < MIN_SAMPLES:
+                continue
+            var = before * after / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+            if var <= 0:
+                continue
+            self.cuts.append((j, before, after * (n + 1) / 2.0, math.sqrt(var)))
+
+    def stats(self, ranks: list[float]) -> list[float]:
+        """|z| of the rank sum after each candidate split."""
+        prefix = [0.0]
+        for r in ranks:
+            prefix.append(prefix[-1] + r)
+        total = prefix[-1]
+        return [abs((total - prefix[before] - mean) / sd) for _, before, mean, sd in self.cuts]
+
+
+def _best_split(points: list[Point], rng: random.Random) -> tuple[int, float] | None:
+    """The most significant split of a segment (index of its first point after) and its
+    permutation p-value, the max |z| over candidates compared with the permutations' max."""
+    counts = [len(p.samples) for p in points]
+    values = [v for p in points for v in p.samples]
+    if len(points) < 2:
+        return None
+    seg = _Segment(counts, values)
+    if not seg.cuts:
+        return None
+    observed = seg.stats(seg.ranks)
+    best = max(range(len(observed)), key=observed.__getitem__)
+    top = observed[best] - 1e-9
+    if top <= 0:
+        return seg.cuts[best][0], 1.0
+    shuffled = list(seg.ranks)
+    beaten = 0
+    done = 0
+    for done in range(1, PERMUTATIONS + 1):
+        rng.shuffle(shuffled)
+        if max(seg.stats(shuffled)) >= top:
+            beaten += 1
+            if beaten >= EARLY_STOP:  # clearly not significant: the sequential p-value is beaten / done
+                return seg.cuts[best][0], beaten / done
+    return seg.cuts[best][0], (beaten + 1) / (done + 1)
+
+
+def _median_of(points: Sequence[Point]) -> float:
+    return statistics.median([v for p in points for v in p.samples])
+
+
+def _interval(before: list[Point], after: list[Point], rng: random.Random, level: float) -> tuple[float, float]:
+    """Percentile bootstrap interval of median(after)/median(before): points resampled within each
+    segment, then samples within each drawn point (run-to-run scatter widens it)."""
+    def draw(points: list[Point]) -> list[float]:
+        out: list[float] = []
+        for _ in points:
+            samples = rng.choice(points).samples
+            out.extend(rng.choice(samples) for _ in samples)
+        return out
+
+    ratios = []
+    for _ in range(BOOTSTRAP):
+        b = statistics.median(draw(before))
+        if b > 0:
+            ratios.append(statistics.median(draw(after)) / b)
+    if not ratios:
+        return math.nan, math.nan
+    ratios.sort()
+    tail = (1 - level) / 2
+    lo = ratios[max(0, int(math.floor(tail * len(ratios))))]
+    hi = ratios[min(len(ratios) - 1, int(math.ceil((1 - tail) * len(ratios))) - 1)]
+    return lo, hi
+
+
+def find_shifts(points: Sequence[Point], *, alpha: float = 0.05, min_effect: float = 0.05,
+                seed: int = 0) -> list[Shift]:
+    """Change points in a series of releases. Noise comes from the repeats within each point and
+    from run-to-run variation; a shift smaller than `min_effect` (relative) is never reported.
+
+    Binary segmentation: the whole series is tested; a significant split (p < `alpha`) cuts it in
+    two and each part is tested again. The shifts are then sized between adjacent final segments
+    and kept when their interval excludes 1 and their size reaches `min_effect`. The series must
+    be one host, one launch kind (see the module's docstring). Values are positive metrics
+    (samples/s, seconds, accuracy); a point's non-finite samples are dropped."""
+    pts = [Point(p.label, tuple(_clean(p.samples))) for p in points]
+    pts = [p for p in pts if p.samples]
+    rng = random.Random(seed)
+    cuts: dict[int, float] = {}   # index of first point after -> p-value
+    todo = [(0, len(pts))]
+    while todo:
+        start, stop = todo.pop()
+        found = _best_split(pts[start:stop], rng)
+        if found is None:
+            continue
+        j, p = found
+        if p >= alpha:
+            continue
+        cuts[start + j] = p
+        todo.extend([(start, start + j), (start + j, stop)])
+    bounds = [0, *sorted(cuts), len(pts)]
+    shifts = []
+    for k in range(1, len(bounds) - 1):
+        before, after = pts[bounds[k - 1]:bounds[k]], pts[bounds[k]:bounds[k + 1]]
+        base = _median_of(before)
+        if base <= 0:
+            continue
+        ratio = _median_of(after) / base
+        if abs(ratio - 1) < min_effect:
+            continue
+        low, high = _interval(before, after, rng, 1 - alpha)
+        if not (low > 1 or high < 1):
+            continue
+        p = cuts[bounds[k]]
+        shifts.append(Shift(index=bounds[k], before=before[-1].label, after=after[0].label, ratio=ratio,
+                            low=low, high=high, p_value=p, confidence=1 - p))
+    return shifts
+
+
+def not_enough_repeats(points: Sequence[Point]) -> list[str]:
+    """Labels at the newest end of the series that no change can be claimed at: fewer than
+    `MIN_SAMPLES` samples in total from there on. A watch says so instead of guessing."""
+    labels: list[str] = []
+    total = 0
+    for p in reversed(points):
+        total += len(_clean(p.samples))
+        if total >= MIN_SAMPLES:
+            break
+        labels.append(p.label)
+    return list(reversed(labels))
+
+
+# -- status changes ------------------------------------------------------------------------
+_FAILED_WORDS = {st.ERROR: "fails", st.CRASH: "crashes", st.OOM: "runs out of memory", st.TIMEOUT: "times out"}
+
+
+def _judged(outcome: Outcome) -> tuple[str, str] | None:
+    """("good" | "bad" | "flaky", failure) of one release, None when nothing ran."""
+    ran = [s for s in outcome.statuses if s not in st.NOT_RUN]
+    if not ran:
+        return None
+    failed = [s for s in ran if s != st.OK]
+    if not failed:
+        return "good", ""
+    if len(failed) < len(ran):
+        return "flaky", f"{len(failed)} of {len(ran)} runs failed, {statistics.mode(failed)}"
+    word = statistics.mode(failed)
+    return "bad", f"{word}|{outcome.family or ''}"
+
+
+def failure_words(failure: str) -> str:
+    """'crashes (family)' from the 'status|family' a release failed with."""
+    word, _, family = failure.partition("|")
+    text = _FAILED_WORDS.get(word, word)
+    return f"{text} ({family})" if family else text
+
+
+def status_changes(outcomes: Sequence[Outcome]) -> list[StatusChange]:
+    """Breaks, mends, changed failure families and flaky releases along one cell's releases.
+
+    `before` of a break is the last release where every repeat passed; of a mend, the last
+    release that failed. A flaky release (repeats disagree) is reported once per streak and
+    never counts as good or bad: ok, flaky, crash is a flaky release and then a break from the
+    last good one."""
+    out: list[StatusChange] = []
+    state = None         # "good" | "bad"
+    failure = ""
+    last_good = last_bad = None
+    was_flaky = False
+    previous = None
+    for outcome in outcomes:
+        judged = _judged(outcome)
+        if judged is None:
+            continue
+        kind, what = judged
+        if kind == "flaky":
+            if not was_flaky:
+                out.append(StatusChange("flaky", previous, outcome.label, f"flaky: {what}"))
+            was_flaky = True
+            previous = outcome.label
+            continue
+        was_flaky = False
+        if kind == "good":
+            if state == "bad":
+                out.append(StatusChange("mended", last_bad, outcome.label,
+                                        f"passes again (was: {failure_words(failure)})"))
+            state, last_good = "good", outcome.label
+        else:
+            if state == "good":
+                out.append(StatusChange("broke", last_good, outcome.label, failure_words(what)))
+            elif state == "bad" and what != failure:
+                out.append(StatusChange("family-changed", last_bad, outcome.label,
+                                        f"{failure_words(what)}, was: {failure_words(failure)}"))
+            state, failure, last_bad = "bad", what, outcome.label
+        previous = outcome.label
+    return out
+
+
+# -- the change log's entries --------------------------------------------------------------
+KINDS = ("broke", "mended", "family-changed", "flaky", "slower", "faster", "accuracy", "expectation")
+
+
+def change_id(matrix: str, cell: str, kind: str, after: str) -> str:
+    """Stable: the same change found twice (another run, another day) is one entry."""
+    return hashlib.sha256("\0".join((matrix, cell, kind, after)).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Change:
+    """One entry of the change log / feeds; JSON-serialisable via to_dict()/from_dict()."""
+    id: str
+    matrix: str
+    cell: str
+    kind: str
+    package: str
+    before: str | None
+    after: str
+    first_seen: str
+    summary: str
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    confidence: float | None = None
+    bisected_to: str | None = None
+    evidence: list[str] = field(default_factory=list)
+    detail: str = ""           # what a status change says ("crashes (BatchNotDivisible)"), or the metric's name
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Change:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def _release(package: str, label: str | None) -> str:
+    """'tensorflow 2.21.0' whether the label already names the package or not."""
+    if label is None:
+        return ""
+    return label if label.startswith(f"{package} ") or not package else f"{package} {label}"
+
+
+def _bare(package: str, label: str | None) -> str | None:
+    if label is None:
+        return None
+    return label[len(package) + 1:] if package and label.startswith(f"{package} ") else label
+
+
+def _percent(x: float) -> str:
+    return f"{abs(x) * 100:.0f}"
+
+
+def describe(change: Change) -> str:
+    """The one-line change-log text, e.g. 'tensorflow 2.21.0: GRU on 2 devices 18 % slower [12-24 %],
+    first seen 2026-03-08, bisected to 2.21.0rc1'."""
+    head = f"{_release(change.package, change.after)}: {change.cell}"
+    kind = change.kind
+    if kind in ("slower", "faster", "accuracy") and change.ratio is not None:
+        if kind == "accuracy":
+            word = "lower" if change.ratio < 1 else "higher"
+            what = f"{change.detail or 'accuracy'} {_percent(change.ratio - 1)} % {word}"
+        else:
+            word = kind
+            what = f"{_percent(change.ratio - 1)} % {word}"
+        if change.low is not None and change.high is not None:
+            a, b = sorted((abs(change.low - 1), abs(change.high - 1)))
+            if (change.low - 1) * (change.high - 1) < 0:   # an interval across 1 (should not be claimed)
+                a = 0.0
+            what += f" [{a * 100:.0f}-{b * 100:.0f} %]"
+        text = f"{head} {what}"
+    elif kind == "broke":
+        text = f"{head} {change.detail or 'fails'}"
+        if change.before:
+            text += f", last good {_bare(change.package, change.before)}"
+    elif kind == "mended":
+        text = f"{head} {change.detail or 'passes again'}"
+        if change.before:
+            text += f", last bad {_bare(change.package, change.before)}"
+    elif kind == "family-changed":
+        text = f"{head} {change.detail or 'fails differently'}"
+    elif kind == "flaky":
+        text = f"{head} {change.detail or 'flaky'}"
+    else:
+        text = f"{head} {change.detail or kind}"
+    text += f", first seen {change.first_seen}"
+    if change.bisected_to:
+        text += f", bisected to {_bare(change.package, change.bisected_to)}"
+    return text
+
+
+def from_shift(matrix: str, cell: str, package: str, shift: Shift, first_seen: str, *,
+               metric: str = "speed", higher_is_better: bool = True, evidence: Sequence[str] = ()) -> Change:
+    """A change-log entry for a shift of `metric` ('speed' for samples/s or seconds, else an
+    accuracy-like value). For seconds, pass higher_is_better=False: a ratio above 1 is slower."""
+    if metric == "speed":
+        up = shift.ratio > 1
+        kind = "faster" if up == higher_is_better else "slower"
+        if not higher_is_better:   # seconds: say it in the same words as samples/s
+            shift = Shift(shift.index, shift.before, shift.after, 1 / shift.ratio, 1 / shift.high,
+                          1 / shift.low, shift.p_value, shift.confidence)
+    else:
+        kind = "accuracy"
+    change = Change(id=change_id(matrix, cell, kind, shift.after), matrix=matrix, cell=cell, kind=kind,
+                    package=package, before=shift.before, after=shift.after, first_seen=first_seen, summary="",
+                    ratio=shift.ratio, low=shift.low, high=shift.high, confidence=shift.confidence,
+                    evidence=list(evidence), detail="" if metric == "speed" else metric)
+    change.summary = describe(change)
+    return change
+
+
+def from_status(matrix: str, cell: str, package: str, sc: StatusChange, first_seen: str, *,
+                evidence: Sequence[str] = ()) -> Change:
+    """A change-log entry for a status change."""
+    detail = sc.detail
+    if sc.kind == "flaky" and detail.startswith("flaky: "):
+        detail = "is flaky (" + detail[len("flaky: "):] + ")"
+    change = Change(id=change_id(matrix, cell, sc.kind, sc.after), matrix=matrix, cell=cell, kind=sc.kind,
+                    package=package, before=sc.before, after=sc.after, first_seen=first_seen, summary="",
+                    evidence=list(evidence), detail=detail)
+    change.summary = describe(change)
+    return change
