@@ -1,10 +1,10 @@
 """The watch's part of the site: a history page per matrix, its feeds, badges and evidence.
 
-``site/watch/<matrix>.html`` holds the support grid over time (for each stack and cell:
+``site/history/<matrix>.html`` holds the support grid over time (for each stack and cell:
 releases x watch dates, each entry the status known at that watch) and the change log with
 links to the evidence; ``publish.write`` writes ``site/feeds/<matrix>.json`` / ``.atom.xml``
 and ``site/badges/<matrix>/*.svg``; the evidence the change log links (result files, bisect
-bundles) is copied under ``site/watch/<matrix>/``. Plain HTML, relative links, no script: the
+bundles) is copied under ``site/history/<matrix>/``. Plain HTML, relative links, no script: the
 same rules as the report's site (``harness.report.site``), whose styles it shares.
 """
 
@@ -15,7 +15,6 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 
-from ..names import file_name
 from ..report.site import e, page
 from . import changes as ch
 from . import history, publish, series
@@ -42,14 +41,14 @@ def write_site(site: Path, results: Path, matrix: str, *, home_url: str = "") ->
     entries = history.read(where / history.HISTORY)
     runs = history.read(where / history.RUNS)
     found = load_changes(where)
-    name = file_name(matrix)
+    name = publish.file_name(matrix)
     site.mkdir(parents=True, exist_ok=True)
     for _change, sources in found:
         for link, source in sources.items():
             _copy(Path(source), site / link)
     badges = stack_badges(entries, found)
     feeds = publish.write(site, matrix, [c for c, _ in found], badges, home_url=home_url)
-    target = site / "watch" / f"{name}.html"
+    target = site / publish.HISTORY_PAGE.format(matrix=name)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(history_page(matrix, entries, runs, [c for c, _ in found], badges, feeds, site))
     return {"page": target, "feeds": [p for p in feeds if p.suffix in (".json", ".xml")],
@@ -94,7 +93,7 @@ def stack_badges(entries: list[dict], found: list[tuple[ch.Change, dict]]) -> di
 
 def history_page(matrix: str, entries: list[dict], runs: list[dict], changes: list[ch.Change],
                  badges: dict, written: list[Path], site: Path) -> str:
-    name = file_name(matrix)
+    name = publish.file_name(matrix)
     rel = [p.relative_to(site).as_posix() for p in written]
     feeds = [p for p in rel if p.endswith((".json", ".xml"))]
     body = ["<p>What each watch of this matrix saw: the support grid over time, and every change found, "
@@ -110,7 +109,7 @@ def history_page(matrix: str, entries: list[dict], runs: list[dict], changes: li
                     "<th>evidence</th></tr></thead><tbody>")
         for c in sorted(changes, key=lambda c: (c.first_seen, c.id), reverse=True):
             links = " ".join(f'<a href="../{e(link)}">{e(_link_text(link))}</a>' for link in c.evidence
-                             if not link.startswith(f"watch/{name}.html"))
+                             if not link.startswith(publish.HISTORY_PAGE.format(matrix=name)))
             cls = "crash" if c.kind in ("broke", "slower", "expectation", "accuracy") else "ok"
             body.append(f'<tr id="change-{e(c.id)}"><td>{e(c.first_seen)}</td><td class="{cls}">{e(c.kind)}</td>'
                         f"<td>{e(c.summary)}</td><td>{e(c.bisected_to or '')}</td><td>{links}</td></tr>")
@@ -122,9 +121,9 @@ def history_page(matrix: str, entries: list[dict], runs: list[dict], changes: li
     body.append("<h2 id=\"runs\">Watches</h2><table><thead><tr><th>date</th><th>as of</th><th>cells</th>"
                 "<th>run</th><th>new results</th><th>changes</th><th>host</th></tr></thead><tbody>")
     for r in runs:
-        body.append(f"<tr><td>{e(r.get('date'))}</td><td>{e(r.get('as_of') or 'now')}</td><td>{e(r.get('cells'))}</td>"
-                    f"<td>{e(r.get('ran'))}</td><td>{e(r.get('recorded'))}</td><td>{e(len(r.get('changes') or []))}</td>"
-                    f"<td>{e(r.get('host'))}</td></tr>")
+        row = [r.get("date"), r.get("as_of") or "now", r.get("cells"), r.get("ran"), r.get("recorded"),
+               len(r.get("changes") or []), r.get("host")]
+        body.append("<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>")
     body.append("</tbody></table>")
     return page(f"Watch: {matrix}", "\n".join(body))
 

@@ -23,12 +23,11 @@ from rich.console import Console
 from .. import matrix as matrix_mod
 from .. import releases
 from ..cells import Cell
-from ..names import file_name
 from ..paths import check_writable
 from ..store import ResultStore
 from ..terminal import shown
 from . import changes as ch
-from . import expand, history, page, series
+from . import expand, history, page, publish, series
 
 NOTHING_NEW, CHANGED, ERROR, BUSY = 0, 1, 2, 3
 BISECTED_KINDS = ("broke", "expectation", "family-changed")
@@ -124,13 +123,13 @@ class Watch:
         at_after = [e for e in entries if self._in_series(e, change) and _version_of(e, change.package) == change.after]
         bad = [e for e in at_after if e.get("status") != "ok"] or at_after
         for n, e in enumerate(bad[:3], 1):
-            link = f"watch/{file_name(self.m.name)}/evidence/{change.id}/{n}.json"
+            link = f"history/{publish.file_name(self.m.name)}/evidence/{change.id}/{n}.json"
             sources[link] = str(self.store.run_dir / e["result"])
-        change.evidence = [f"watch/{file_name(self.m.name)}.html#change-{change.id}", *sources]
+        change.evidence = [f"history/{publish.file_name(self.m.name)}.html#change-{change.id}", *sources]
         if change.kind in BISECTED_KINDS and change.before and not self.args.no_bisect:
             bundle = self._bisect(change)
             if bundle:
-                link = f"watch/{file_name(self.m.name)}/bundles/{bundle.name}"
+                link = f"history/{publish.file_name(self.m.name)}/bundles/{bundle.name}"
                 sources[link] = str(bundle.resolve())
                 change.evidence.append(f"{link}/README.md")
         if change.bisected_to:

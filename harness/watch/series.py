@@ -12,8 +12,6 @@ The statistics are ``changes``'s; this module only feeds them and names what the
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -120,36 +118,26 @@ def tracked(metric: str) -> bool:
     return kind_of(metric) is not None
 
 
-def change_id(matrix: str, cell: str, kind: str, after: str) -> str:
-    return hashlib.sha256(json.dumps([matrix, cell, kind, after]).encode()).hexdigest()[:16]
-
-
 def find(matrix: str, entries: list[dict], date: str, *, seed: int = 0) -> list[ch.Change]:
-    """Every change the history shows now (a change found before keeps its id)."""
+    """Every change the history shows now; ids are stable (``changes.change_id``), so a change
+    found again by a later watch is the same entry."""
     found: dict[str, ch.Change] = {}
-    for key, series in sorted(outcomes(entries).items(), key=lambda kv: repr(kv[0])):
-        drifted = {o.label for o in series if o.statuses and all(s == "drifted" for s in o.statuses)}
-        for sc in ch.status_changes(series):
-            kind = "expectation" if sc.kind == "broke" and sc.after in drifted else sc.kind
-            c = ch.Change(id=change_id(matrix, key.label, kind, sc.after), matrix=matrix, cell=key.label,
-                          kind=kind, package=key.package, before=sc.before, after=sc.after, first_seen=date,
-                          summary="")
-            c.summary = ch.describe(c) if not sc.detail else f"{ch.describe(c)} -- {sc.detail}"
+    for key, points in sorted(outcomes(entries).items(), key=lambda kv: repr(kv[0])):
+        drifted = {o.label for o in points if o.statuses and all(s == "drifted" for s in o.statuses)}
+        for sc in ch.status_changes(points):
+            c = ch.from_status(matrix, key.label, key.package, sc, date)
+            if sc.kind == "broke" and sc.after in drifted:   # runs, but misses a value its matrix expects
+                c.kind, c.id = "expectation", ch.change_id(matrix, key.label, "expectation", sc.after)
+                c.detail = "gives another value than the matrix expects"
+                c.summary = ch.describe(c)
             found.setdefault(c.id, c)
     for (key, launch, metric), points in sorted(metric_series(entries).items(), key=lambda kv: repr(kv[0])):
         if len(points) < 2:
             continue
+        what = kind_of(metric)
+        cell = f"{key.label} [{metric}, {launch}]"
         for sh in ch.find_shifts(points, seed=seed):
-            what = kind_of(metric)
-            if what == "accuracy":
-                kind = "accuracy"
-            else:
-                up = sh.ratio > 1
-                kind = ("slower" if up else "faster") if what == "time" else ("faster" if up else "slower")
-            cell = f"{key.label} [{metric}, {launch}]"
-            c = ch.Change(id=change_id(matrix, cell, kind, sh.after), matrix=matrix, cell=cell, kind=kind,
-                          package=key.package, before=sh.before, after=sh.after, first_seen=date, summary="",
-                          ratio=sh.ratio, low=sh.low, high=sh.high, confidence=sh.confidence)
-            c.summary = ch.describe(c)
+            c = ch.from_shift(matrix, cell, key.package, sh, date, metric="speed" if what != "accuracy" else metric,
+                              higher_is_better=what != "time")
             found.setdefault(c.id, c)
     return list(found.values())
