@@ -189,3 +189,39 @@ def test_bad_watch_input_is_one_line_and_exit_2(world, args, message):
     root, env = world
     proc = watch(root, env, *args, results="bad", timeout=300)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_report_links_each_watched_matrix_history(watched):
+    root, *_ = watched
+    out = root / "report"
+    proc = harness("report", str(root / "results"), "--out", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert 'href="history/planted-watch.html"' in (out / "index.html").read_text()
+    assert (out / "history" / "planted-watch.html").is_file() and (out / "feeds" / "planted-watch.atom.xml").is_file()
+
+
+def test_the_watch_key_of_a_matrix_is_checked_like_every_other(world, tmp_path):
+    root, env = world
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((root / "project" / "matrix.yaml").read_text() + "watch: {pre: yes-please, nightly: true}\n")
+    proc = harness("list", str(bad), "--results", str(tmp_path / "r"), env=env, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "watch.pre: expected" in proc.stderr and "watch.nightly: unknown key" in proc.stderr
+
+
+def test_pre_releases_count_for_the_watch_only_when_the_matrix_asks(tmp_path):
+    """With `watch: {pre: true}` the watch's expansion takes an rc; `list` of the same matrix does not."""
+    releases = {"planted": {**RELEASES["planted"], "2.1rc1": "2024-04-20T12:00:00Z"}}
+    with PlantedIndex(releases) as served:
+        env = {"PIP_INDEX_URL": served.url, "HARNESS_CACHE": str(tmp_path / "cache")}
+        matrix = tmp_path / "pre.yaml"
+        matrix.write_text('name: pre\nenvironments:\n  - {python: "3.11", packages: [{planted: ">=1.2"}]}\n'
+                          "workloads:\n  - {name: w, script: w.py}\nwatch: {pre: true}\n")
+        (tmp_path / "w.py").write_text("import planted\n")
+        listed = harness("list", str(matrix), "--results", str(tmp_path / "r"), env=env, timeout=300)
+        assert listed.returncode == 0 and "planted2.1rc1" not in listed.stdout, listed.stderr[-2000:]
+        watched = harness("watch", str(matrix), "--engine", "venv", "--results", str(tmp_path / "r"), "--site",
+                          str(tmp_path / "site"), "--bundles", str(tmp_path / "b"), "--as-of", AFTER, env=env,
+                          timeout=900)
+        assert watched.returncode == 0, watched.stdout[-3000:] + watched.stderr[-2000:]
+        assert "planted: 3 release(s) 1.2, 2.0, 2.1rc1" in watched.stdout

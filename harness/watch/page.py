@@ -87,7 +87,11 @@ def stack_badges(entries: list[dict], found: list[tuple[ch.Change, dict]]) -> di
             out[badge_name(package, stack)] = publish.stack_badge(package, good[-1], True)
         else:
             first_bad = next(v for v in order if series._order(v) > series._order(good[-1]))
-            out[badge_name(package, stack)] = publish.stack_badge(package, first_bad, False)
+            bisected = [c.bisected_to for c, _ in found if c.kind == "broke" and c.package == package
+                        and c.cell.startswith(f"{stack}/") and c.after == first_bad and c.bisected_to
+                        and " " not in c.bisected_to]   # a bisect's single answer is the release it broke in
+            out[badge_name(package, stack)] = publish.stack_badge(package, bisected[0] if bisected else first_bad,
+                                                                  False)
     return out
 
 
