@@ -33,15 +33,21 @@ tested by permutation, the max over candidate splits as the statistic so the
 p-value is corrected for the number of candidates -- and changes what is
 permuted and what is reported:
 
-* The statistic is rank-based on the *samples* (the repeats), a standardised
-  Mann-Whitney sum of the samples after a candidate split against those
-  before, on the whole segment. The permutation shuffles the samples, so the
-  null distribution comes from the measured repeat-to-repeat (and, where a
-  point pools several runs, run-to-run) noise, never from one sample. Ranks
-  make it indifferent to the metric's scale and to a wild repeat. The max
-  over all candidate splits is compared with the max of each permutation,
-  which corrects for the number of splits tried (a Westfall-Young max-T
-  correction; no Bonferroni guesswork).
+* The statistic is a two-sample t of the *samples* (the repeats, as logs:
+  speed changes are ratios) after a candidate split against those before,
+  the spread pooled within the two sides. Its null distribution is not taken
+  from a table but drawn: each draw rebuilds the segment from the measured
+  within-point residuals (the repeats' own scatter, permuted across points)
+  plus a fresh run-to-run offset per point, whose size is estimated from how
+  far the point means scatter beyond what their repeats explain. So the
+  noise model is the repeats' and the runs' -- never one sample -- and two
+  releases that differ by a run's luck are not a change. The max over all
+  candidate splits is compared with the max of each draw, which corrects for
+  the number of splits tried (a Westfall-Young max-T correction). A rank
+  statistic was tried first and dropped: ranks saturate at the ends of a
+  series (a 1-point segment of 3 samples can be no more extreme than
+  "lowest 3"), which cost power exactly where a watch needs it, at the newest
+  release.
 * A split is reported with the ratio of the two adjacent segments' medians
   and a bootstrap interval for it. The bootstrap resamples the *points* of
   each segment and then the samples of each drawn point, so run-to-run
@@ -84,9 +90,11 @@ from dataclasses import asdict, dataclass, field, fields
 from .. import status as st
 
 MIN_SAMPLES = 2          # samples needed on each side of a split, in total
-PERMUTATIONS = 999       # permutations for one split's test
+PERMUTATIONS = 499       # permutations for one split's test
 EARLY_STOP = 40          # Besag-Clifford: stop once this many permutations beat the observed statistic
-BOOTSTRAP = 999          # resamples for a ratio's interval
+_MEDIAN_CHI2_1 = 0.4549364   # median of a chi-square with 1 degree of freedom
+_MEDIAN_EFFICIENCY = 0.4     # a median of squares is worth about this share of as many degrees of freedom
+BOOTSTRAP = 499          # resamples for a ratio's interval
 
 
 # -- data ----------------------------------------------------------------------------------
@@ -129,80 +137,115 @@ def _clean(samples) -> list[float]:
     return [float(v) for v in samples if v is not None and math.isfinite(float(v))]
 
 
-def _ranks(values: list[float]) -> tuple[list[float], float]:
-    """Mid-ranks (1-based) of `values`, and the tie term sum(t^3 - t) of the variance."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    ties = 0.0
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        mid = (i + j) / 2 + 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = mid
-        t = j - i + 1
-        ties += t ** 3 - t
-        i = j + 1
-    return ranks, ties
-
-
 class _Segment:
-    """The samples of points [start, stop) in one flat list, with what every test of a split needs."""
+    """The samples of points [start, stop) as one flat list (logs of positive metrics), with what
+    every test of a split needs: the candidate splits, each with its sample counts."""
 
-    def __init__(self, counts: list[int], values: list[float]):
-        self.counts = counts
-        self.n = len(values)
-        self.ranks, ties = _ranks(values)
+    def __init__(self, points: list[Point]):
+        self.counts = [len(p.samples) for p in points]
+        positive = all(v > 0 for p in points for v in p.samples)
+        self.logs = [[math.log(v) if positive else v for v in p.samples] for p in points]
+        self.n = n = sum(self.counts)
         # candidate splits: after j points (1 <= j < len(counts)), both sides >= MIN_SAMPLES samples
-        self.cuts: list[tuple[int, int, float, float]] = []   # (j, samples before, mean, sd) of the after-sum
+        self.cuts: list[tuple[int, int]] = []
         before = 0
-        n = self.n
-        for j in range(1, len(counts)):
-            before += counts[j - 1]
-            after = n - before
-            if before < MIN_SAMPLES or after < MIN_SAMPLES:
-                continue
-            var = before * after / 12.0 * ((n + 1) - ties / (n * (n - 1)))
-            if var <= 0:
-                continue
-            self.cuts.append((j, before, after * (n + 1) / 2.0, math.sqrt(var)))
+        for j in range(1, len(self.counts)):
+            before += self.counts[j - 1]
+            if before >= MIN_SAMPLES and n - before >= MIN_SAMPLES:
+                self.cuts.append((j, before))
 
-    def stats(self, ranks: list[float]) -> list[float]:
-        """|z| of the rank sum after each candidate split."""
-        prefix = [0.0]
-        for r in ranks:
-            prefix.append(prefix[-1] + r)
-        total = prefix[-1]
-        return [abs((total - prefix[before] - mean) / sd) for _, before, mean, sd in self.cuts]
+    def stats(self, values: list[float]) -> list[float]:
+        """|t| of each candidate split: the difference of the two sides' means over its standard
+        error, the spread pooled *within* the two sides (a step does not inflate its own yardstick)."""
+        n = len(values)
+        sums, squares = [0.0], [0.0]
+        for v in values:
+            sums.append(sums[-1] + v)
+            squares.append(squares[-1] + v * v)
+        out = []
+        for _, k in self.cuts:
+            left, right = sums[k], sums[n] - sums[k]
+            ml, mr = left / k, right / (n - k)
+            ss = (squares[k] - left * ml) + (squares[n] - squares[k] - right * mr)
+            var = max(ss, 0.0) / max(n - 2, 1)
+            diff = abs(mr - ml)
+            scale = max(abs(ml), abs(mr), 1.0)
+            if var <= (1e-12 * scale) ** 2:
+                out.append(math.inf if diff > 1e-12 * scale else 0.0)
+            else:
+                out.append(diff / math.sqrt(var * (1 / k + 1 / (n - k))))
+        return out
+
+    def noise(self, j: int) -> tuple[list[float], float, float, int]:
+        """The two parts of the noise, from the data split after point j: the within-point
+        residuals (each sample minus its point's mean, rescaled for the mean it lost); and the
+        run-to-run part: the variance of a point's mean, robustly from successive differences
+        (with the degrees of freedom it is worth), and the share of it the repeats' noise explains."""
+        means = [statistics.fmean(ls) for ls in self.logs]
+        residuals: list[float] = []
+        for ls, m in zip(self.logs, means, strict=True):
+            if len(ls) > 1:
+                scale = math.sqrt(len(ls) / (len(ls) - 1))
+                residuals.extend((v - m) * scale for v in ls)
+        # Successive differences of point means, the one across the split left out: each other
+        # step in the segment spoils one difference, and the median of their squares ignores it.
+        diffs = [(means[i + 1] - means[i]) ** 2 for i in range(len(means) - 1) if i + 1 != j]
+        if not residuals or len(diffs) < 3:   # no repeats, or too few points to tell run-to-run apart
+            return residuals, 0.0, 0.0, 0
+        within = statistics.fmean([r * r for r in residuals]) * statistics.fmean([1 / c for c in self.counts])
+        spread = statistics.median(diffs) / _MEDIAN_CHI2_1 / 2   # Var(d) = 2 Var(point mean)
+        return residuals, spread, within, max(2, round(_MEDIAN_EFFICIENCY * len(diffs)))
 
 
 def _best_split(points: list[Point], rng: random.Random) -> tuple[int, float] | None:
-    """The most significant split of a segment (index of its first point after) and its
-    permutation p-value, the max |z| over candidates compared with the permutations' max."""
-    counts = [len(p.samples) for p in points]
-    values = [v for p in points for v in p.samples]
+    """The most significant split of a segment (index of its first point after) and its p-value:
+    the max |t| over candidate splits against the max of each draw under the null, which corrects
+    for the number of candidates.
+
+    Under the null a sample is its point's run-to-run offset plus within-point noise: each draw
+    permutes the within-point residuals across the segment and adds a fresh normal offset per
+    point. The offsets' variance is the point means' scatter less what the repeats explain; it
+    rests on few points, so each draw takes it from its sampling distribution (scaled
+    chi-square), not its estimate alone -- with 6 points, a lucky low estimate would otherwise
+    turn a run's luck into a change. Without repeats (every point one sample), the samples
+    themselves are permuted: offsets and noise cannot be told apart then, and both are in them."""
     if len(points) < 2:
         return None
-    seg = _Segment(counts, values)
+    seg = _Segment(points)
     if not seg.cuts:
         return None
-    observed = seg.stats(seg.ranks)
+    flat = [v for ls in seg.logs for v in ls]
+    observed = seg.stats(flat)
     best = max(range(len(observed)), key=observed.__getitem__)
+    j = seg.cuts[best][0]
     top = observed[best] - 1e-9
     if top <= 0:
-        return seg.cuts[best][0], 1.0
-    shuffled = list(seg.ranks)
+        return j, 1.0
+    residuals, spread, within, df = seg.noise(j)
     beaten = 0
     done = 0
     for done in range(1, PERMUTATIONS + 1):
-        rng.shuffle(shuffled)
-        if max(seg.stats(shuffled)) >= top:
+        if residuals:
+            rng.shuffle(residuals)
+            pool = residuals * (seg.n // len(residuals) + 1)
+            offset = 0.0
+            if df:
+                drawn = spread * df / rng.gammavariate(df / 2, 2.0) - within
+                offset = math.sqrt(drawn) if drawn > 0 else 0.0
+            draw: list[float] = []
+            k = 0
+            for c in seg.counts:
+                b = rng.gauss(0.0, offset) if offset else 0.0
+                draw.extend(pool[k + i] + b for i in range(c))
+                k += c
+        else:
+            rng.shuffle(flat)
+            draw = flat
+        if max(seg.stats(draw)) >= top:
             beaten += 1
             if beaten >= EARLY_STOP:  # clearly not significant: the sequential p-value is beaten / done
-                return seg.cuts[best][0], beaten / done
-    return seg.cuts[best][0], (beaten + 1) / (done + 1)
+                return j, beaten / done
+    return j, (beaten + 1) / (done + 1)
 
 
 def _median_of(points: Sequence[Point]) -> float:
