@@ -84,6 +84,16 @@ def repro(session: nox.Session) -> None:
 
 
 @nox.session
+def watch(session: nox.Session) -> None:
+    """Run what is new since the last watch of a matrix, record it, publish changes: -- MATRIX [--as-of DATE]."""
+    install(session, "runtime")
+    if not session.posargs:
+        session.error("usage: nox -s watch -- MATRIX [--results DIR] [--as-of DATE] [--no-bisect]")
+    # the exit status is the watch's own (1: new changes), for a CI schedule to act on
+    session.run("python", "-m", "harness", "watch", *session.posargs, success_codes=[0, 1])
+
+
+@nox.session
 def bisect(session: nox.Session) -> None:
     """The first release of a package where a cell changes: -- MATRIX --package P --good A --bad B."""
     install(session, "runtime")

@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {list,run,build,status,repro,report} ...``.
+"""Command line: ``python -m harness {list,run,build,status,repro,report,bisect,watch} ...``.
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -253,6 +253,36 @@ def _subcommand_bisect(sub) -> None:
     _add_slurm_args(p, "one Slurm job-array task per cell, each round submitted and waited for")
 
 
+
+def _subcommand_watch(sub) -> None:
+    p = sub.add_parser("watch", help="run what is new in a matrix since its last watch, find changes, publish them",
+                       description="Expand MATRIX's version ranges against the index now (or --as-of a date), "
+                                   "run only the cells without a result (new releases, new code), append them to "
+                                   "the matrix's history (RESULTS/<matrix>/.watch/), find changes along the "
+                                   "releases with statistics, bisect a new break, and publish a history page, "
+                                   "JSON and Atom feeds and badges under --site. Exit 0: nothing new changed; "
+                                   "1: new changes; 2: bad input or a harness error; 3: another watch of this "
+                                   "matrix is running (nothing done).")
+    p.add_argument("matrix", metavar="MATRIX")
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
+    p.add_argument("--as-of", metavar="DATE",
+                   help="replay the index as it stood then (a date or a UTC time): only releases uploaded "
+                        "before it, nothing resolved later than it")
+    p.add_argument("--no-bisect", action="store_true", help="do not bisect a new break")
+    p.add_argument("--bisect-jobs", type=_positive, default=1, metavar="N",
+                   help="releases a bisect tests per round (k-ary search; default 1)")
+    p.add_argument("--site", default="site", metavar="DIR",
+                   help="where the history page, feeds and badges go (default: site; the report's site)")
+    p.add_argument("--home-url", metavar="URL", help="where the site will be served: the feeds' absolute links")
+    p.add_argument("--bundles", default="bundles", metavar="DIR", help="where a bisect leaves its bundle")
+    p.add_argument("--wait", action="store_true",
+                   help="when another watch of this matrix runs, wait for it (default: exit 3 at once)")
+    p.add_argument("--fresh", action="store_true", help="every cell in a new interpreter (as run --fresh)")
+    p.add_argument("--jobs", "-j", type=_positive, metavar="N", help="run at most N cells at once")
+    p.add_argument("--offline", action="store_true", help="list releases from the cache only")
+    _add_engine_args(p)
+
+
 def _subcommand_report(sub) -> None:
     p = sub.add_parser("report", help="publish results: static site, Markdown, CSV and JSON "
                                       "('report compare RUN_A RUN_B' sets two runs side by side)",
@@ -273,6 +303,7 @@ SUBCOMMANDS = (
     _subcommand_build,
     _subcommand_repro,
     _subcommand_bisect,
+    _subcommand_watch,
     _subcommand_report,
 )
 
@@ -459,8 +490,29 @@ def cmd_bisect(args, console: Console) -> int:
     return 0 if not found.problem else 1
 
 
+def cmd_watch(args, console: Console) -> int:
+    from .engines import select_engine
+    from .watch.run import command
+    check_output_folder(Path(args.site), "--site", [Path(args.results)])
+    check_output_folder(Path(args.bundles), "--bundles", [Path(args.results)])  # bundles never land among results
+    check_writable(Path(args.site), "--site")
+
+    def engine():
+        return select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console)
+    try:
+        return command(args, console, engine)
+    except (UserError, KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception:  # a harness bug: exit 2 (never 1, which a schedule reads as "new changes"), traceback kept
+        import traceback
+        traceback.print_exc()
+        Console(stderr=True).print("[bold red]error:[/] the watch failed (above); exit 2", highlight=False)
+        return 2
+
+
 COMMANDS = {"list": cmd_list, "run": cmd_run, "build": cmd_build, "status": cmd_status, "repro": cmd_repro,
-            "report": cmd_report, "bisect": cmd_bisect}
+            "report": cmd_report, "bisect": cmd_bisect,
+            "watch": cmd_watch}
 
 
 def _terminate(signum, frame) -> None:

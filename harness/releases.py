@@ -188,6 +188,12 @@ class Project:
             self._by_version = out
         return self._by_version
 
+    def as_of(self, moment: str) -> Project:
+        """The project as the index listed it at `moment` (UTC, ``utc_text``): only files uploaded
+        before it. A file without an upload time is left out, as pip's ``--uploaded-prior-to`` does."""
+        files = [f for f in self.files if f.uploaded and f.uploaded < moment]
+        return Project(self.name, self.index, self.fetched, files, cached=self.cached, stale=self.stale)
+
     def uploaded(self, version: str) -> str | None:
         """When a release was uploaded: its last file's time (the release is whole from then)."""
         times = [f.uploaded for f in self.releases().get(Version(version), []) if f.uploaded]
@@ -422,12 +428,15 @@ def candidates(versions, spec: str, pre: bool = False, every: str = "patch") -> 
 
 
 def expand(package: str, spec: str, python: str, options: Options = Options(), *, refresh: bool = False,
-           offline: bool = False) -> Expansion:
+           offline: bool = False, as_of: str | None = None) -> Expansion:
     """The releases of `package` in `spec`, oldest first. A release without a file for this
     Python and platform is kept -- its cells become `unavailable` with pip's own reason, which
     is a finding for a compatibility table -- and noted in `unfit`; a yanked one is left out.
-    `minor` keeps the newest release of each minor that fits, else its newest."""
+    `minor` keeps the newest release of each minor that fits, else its newest. `as_of` (UTC):
+    the releases the index had then (``harness watch --as-of`` replays a date)."""
     proj = project(package, refresh=refresh, offline=offline)
+    if as_of:
+        proj = proj.as_of(as_of)
     releases = proj.releases()
     fit, unfit, skipped = [], {}, {}
     for v in candidates(releases, spec, options.pre):

@@ -16,7 +16,7 @@ from ..cells import Cell, Environment, Workload
 from .checker import _Checker, _entries
 from .environment import _plain_cells
 from .expansion import _cells, _distinct_cells, _domains, _matchers, _within_cell_limit
-from .ranges import _environments, _release_options
+from .ranges import _environments, _release_options, _watch_options
 from .reading import read
 from .rules import _checked_rules
 from .schema import TOP_KEYS
@@ -63,6 +63,7 @@ def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver |
     run_name = _run_name(check, raw, path)
     check.text("description", raw.get("description"))
     check.release_options = _release_options(check, raw.get("releases"))
+    _watch_options(check, raw.get("watch"))
     _bind(resolver, run_name)
     envs = _entries(check, raw, "environments", _environments)
     workloads = _entries(check, raw, "workloads", _workload)

@@ -17,7 +17,15 @@ from .. import releases
 from ..cells import Environment
 from .checker import _Checker, _is_type, _key, _show
 from .environment import _environment
-from .schema import MAX_RANGE_ENVIRONMENTS, MAX_RANGES, MAX_REQUIREMENT, PYTHON_RE, RANGE_EXAMPLE, RELEASES_KEYS
+from .schema import (
+    MAX_RANGE_ENVIRONMENTS,
+    MAX_RANGES,
+    MAX_REQUIREMENT,
+    PYTHON_RE,
+    RANGE_EXAMPLE,
+    RELEASES_KEYS,
+    WATCH_KEYS,
+)
 
 
 def _release_options(check: _Checker, raw) -> releases.Options:
@@ -33,6 +41,17 @@ def _release_options(check: _Checker, raw) -> releases.Options:
     if pick.get("every") not in (None, *releases.EVERY):
         pick.pop("every")
     return releases.Options(**pick)
+
+
+def _watch_options(check: _Checker, raw) -> None:
+    """`watch: {pre: true}`: when `harness watch` expands the ranges (its resolver says
+    `watching`), pre-releases count too -- rc's, and the dev releases that are all nightly packages
+    such as tf-nightly publish; `run`, `list` and `bisect` keep `releases:` as written."""
+    if raw is None or not isinstance(raw, dict):
+        return  # absent; a non-mapping is reported by the top-level type check
+    check.keys("watch", raw, WATCH_KEYS)
+    if raw.get("pre") is True and getattr(check.resolver, "watching", False):
+        check.release_options = dataclasses.replace(check.release_options, pre=True)
 
 
 def _ranges_of(check: _Checker, where: str, raw: dict) -> list[tuple[str, int | None, str, str]]:

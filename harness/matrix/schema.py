@@ -92,9 +92,11 @@ EXPECT_KEYS = {**{k: v for k, v in RULE_KEYS.items() if k != "repeat"},
 TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": list,
             "parallelism": list, "batch_sizes": list, "epochs": int, "repeats": int, "seed": int,
             "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
-            "slurm": dict, "releases": dict}
+            "slurm": dict, "releases": dict, "watch": dict}
 # How version ranges expand (harness.releases.Options); the README's "Version ranges" lists them.
 RELEASES_KEYS = {"pre": bool, "every": str, "cutoff": bool, "margin_days": (int, float)}
+# How `harness watch` expands this matrix (harness/watch); other commands ignore it.
+WATCH_KEYS = {"pre": bool}
 TIMEOUT_KEYS = {"wall": (int, float), "progress": (int, float)}
 
 # How a version or a range is written (harness.releases), for the messages.

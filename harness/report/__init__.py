@@ -203,8 +203,9 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
     for cell_id, entries in by_id.items():
         text = site.cell_page(entries[0][1], entries[0][0]) if len(entries) == 1 else site.cells_page(entries)
         written.add(out / "cells" / f"{tables.slug(cell_id)}.html").write_text(text)
+    watched = _watch_pages(roots, out)
     written.add(out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
-                                               ["report.md", "results.csv", "results.json"]))
+                                               ["report.md", "results.csv", "results.json", *watched]))
     written.save()
     summary = {"site": out / "index.html", "markdown": out / "report.md", "cells": len(results),
                "plots": len(drawn), "notes": written.notes}
@@ -224,6 +225,18 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
         summary["markdown_copy"] = markdown_path
         summary["notes"] += copies.notes
     return summary
+
+
+def _watch_pages(roots: list[Path], out: Path) -> list[str]:
+    """The history page, feeds and badges of every watched matrix below `roots` (``harness watch``
+    writes them too; they are the watch's files, not in this report's manifest), linked from the index."""
+    from ..watch import history, page
+    links = []
+    for root in roots:
+        for run in sorted(p for p in Path(root).iterdir() if p.is_dir()) if Path(root).is_dir() else []:
+            if (run / history.FOLDER / history.HISTORY).is_file():
+                links.append(os.path.relpath(page.write_site(out, Path(root), run.name)["page"], out))
+    return links
 
 
 def compare(run_a: Path, run_b: Path, notes: Callable[[str], None] | None = None) -> tuple[str, int]:

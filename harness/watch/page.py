@@ -1,0 +1,182 @@
+"""The watch's part of the site: a history page per matrix, its feeds, badges and evidence.
+
+``site/history/<matrix>.html`` holds the support grid over time (for each stack and cell:
+releases x watch dates, each entry the status known at that watch) and the change log with
+links to the evidence; ``publish.write`` writes ``site/feeds/<matrix>.json`` / ``.atom.xml``
+and ``site/badges/<matrix>/*.svg``; the evidence the change log links (result files, bisect
+bundles) is copied under ``site/history/<matrix>/``. Plain HTML, relative links, no script: the
+same rules as the report's site (``harness.report.site``), whose styles it shares.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+from ..report.site import e, page
+from . import changes as ch
+from . import history, publish, series
+
+STATUS_CLASS = {"ok": "ok", "drifted": "flag", "unsupported": "unsupported", "unavailable": "unavailable"}
+
+
+def load_changes(where: Path) -> list[tuple[ch.Change, dict]]:
+    out, seen = [], set()
+    for record in history.read(where / history.CHANGES):
+        try:
+            change = ch.Change.from_dict(record["change"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if change.id not in seen:
+            seen.add(change.id)
+            out.append((change, record.get("sources") or {}))
+    return out
+
+
+def write_site(site: Path, results: Path, matrix: str, *, home_url: str = "") -> dict:
+    """Write (or bring up to date) the watch's files of `matrix` under `site`."""
+    where = history.folder(results, matrix)
+    entries = history.read(where / history.HISTORY)
+    runs = history.read(where / history.RUNS)
+    found = load_changes(where)
+    name = publish.file_name(matrix)
+    site.mkdir(parents=True, exist_ok=True)
+    for _change, sources in found:
+        for link, source in sources.items():
+            _copy(Path(source), site / link)
+    badges = stack_badges(entries, found)
+    feeds = publish.write(site, matrix, [c for c, _ in found], badges, home_url=home_url)
+    target = site / publish.HISTORY_PAGE.format(matrix=name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(history_page(matrix, entries, runs, [c for c, _ in found], badges, feeds, site))
+    return {"page": target, "feeds": [p for p in feeds if p.suffix in (".json", ".xml")],
+            "badges": sum(1 for p in feeds if p.suffix == ".svg")}
+
+
+def _copy(source: Path, target: Path) -> None:
+    if target.exists() or not source.exists():
+        return  # evidence, once copied, is what the change was found on
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        shutil.copy2(source, target)
+
+
+def badge_name(package: str, stack: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{stack.replace('*', '')}-{package}").strip("_.-") or "stack"
+
+
+def stack_badges(entries: list[dict], found: list[tuple[ch.Change, dict]]) -> dict[str, tuple[str, str, str]]:
+    """One badge per stack (the environment with its axis release left open): 'works with' the
+    newest release whose cells were all ok, 'broken since' the first failing one after it."""
+    latest = series.newest_per_cell(entries)
+    by: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for key, version, e_ in series.keyed(latest):
+        if e_.get("status") not in series.NOT_RUN:
+            by[(key.package, key.stack)][version].append(e_.get("status"))
+    out = {}
+    for (package, stack), versions in sorted(by.items()):
+        order = sorted(versions, key=series._order)
+        good = [v for v in order if all(s == "ok" for s in versions[v])]
+        if not good:
+            out[badge_name(package, stack)] = publish.stack_badge(package, order[0] if order else None, False)
+        elif good[-1] == order[-1]:
+            out[badge_name(package, stack)] = publish.stack_badge(package, good[-1], True)
+        else:
+            first_bad = next(v for v in order if series._order(v) > series._order(good[-1]))
+            bisected = [c.bisected_to for c, _ in found if c.kind == "broke" and c.package == package
+                        and c.cell.startswith(f"{stack}/") and c.after == first_bad and c.bisected_to
+                        and " " not in c.bisected_to]   # a bisect's single answer is the release it broke in
+            out[badge_name(package, stack)] = publish.stack_badge(package, bisected[0] if bisected else first_bad,
+                                                                  False)
+    return out
+
+
+def history_page(matrix: str, entries: list[dict], runs: list[dict], changes: list[ch.Change],
+                 badges: dict, written: list[Path], site: Path) -> str:
+    name = publish.file_name(matrix)
+    rel = [p.relative_to(site).as_posix() for p in written]
+    feeds = [p for p in rel if p.endswith((".json", ".xml"))]
+    body = ["<p>What each watch of this matrix saw: the support grid over time, and every change found, "
+            "first seen first. Also as feeds: " + ", ".join(f'<a href="../{e(f)}">{e(f)}</a>' for f in feeds)
+            + ".</p>"]
+    badge_files = [p for p in rel if p.endswith(".svg")]
+    if badge_files:
+        body.append("<p>" + " ".join(f'<img class="badge" src="../{e(b)}" alt="{e(Path(b).stem)}">'
+                                     for b in badge_files) + "</p>")
+    body.append("<h2 id=\"changes\">Change log</h2>")
+    if changes:
+        body.append("<table><thead><tr><th>first seen</th><th>kind</th><th>change</th><th>bisected to</th>"
+                    "<th>evidence</th></tr></thead><tbody>")
+        for c in sorted(changes, key=lambda c: (c.first_seen, c.id), reverse=True):
+            links = " ".join(f'<a href="../{e(link)}">{e(_link_text(link))}</a>' for link in c.evidence
+                             if not link.startswith(publish.HISTORY_PAGE.format(matrix=name)))
+            cls = "crash" if c.kind in ("broke", "slower", "expectation", "accuracy") else "ok"
+            body.append(f'<tr id="change-{e(c.id)}"><td>{e(c.first_seen)}</td><td class="{cls}">{e(c.kind)}</td>'
+                        f"<td>{e(c.summary)}</td><td>{e(c.bisected_to or '')}</td><td>{links}</td></tr>")
+        body.append("</tbody></table>")
+    else:
+        body.append("<p>No change found yet.</p>")
+    body.append("<h2 id=\"grid\">Support over time</h2>")
+    body.append(grid(entries, runs))
+    body.append("<h2 id=\"runs\">Watches</h2><table><thead><tr><th>date</th><th>as of</th><th>cells</th>"
+                "<th>run</th><th>new results</th><th>changes</th><th>host</th></tr></thead><tbody>")
+    for r in runs:
+        row = [r.get("date"), r.get("as_of") or "now", r.get("cells"), r.get("ran"), r.get("recorded"),
+               len(r.get("changes") or []), r.get("host")]
+        body.append("<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>")
+    body.append("</tbody></table>")
+    return page(f"Watch: {matrix}", "\n".join(body))
+
+
+def _link_text(link: str) -> str:
+    if "/bundles/" in link:
+        return "bundle"
+    return "result " + Path(link).stem if "/evidence/" in link else Path(link).name
+
+
+def grid(entries: list[dict], runs: list[dict]) -> str:
+    """Per series: releases (rows, oldest first) x watches (columns, in order); an entry is the
+    status of that release's cells as known after that watch ('' before it was first run)."""
+    order = [r.get("watch") for r in runs]
+    dates = {r.get("watch"): (r.get("as_of") or r.get("date") or "")[:10] for r in runs}
+    state: dict[str, dict] = {}           # cell -> newest entry so far
+    known: dict[str, dict[str, dict]] = {}  # watch -> that state
+    by_watch = defaultdict(list)
+    for x in entries:
+        by_watch[x.get("watch")].append(x)
+    for w in order:
+        for x in by_watch.get(w, []):
+            state[x["cell"]] = x
+        known[w] = dict(state)
+    if not order:
+        return "<p>No watch has run yet.</p>"
+    out = []
+    tables: dict[tuple, dict[str, dict[str, list[str]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for w in order:
+        for key, version, x in series.keyed(list(known[w].values())):
+            tables[(key.package, key.label, key.host)][version][w].append(x.get("status") or "?")
+    for (package, label, host), rows in sorted(tables.items()):
+        out.append(f"<h3>{e(label)} across {e(package)} releases ({e(host)})</h3>")
+        out.append("<table><thead><tr><th>" + e(package) + "</th>"
+                   + "".join(f"<th>{e(dates[w])}</th>" for w in order) + "</tr></thead><tbody>")
+        for version in sorted(rows, key=series._order):
+            cells = []
+            for w in order:
+                got = rows[version].get(w)
+                word = _word(got) if got else ""
+                cells.append(f'<td class="{STATUS_CLASS.get(word, "crash" if word else "")}">{e(word)}</td>')
+            out.append(f"<tr><td>{e(version)}</td>{''.join(cells)}</tr>")
+        out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _word(statuses: list[str]) -> str:
+    if all(s == "ok" for s in statuses):
+        return "ok"
+    bad = [s for s in statuses if s != "ok"]
+    word = max(set(bad), key=bad.count)
+    return word if len(bad) == len(statuses) else f"{word} ({len(bad)}/{len(statuses)})"

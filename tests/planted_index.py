@@ -1,0 +1,92 @@
+"""A package index on the loopback interface serving small planted packages, each release
+with the upload time a test chooses (PEP 691 JSON with PEP 700 upload times, the API the
+harness and pip read). Any other project is redirected to the real index, so pip can still
+upgrade itself in a new virtualenv."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+REAL_INDEX = "https://pypi.org/simple"
+
+
+def wheel(name: str, version: str, body: str) -> tuple[str, bytes]:
+    """A minimal pure-Python wheel holding `name/__init__.py` = body."""
+    dist = f"{name}-{version}"
+    files = {f"{name}/__init__.py": body,
+             f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{dist}.dist-info/WHEEL": ("Wheel-Version: 1.0\nGenerator: planted\nRoot-Is-Purelib: true\n"
+                                          "Tag: py3-none-any\n")}
+    record = []
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for path, text in files.items():
+            data = text.encode()
+            z.writestr(path, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{path},sha256={digest},{len(data)}")
+        record.append(f"{dist}.dist-info/RECORD,,")
+        z.writestr(f"{dist}.dist-info/RECORD", "\n".join(record) + "\n")
+    return f"{dist}-py3-none-any.whl", buf.getvalue()
+
+
+class PlantedIndex:
+    """`releases`: {name: {version: upload time (ISO 8601 UTC)}}; each release's module says its version."""
+
+    def __init__(self, releases: dict[str, dict[str, str]]):
+        self.files: dict[str, tuple[str, bytes, str]] = {}   # filename -> (project, bytes, uploaded)
+        for name, versions in releases.items():
+            for version, uploaded in versions.items():
+                filename, data = wheel(name, version, f'__version__ = "{version}"\n')
+                self.files[filename] = (name, data, uploaded)
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                parts = [p for p in self.path.split("?")[0].split("/") if p]
+                if parts[:1] == ["files"] and len(parts) == 2 and parts[1] in index.files:
+                    return self._send(200, index.files[parts[1]][1], "application/octet-stream")
+                if parts[:1] == ["simple"] and len(parts) == 2:
+                    mine = [(f, d, u) for f, (p, d, u) in index.files.items() if p == parts[1]]
+                    if not mine:
+                        self.send_response(302)
+                        self.send_header("Location", f"{REAL_INDEX}/{parts[1]}/")
+                        self.end_headers()
+                        return None
+                    versions = sorted({f.split("-")[1] for f, _, _ in mine})
+                    body = {"meta": {"api-version": "1.1"}, "name": parts[1], "versions": versions, "files": [
+                        {"filename": f, "url": f"/files/{f}", "hashes": {"sha256": hashlib.sha256(d).hexdigest()},
+                         "upload-time": u} for f, d, u in mine]}
+                    return self._send(200, json.dumps(body).encode(), "application/vnd.pypi.simple.v1+json")
+                return self._send(404, b"not found", "text/plain")
+
+            def _send(self, code, data, kind):
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+
+    def __enter__(self) -> PlantedIndex:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,15 @@
+"""A user's script whose behaviour depends on the release of the planted package:
+`break` fails from 1.2 on, `slow` takes 15 % longer from 2.0 on."""
+import sys
+import time
+
+import planted
+from workloads.metrics import report
+
+version = tuple(int(x) for x in planted.__version__.split("."))
+mode = sys.argv[1]
+if mode == "break" and version >= (1, 2):
+    raise RuntimeError("planted break: this release refuses the call")
+started = time.perf_counter()
+time.sleep(0.2 * (1.15 if mode == "slow" and version >= (2, 0) else 1.0))
+report("seconds", time.perf_counter() - started)
