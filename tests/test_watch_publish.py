@@ -120,3 +120,14 @@ def test_write_files_parse_and_rewrite_nothing_unchanged(tmp_path):
     empty = write(tmp_path / "e", "m", [], {})
     root = ET.parse(empty[1]).getroot()
     assert root.find(f"{A}entry") is None and root.find(f"{A}updated").text
+
+
+def test_without_a_home_url_a_feeds_links_resolve_from_the_feed_file(tmp_path):
+    """A feed reader resolves an item's relative link from the feed's own address (feeds/...),
+    so without --home-url the links must climb out of feeds/ to the history page."""
+    json_path = write(tmp_path, "m", changes(), {})[0]
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "m.html").write_text("page")
+    for item in json.loads(json_path.read_text())["items"]:
+        target = (json_path.parent / item["url"].split("#")[0]).resolve()
+        assert target == (tmp_path / "history" / "m.html").resolve(), item["url"]
