@@ -132,9 +132,10 @@ def _call(fn, stack, params, batch_size=None, entry=None, folder=None):
     kwargs = dict(params)
     try:
         accepted = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        accepted = {}
-    if accepted and not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
+        known = True
+    except (TypeError, ValueError):  # a builtin or a C callable: no signature to read, let the call say
+        accepted, known = {}, False
+    if known and not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
         refused = sorted(k for k in kwargs if k not in accepted or accepted[k].kind == accepted[k].POSITIONAL_ONLY)
         if refused:
             name = entry or getattr(fn, "__name__", "the function")
