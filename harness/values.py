@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 
 from . import names
-from .status import NOT_RUN
 
 
 def check(checker, where: str, rule: dict, environments: list[str]) -> None:
@@ -89,15 +88,17 @@ def peer_id(cell_id: str, environment: str) -> str:
     return environment + "/" + cell_id.split("/", 1)[1]
 
 
-def judge(rules: list[dict], result: dict, peer=None) -> list[dict]:
+def judge(rules: list[dict], result: dict, peer=None, not_run: tuple = ()) -> list[dict]:
     """Each value rule with what was found: {metric, want, got, met, detail}. `peer(cell_id)`
-    returns another stored result (or None); `met` is None while a peer has no result yet."""
+    returns another stored result (or None); `met` is None while a peer has no result yet.
+    A result (or peer) whose status is in `not_run` (status.NOT_RUN, passed by status.judge,
+    which owns the vocabulary) is not judged here (`here` False)."""
     out = []
     for rule in rules:
         metric = rule["metric"]
         got = value_of(result, metric)
         entry = {"metric": metric, "got": got, "why": rule.get("why")}
-        if result.get("status") in NOT_RUN:
+        if result.get("status") in not_run:
             entry.update(want=rule.get("equals"), met=None, here=False,
                          detail=f"not judged here: {_not_run(result)}")
             out.append(entry)
@@ -110,7 +111,7 @@ def judge(rules: list[dict], result: dict, peer=None) -> list[dict]:
                 entry.update(want=None, met=None, detail=f"{other_id} has no result yet")
                 out.append(entry)
                 continue
-            if other.get("status") in NOT_RUN:
+            if other.get("status") in not_run:
                 entry.update(want=None, met=None, here=False,
                              detail=f"not judged here: {other_id} {_not_run(other)}")
                 out.append(entry)
