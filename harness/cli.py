@@ -67,7 +67,8 @@ def _load(args, console: Console | None = None) -> matrix_mod.Matrix:
                                  offline=getattr(args, "offline", False))
     m = matrix_mod.load(args.matrix, resolver=resolver)
     if m.resolver and console is not None:
-        for line in releases.describe(m.resolver):
+        verbose = getattr(args, "verbose", False)
+        for line in releases.describe(m.resolver, verbose=verbose):
             console.print(f"[dim]{shown(line)}[/]", highlight=False)
         by_date: dict[str, list[str]] = {}
         for e in m.environments:
@@ -75,6 +76,10 @@ def _load(args, console: Console | None = None) -> matrix_mod.Matrix:
                 by_date.setdefault(e.uploaded_before, []).append(e.name)
         cut = [f"as of {when}: {names[0]}" + (f" ... {names[-1]} ({len(names)})" if len(names) > 1 else "")
                for when, names in by_date.items()]
+        if len(cut) > releases.SHOWN and not verbose:  # one date per release of a long range: the span
+            dates = sorted(by_date)
+            cut = [f"{len(dates)} cut-off dates, from {dates[0]} ({by_date[dates[0]][0]}) to {dates[-1]} "
+                   f"({by_date[dates[-1]][0]}); each one: `list --verbose`"]
         if cut:
             console.print(f"[dim]the rest of each environment resolves as of its newest pinned release's upload "
                           f"(+ margin): {shown('; '.join(cut))}[/]", highlight=False)
@@ -153,6 +158,9 @@ def _subcommand_list(sub) -> None:
     p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
                    help="results folder whose recorded range expansion to use (default: results)")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="version ranges: name every release and cut-off date (by default a long range is "
+                        "summarised: first ... last, count, and one line per reason releases were left out)")
     _add_release_args(p)
 
 
@@ -317,7 +325,7 @@ def cmd_list(args, console: Console) -> int:
 def cmd_run(args, console: Console) -> int:
     from .engines import select_engine
     from .report import tables
-    from .report.markdown import md_table
+    from .report.plain import text_table
     from .runner import Runner, select
 
     m = _load(args, console)
@@ -338,7 +346,7 @@ def cmd_run(args, console: Console) -> int:
                         gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
         results = runner.run(cells)
     console.print()
-    print(visible("\n".join(md_table(t) for t in tables.summary(results)), lines=True))
+    print(visible("\n".join(text_table(t) for t in tables.summary(results)), lines=True))
     missed = [r for r in results if r.met is False]
     for r in missed:
         want = r.expectation
@@ -348,6 +356,9 @@ def cmd_run(args, console: Console) -> int:
             expected = want["status"] + (f" with '{want['signature']}'" if want.get("signature") else "")
             console.print(f"[red]expectation not met[/]: {shown(r.cell)} is {r.status} "
                           f"({shown(r.failure_text[:160])}), the matrix expects {shown(expected)}", highlight=False)
+    for r in results:  # listed apart: the host could not run the cell (or its peer), no failure
+        for line in values.not_judged_lines(r):
+            console.print(f"[blue]not judged here[/]: {shown(r.cell)}: {shown(line)}", highlight=False)
     console.print(f"results: {shown(runner.store.run_dir)}", highlight=False)
     return 1 if missed else 0
 

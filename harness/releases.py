@@ -546,22 +546,45 @@ class Resolver:
         return path
 
 
-def describe(resolver: Resolver) -> list[str]:
-    """One line per expanded range: what it became, from where, and what was left out."""
+SHOWN = 6  # releases named one by one on a line; more are summarised (first ... last, count)
+
+
+def _span(versions: list[str]) -> str:
+    if len(versions) <= SHOWN:
+        return ", ".join(versions)
+    return f"{versions[0]} ... {versions[-1]}"
+
+
+def describe(resolver: Resolver, verbose: bool = False) -> list[str]:
+    """What each expanded range became, from where, and what was left out (and why).
+
+    A range may expand to a hundred releases (``tensorflow: ">=0"``): a line per finding then,
+    each short -- the releases as first ... last with their count, and one line per reason
+    some were left out or have no file for the Python, with its count and span. `verbose`
+    names every release (so does the run's RECORD file, beside its results)."""
     lines = []
     for exp in resolver.used.values():
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(exp.get("fetched") or 0))
         versions = exp.get("versions") or []
+        shown = ", ".join(versions) if verbose else _span(versions)
         text = (f"{exp['package']} {exp['spec']} for Python {exp['python']}: {len(versions)} release(s) "
-                f"{', '.join(versions)} (from {exp.get('index')}, listed {when})")
+                f"{shown} (from {exp.get('index')}, listed {when})")
+        more = []
         for what, label in (("unfit", f"no file for Python {exp['python']} here (their cells will be "
                                          "unavailable with pip's reason)"), ("skipped", "left out")):
             reasons: dict[str, list[str]] = {}
             for v, why in (exp.get(what) or {}).items():
                 reasons.setdefault(why, []).append(v)
-            if reasons:
-                text += f"; {label}: " + "; ".join(f"{', '.join(vs)} ({why})" for why, vs in reasons.items())
+            for why, vs in reasons.items():
+                more.append(f"{label}: {len(vs)} release(s) {', '.join(vs) if verbose else _span(vs)} ({why})")
         if exp.get("note"):
-            text += f"; {exp['note']}"
-        lines.append(text)
+            more.append(exp["note"])
+        if verbose:
+            lines.append("; ".join([text, *more]))
+        else:
+            lines += [text, *(f"  {line}" for line in more)]
+    if not verbose and any(len(exp.get("versions") or []) > SHOWN or
+                           any(len(exp.get(w) or {}) > SHOWN for w in ("unfit", "skipped"))
+                           for exp in resolver.used.values()):
+        lines.append(f"  (every release: `list --verbose`; a run also records them in its {RECORD})")
     return lines

@@ -183,8 +183,11 @@ class Result:
 
     @property
     def met(self) -> bool | None:
-        """A control cell's verdict: True / False; None for a cell without an expected answer."""
-        return None if self.expectation is None else bool(self.expectation.get("met"))
+        """A control cell's verdict: True / False; None for a cell without an expected answer, or
+        whose only expectations are values this host could not judge (harness/values.py)."""
+        if self.expectation is None or self.expectation.get("judged") is False:
+            return None
+        return bool(self.expectation.get("met"))
 
     # -- read-only views of the nested parts ---------------------------------------------
     # Built from the stored dicts on each access, so they always agree with what `save`

@@ -197,7 +197,9 @@ class Runner:
                 [f"cpu {_ranges(slot.cpus)}"] if slot.cpus else [])
             where = f" [dim]on {' '.join(parts)}[/]"
         flag = {None: "", True: " [green]as expected[/]", False: " [red]NOT as expected[/]"}[result.met]
-        if result.expectation and result.met is None:  # a value `same_as` a cell that has not run yet
+        if result.expectation and result.expectation.get("judged") is False:
+            flag = " [dim](expectation not judged here)[/]"
+        elif result.expectation and result.met is None:  # a value `same_as` a cell that has not run yet
             flag = " [dim](expectation judged when its peer has run)[/]"
         self.console.print(f"[{colour}]{word:>11}[/] {shown(result.cell)}  "
                            f"{shown(group_summary(Group([result])).text)}{took}{where}{flag}",

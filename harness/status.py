@@ -62,9 +62,11 @@ def judge(expect: dict | None, result, peer=None) -> dict | None:
     sig_ok = not want_sig or want_sig.lower() in failure_text(result).lower()
     out = {"status": want_status, "signature": want_sig, "met": status_ok and sig_ok, "why": expect.get("why")}
     if expect.get("values"):
-        judged = values.judge(expect["values"], result, peer)
-        out["values"] = judged
-        if out["met"] and any(v["met"] is False for v in judged):
+        out["values"] = values.judge(expect["values"], result, peer, not_run=NOT_RUN)
+        judged = [v for v in out["values"] if v.get("here") is not False]  # the rest: not judged here
+        if not judged and want_status is None and not want_sig:
+            out.update(met=None, judged=False)  # nothing this host could judge: not a failure
+        elif out["met"] and any(v["met"] is False for v in judged):
             out["met"] = False
         elif out["met"] and any(v["met"] is None for v in judged):
             out["met"] = None

@@ -18,6 +18,7 @@ The in-environment side of this is ``workloads/user.py``.
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import os
 import re
@@ -28,11 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STAGE_DIR = "user"          # under the staged workloads root, beside the `workloads` package
+# The walk's budget, fixed before it starts (see walk()):
 MAX_FILES = 5_000           # a code folder is a few files; a data lake by mistake stops here
-MAX_BYTES = 256 << 20
-# Never part of the code: caches, environments, and what the harness itself writes (a results run
-# folder, known by its `.locks` / `.workloads`, wherever --results put it: hashing it would change
-# the code's hash at every run). Hidden folders (.git, .venv, .nox, ...) are skipped too.
+MAX_BYTES = 256 << 20       # summed from the sizes the walk sees, before a byte is read
+MAX_NAMES = 20_000          # every name the walk looks at, skipped ones too: a home folder stops here
+# Never a code folder: the filesystem's root and the system's own folders (staging one would copy the
+# host's configuration, its secrets included, into results and repro bundles), and nothing inside the
+# kernel's pseudo-filesystems (endless, and what they hold are not files).
+SYSTEM_FOLDERS = {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+                  "/run", "/sbin", "/sys", "/usr", "/var"}
+PSEUDO = ("/proc", "/sys", "/dev")
 SKIPPED = {"__pycache__", "venv", "results", "bundles", "site", "node_modules"}
 RUN_MARKERS = (".locks", ".workloads")
 ENTRY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
@@ -62,21 +68,118 @@ class Code:
         return {"sha256": self.sha256, "dir": self.dir, "outside_matrix_folder": self.outside}
 
 
-def _files(root: Path) -> list[Path]:
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED and not d.startswith(".")
-                             and not d.endswith(".egg-info")
-                             and not any(os.path.isdir(os.path.join(dirpath, d, m)) for m in RUN_MARKERS))
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if name.endswith((".pyc", ".pyo")) or not path.is_file():
-                continue
-            out.append(path)
-            if len(out) > MAX_FILES:
-                raise CodeProblem(f"{root} holds more than {MAX_FILES} files; point 'path:' at the folder "
-                                  "with the code only")
+def _refused(root: Path, written: Path | None = None) -> str | None:
+    """Why `root` (resolved) is no code folder, decided before a single name in it is listed;
+    named as the matrix wrote it, and as resolved where that differs."""
+    text = root.as_posix()
+    named = text if written is None or str(written) == text else f"{written} (that is {text})"
+    if text in SYSTEM_FOLDERS:
+        return (f"{named} is a system folder, not a code folder (staging it would copy it into results and "
+                "bundles); point 'path:' at the folder with the code only")
+    if any(text.startswith(p + "/") for p in PSEUDO):
+        return f"{named} lies in the kernel's {text.split('/')[1]} filesystem, not a code folder"
+    return None
+
+
+def _unreadable(path: Path, exc: OSError, what: str = "file") -> CodeProblem:
+    return CodeProblem(f"the {what} {path} cannot be read ({exc.strerror or exc}): the code folder must be "
+                       "readable by the user running the harness, or hold only what is")
+
+
+def walk(root: Path) -> list[tuple[Path, int]]:
+    """The code files under `root` (resolved), with their sizes, in a fixed order: a folder's
+    files by name, then its subfolders by name (os.walk's order, so the code hash is unchanged).
+
+    Bounded before it starts: `root` itself is refused when it is the filesystem's root, a
+    system folder or inside /proc, /sys or /dev (_refused); the walk then looks at no more than
+    MAX_NAMES names, keeps no more than MAX_FILES files and MAX_BYTES bytes (summed from their
+    sizes, so nothing is read before the folder is known to fit). Each bound is a CodeProblem.
+
+    What it never enters or reads, and why:
+    - other mounts: a folder whose device differs from the root's (a tmpfs, a network share, a
+      bind mount of /proc) is skipped, as ``find -xdev`` does: it is not part of the code;
+    - a folder met twice (a bind mount of a parent) is skipped, so no loop is walked;
+    - symlinks to folders are not followed (as before: no loops, no escape from `root`);
+      a symlink to a regular file is read (its content is the code), one that dangles or
+      loops names nothing and is skipped;
+    - special files (FIFOs, sockets, character and block devices), reached directly or by a
+      link, are skipped, not refused: none holds code, reading a FIFO blocks and a device may
+      never end, and a dev server's socket in a project folder is no reason to refuse it;
+    - the names in SKIPPED, hidden folders, *.egg-info, results run folders, *.pyc.
+    A folder or file it cannot read is a CodeProblem naming it (never a partial hash)."""
+    refused = _refused(root)
+    if refused:
+        raise CodeProblem(refused)
+    try:
+        top = os.stat(root)
+    except OSError as exc:
+        raise _unreadable(root, exc, "folder") from None
+    seen = {(top.st_dev, top.st_ino)}
+    out: list[tuple[Path, int]] = []
+    names = total = 0
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            raise _unreadable(folder, exc, "folder") from None
+        names += len(entries)
+        if names > MAX_NAMES:
+            raise CodeProblem(f"{root} holds more than {MAX_NAMES} names (files and folders); point 'path:' "
+                              "at the folder with the code only")
+        subfolders = []
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                link = entry.is_symlink()
+                info = os.stat(path) if link else entry.stat(follow_symlinks=False)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                    continue  # a link that dangles or loops (or a name gone since it was listed)
+                raise _unreadable(path, exc) from None
+            if stat.S_ISDIR(info.st_mode):
+                if link or entry.name in SKIPPED or entry.name.startswith(".") or entry.name.endswith(".egg-info"):
+                    continue
+                if info.st_dev != top.st_dev or (info.st_dev, info.st_ino) in seen:
+                    continue  # another mount, or a folder met twice
+                if any(os.path.isdir(os.path.join(path, m)) for m in RUN_MARKERS):
+                    continue
+                seen.add((info.st_dev, info.st_ino))
+                subfolders.append(path)
+            elif stat.S_ISREG(info.st_mode) and not entry.name.endswith((".pyc", ".pyo")):
+                out.append((path, info.st_size))
+                total += info.st_size
+                if len(out) > MAX_FILES:
+                    raise CodeProblem(f"{root} holds more than {MAX_FILES} files; point 'path:' at the folder "
+                                      "with the code only")
+                if total > MAX_BYTES:
+                    raise CodeProblem(f"{root} holds more than {MAX_BYTES >> 20} MiB ({path} alone is "
+                                      f"{info.st_size >> 20} MiB); point 'path:' at the folder with the code only "
+                                      "(data the code generates or downloads is not staged)")
+        pending.extend(reversed(subfolders))
     return out
+
+
+def _read(path: Path, size: int) -> bytes:
+    """A file's bytes, never more than the walk saw plus one (a file that grew is refused, not
+    read without end); opened non-blocking and checked again, so a file swapped for a FIFO
+    since the walk cannot hang the harness."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CodeProblem(f"{path} changed into a special file while it was read")
+        try:
+            data = f.read(size + 1)
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
+    if len(data) > size:
+        raise CodeProblem(f"{path} grew while it was read; run again when it is written")
+    return data
 
 
 def kind(path: Path) -> str | None:
@@ -90,26 +193,23 @@ def kind(path: Path) -> str | None:
 
 
 def load(folder: Path, matrix_dir: Path) -> Code:
-    """Hash the code folder; a CodeProblem when it is missing or too big."""
+    """Hash the code folder; a CodeProblem (one line) when it is missing, refused, too big or unreadable."""
     folder = Path(folder)
     found = kind(folder)
     if found is None:
         raise CodeProblem(f"{folder} does not exist")
     if found != "folder":
         raise CodeProblem(f"{folder} is not a folder")
-    digest, total, files = hashlib.sha256(), 0, _files(folder.resolve())
-    for path in files:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise CodeProblem(f"{path} cannot be read: {exc.strerror}") from None
-        total += len(data)
-        if total > MAX_BYTES:
-            raise CodeProblem(f"{folder} holds more than {MAX_BYTES >> 20} MiB; point 'path:' at the folder "
-                              "with the code only (data the code generates or downloads is not staged)")
-        digest.update(str(path.relative_to(folder.resolve())).encode() + b"\0")
-        digest.update(hashlib.sha256(data).digest())
     resolved = folder.resolve()
+    refused = _refused(resolved, folder)
+    if refused:
+        raise CodeProblem(refused)
+    digest, total, files = hashlib.sha256(), 0, walk(resolved)
+    for path, size in files:
+        data = _read(path, size)
+        total += len(data)
+        digest.update(str(path.relative_to(resolved)).encode() + b"\0")
+        digest.update(hashlib.sha256(data).digest())
     root = Path(matrix_dir).resolve()
     return Code(source=resolved, sha256=digest.hexdigest(), outside=root not in (resolved, *resolved.parents),
                 files=len(files), size=total)
@@ -173,10 +273,11 @@ def copy_into(root: Path, code: Code) -> Path:
     tmp = dest.with_name(f"{dest.name}.tmp-{socket.gethostname()}-{os.getpid()}")  # Slurm tasks share it
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    for path in _files(code.source):
+    for path, size in walk(code.source):  # the same walk as the hash: what was hashed is what is staged
         target = tmp / path.relative_to(code.source)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
+        target.write_bytes(_read(path, size))
+        shutil.copystat(path, target)
     try:
         tmp.rename(dest)
     except OSError:  # another run staged the same hash first

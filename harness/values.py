@@ -17,6 +17,12 @@ numbers, a trained model's accuracy), then its top level (``parameters``),
 then ``timing``. A value that differs, or is missing, is a failed
 expectation: printed by ``run``, listed by the report, and ``run`` exits 1.
 Several value rules may match one cell; all of them are judged.
+
+A cell that could not run here (``unsupported``: 2 GPUs asked, one present;
+``unavailable``: its environment could not be had), or whose ``same_as`` peer
+could not, has no number to compare: its rule is "not judged here" (``here``
+False), listed apart and never a failure -- the host, not the code, is what
+is missing, and the rule is judged where the cell can run.
 """
 
 from __future__ import annotations
@@ -82,20 +88,32 @@ def peer_id(cell_id: str, environment: str) -> str:
     return environment + "/" + cell_id.split("/", 1)[1]
 
 
-def judge(rules: list[dict], result: dict, peer=None) -> list[dict]:
+def judge(rules: list[dict], result: dict, peer=None, not_run: tuple = ()) -> list[dict]:
     """Each value rule with what was found: {metric, want, got, met, detail}. `peer(cell_id)`
-    returns another stored result (or None); `met` is None while a peer has no result yet."""
+    returns another stored result (or None); `met` is None while a peer has no result yet.
+    A result (or peer) whose status is in `not_run` (status.NOT_RUN, passed by status.judge,
+    which owns the vocabulary) is not judged here (`here` False)."""
     out = []
     for rule in rules:
         metric = rule["metric"]
         got = value_of(result, metric)
         entry = {"metric": metric, "got": got, "why": rule.get("why")}
+        if result.get("status") in not_run:
+            entry.update(want=rule.get("equals"), met=None, here=False,
+                         detail=f"not judged here: {_not_run(result)}")
+            out.append(entry)
+            continue
         if "same_as" in rule:
             other_id = peer_id(result["cell"], rule["same_as"])
             other = result if other_id == result["cell"] else (peer(other_id) if peer else None)
             entry["peer"] = other_id
             if other is None:
                 entry.update(want=None, met=None, detail=f"{other_id} has no result yet")
+                out.append(entry)
+                continue
+            if other.get("status") in not_run:
+                entry.update(want=None, met=None, here=False,
+                             detail=f"not judged here: {other_id} {_not_run(other)}")
                 out.append(entry)
                 continue
             want = value_of(other, metric)
@@ -121,6 +139,17 @@ def judge(rules: list[dict], result: dict, peer=None) -> list[dict]:
                             + (f" (within {tolerance:g})" if tolerance else ""))
         out.append(entry)
     return out
+
+
+def _not_run(result) -> str:
+    reason = " ".join(str(result.get("reason") or "").split())
+    return f"is {result.get('status')}" + (f" ({reason[:160]})" if reason else "")
+
+
+def not_judged_lines(result: dict) -> list[str]:
+    """One line per value expectation of a result that could not be judged on this host."""
+    values = ((result.get("expectation") or {}).get("values")) or []
+    return [f"{v['metric']}: {v['detail']}" for v in values if v.get("here") is False]
 
 
 def failed_lines(result: dict) -> list[str]:

@@ -233,3 +233,28 @@ def test_many_ranges_are_refused_within_seconds(tmp_path):
     path.write_text(f"environments:\n{ranges}\nworkloads: [{{model: dense}}]\n")
     proc = harness("list", str(path))
     assert proc.returncode == 2 and "environments[50]: at most 50 version ranges in one matrix" in proc.stderr
+
+
+def test_a_long_range_is_summarised_and_listed_whole_with_verbose(cache, tmp_path):
+    """`numpy: ">=1.0"` expands to a hundred-odd releases, most without a wheel for Python 3.11:
+    by default a line per finding, each short (first ... last, count, the reason); every release
+    and cut-off date with --verbose (issue 31: one line of ~5,000 characters before)."""
+    path = tmp_path / "long.yaml"
+    path.write_text('environments: [{python: "3.11", tensorflow: "2.15.0", packages: [{numpy: ">=1.0"}]}]\n'
+                    "workloads: [{name: d, model: dense}]\n")
+    proc = harness("list", str(path), "--results", str(tmp_path / "results"), check=True,
+                   env={"HARNESS_CACHE": str(cache)})
+    [exp] = load(path).resolver.used.values()
+    assert len(exp["versions"]) > releases.SHOWN and len(exp["unfit"]) > releases.SHOWN, exp
+    lines = proc.stderr.splitlines()
+    assert all(len(line) < 400 for line in lines), max(lines, key=len)
+    first, last = exp["versions"][0], exp["versions"][-1]
+    assert any(f"{len(exp['versions'])} release(s) {first} ... {last}" in line for line in lines), proc.stderr
+    unfit = [int(re.search(r": (\d+) release", line).group(1)) for line in lines if "no file for Python 3.11" in line]
+    assert sum(unfit) == len(exp["unfit"]), proc.stderr  # one line per reason, with its count
+    assert "list --verbose" in proc.stderr
+    verbose = harness("list", str(path), "--results", str(tmp_path / "results"), "--verbose", check=True,
+                      env={"HARNESS_CACHE": str(cache)})
+    named = set(re.findall(r"[0-9][0-9a-z.]*[0-9a-z]", verbose.stderr))
+    assert set(exp["versions"]) <= named and set(exp["unfit"]) <= named
+    assert verbose.stdout == proc.stdout

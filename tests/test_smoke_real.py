@@ -48,7 +48,8 @@ def test_smoke_matrix_in_virtualenvs(tmp_path):
     args = ["run", str(ROOT / "matrices" / "smoke.yaml"), "--engine", "venv", "--results", "results"]
     proc = harness(*args, cwd=tmp_path, check=True)
     check_results(tmp_path / "results", "venv", list(EXPECTED))
-    assert "### Compatibility: " in proc.stdout and "| stack |" in proc.stdout, "the run ends with its tables"
+    assert "\nCompatibility: " in proc.stdout and "\nstack " in proc.stdout, "the run ends with its tables"
+    assert "\\_" not in proc.stdout, "in plain text, not Markdown"
     again = harness(*args, cwd=tmp_path, check=True)
     assert "3 of 3 cells already have results" in again.stdout
     assert "built" not in again.stdout and "reused" not in again.stdout, "no environment is even prepared"

@@ -120,21 +120,63 @@ def _entry(folder, entry):
     return fn
 
 
-def _call(fn, stack, params, batch_size=None):
+def _call(fn, stack, params, batch_size=None, entry=None, folder=None):
     """Call a factory with the matrix's params, and with the cell's Keras module as `keras`
     when it asks for one (the portable way: the same factory on standalone Keras 2.2,
     tf.keras and Keras 3), and the cell's batch size as `batch_size` when it asks (a data
-    function that batches its own feed)."""
+    function that batches its own feed).
+
+    A workload's `params` go to both build() and data(); a function that takes neither a
+    param by name nor **params is told so by name here, before Python's bare TypeError
+    ("got an unexpected keyword argument") can hide which rule it broke."""
     kwargs = dict(params)
     try:
         accepted = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        accepted = {}
+        known = True
+    except (TypeError, ValueError):  # a builtin or a C callable: no signature to read, let the call say
+        accepted, known = {}, False
+    if known and not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
+        refused = sorted(k for k in kwargs if k not in accepted or accepted[k].kind == accepted[k].POSITIONAL_ONLY)
+        if refused:
+            name = entry or getattr(fn, "__name__", "the function")
+            raise UserCodeError(
+                "%s takes no parameter %s, but the workload's params (%s) go to both build() and data(): "
+                "accept it by name (def %s(..., %s=None)) or take the rest as **params"
+                % (name, ", ".join("'%s'" % k for k in refused), ", ".join(sorted(kwargs)),
+                   getattr(fn, "__name__", "fn"), refused[0]),
+                _defined_at(fn, folder) if folder else None)
     if "keras" in accepted and "keras" not in kwargs:
         kwargs["keras"] = stack.keras
     if batch_size is not None and "batch_size" in accepted and "batch_size" not in kwargs:
         kwargs["batch_size"] = batch_size
     return fn(**kwargs)
+
+
+def _default_loss(model, y, where):
+    """The loss when neither the matrix (`loss:`) nor the factory (a compiled model) named one:
+    categorical cross-entropy for one-hot labels, its sparse form for class ids (integers, of
+    shape (n,) or (n, 1)) under an output of more than one class -- what any Keras would fail
+    on with "`target` and `output` must have the same shape". Only labels that are whole
+    numbers within the output's classes are taken as ids; other labels that do not fit the
+    output are refused here with the key that settles it."""
+    import numpy as np
+    out = getattr(model, "output_shape", None)
+    if y is None or not isinstance(out, tuple) or not out or not isinstance(out[-1], int):
+        return "categorical_crossentropy"
+    classes = out[-1]
+    y = np.asarray(y)
+    ids = y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1)
+    if classes > 1 and ids and y.size and (y.dtype.kind in "iu" or (y.dtype.kind == "f" and np.all(np.mod(y, 1) == 0))):
+        if y.min() >= 0 and y.max() < classes:
+            return "sparse_categorical_crossentropy"
+        raise UserCodeError("the labels look like class ids (%s to %s) but the model has %d outputs; set the "
+                            "workload's 'loss:' if they are not" % (y.min(), y.max(), classes), where)
+    fits = len(y.shape) == len(out) and all(w is None or w == h for w, h in zip(out[1:], y.shape[1:]))
+    if y.ndim >= 1 and not fits and not (ids and classes == 1):
+        raise UserCodeError("the labels have shape %s and the model's output %s, and no loss was named: "
+                            "set the workload's 'loss:' (e.g. mse) or return labels of the output's shape"
+                            % (tuple(y.shape), out), where)
+    return "categorical_crossentropy"
 
 
 class Feed(object):
@@ -257,13 +299,14 @@ def factory(stack, workload, spec):
     folder = code_dir(spec)
     params = workload.get("params") or {}
     build = _entry(folder, workload["build"])
-    model = _call(build, stack, params)
+    model = _call(build, stack, params, entry=workload["build"], folder=folder)
     if model is None or not hasattr(model, "fit") or not hasattr(model, "count_params"):
         raise UserCodeError("%s returned %s, not a Keras model" % (workload["build"], type(model).__name__),
                             _defined_at(build, folder))
     data_fn = _entry(folder, workload["data"])
     where = _defined_at(data_fn, folder)
-    train, val = _as_splits(_call(data_fn, stack, params, int(spec["batch_size"])), where)
+    train, val = _as_splits(_call(data_fn, stack, params, int(spec["batch_size"]), entry=workload["data"],
+                                  folder=folder), where)
     x = train.first_x if isinstance(train, Feed) else train[0]
     wanted = _shape(getattr(model, "input_shape", None) or ())
     if wanted and not isinstance(wanted[0], tuple):  # one input: check its shape past the batch axis
@@ -272,7 +315,8 @@ def factory(stack, workload, spec):
             raise UserCodeError("%s gave x of shape %s, but the model built by %s takes %s"
                                 % (workload["data"], tuple(x.shape), workload["build"], wanted), where)
     own = getattr(model, "loss", None)  # a model the factory compiled keeps its loss (a name)
-    loss = workload.get("loss") or (own if isinstance(own, str) else None) or "categorical_crossentropy"
+    loss = workload.get("loss") or (own if isinstance(own, str) else None) or \
+        _default_loss(model, None if isinstance(train, Feed) else train[1], where)
     return model, (train, val), loss
 
 
