@@ -249,8 +249,9 @@ def write(out_dir: Path, matrix: str, changes: Sequence[Change], badges: Mapping
     out_dir/badges/<matrix>/<name>.svg; return the paths (written or already up to date).
 
     `home_url` is the site's address (feeds want absolute links); empty, links are relative to the
-    feed file itself (`../history/...`), which is where a reader resolves them from. The feed's `updated` is its newest change's date, so an unchanged set of changes
-    gives byte-identical files (an empty feed is dated EMPTY_UPDATED)."""
+    feed file itself (`../history/...`), which is where a reader resolves them from. The feed's
+    `updated` is its newest change's date, so an unchanged set of changes gives byte-identical
+    files (an empty feed is dated EMPTY_UPDATED)."""
     out_dir = Path(out_dir)
     stem = file_name(matrix)
     base = home_url.rstrip("/") + "/" if home_url else "../"  # feeds/ is one level below the root
