@@ -579,3 +579,52 @@ def test_a_factory_may_feed_its_own_batches(tmp_path):
     # standalone Keras 2.2's fit takes arrays only (fit_generator takes a Sequence): its own error
     r = results[f"{TF1}/sequence/none-c1/b64/r0"]
     assert r["status"] == "error" and "keras/engine/training" in r["error"]["traceback"], r["error"]
+
+
+def test_a_script_cell_labels_its_stack_as_a_built_in_cell_does(tmp_path):
+    """A `script:` cell names its environment's stack as a cell of a built-in model there
+    does -- TensorFlow, the Keras of the environment's API, Python -- in its result, the
+    report and the terminal's tables, whether the script imported nothing (the versions
+    are read, not imported) or TensorFlow alone (which loads Keras 2.15 under TF 2.15 but
+    not the standalone Keras of TF 1.12's environment)."""
+    from harness.report import analysis
+    from harness.result import load
+
+    two_stacks = STACKS.rsplit("  - python", 1)[0]  # TF 1.12 / Keras 2.2.4 and TF 2.15 / tf.keras
+    _write(tmp_path, {"s/plain.py": "print('no framework imported')\n",
+                      "s/tf.py": "import tensorflow as tf\nprint(tf.__version__)\n", "m.yaml": two_stacks
+                      + textwrap.dedent("""\
+        workloads:
+          - {name: gru, model: rnn, cell: gru, layers: 1, units: 8, dense: 8, timesteps: 8, features: 4,
+             classes: 2, samples: 256}
+          - {name: plain, script: s/plain.py}
+          - {name: tf, script: s/tf.py}
+        parallelism: [{wrapper: none, devices: 1}]
+        batch_sizes: [128]
+        epochs: 1
+        timeouts: {wall: 600, progress: 300}
+        """)})
+    labels, printed, stacks = {}, {}, {}
+    for kind, only in (("built-in", "*/gru/*"), ("script", "*/plain/*"), ("tf-script", "*/tf/*")):  # one per run
+        run_dir = tmp_path / kind
+        proc = harness("run", str(tmp_path / "m.yaml"), "--engine", "venv", "--results", str(run_dir),
+                       "--only", only, timeout=1800)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        printed[kind] = proc.stdout
+        results = [load(p) for p in run_dir.rglob("result.json") if ".partial-" not in str(p)]
+        assert len(results) == 2 and all(r.status == "ok" for r in results)
+        stacks[kind] = analysis.stacks(results)
+        labels[kind] = {env: st.label for env, st in stacks[kind].items()}
+    assert labels["script"] == labels["tf-script"] == labels["built-in"]
+    # every field the report groups an environment's cells by, not only the label's: one stack, counted once
+    assert {env: st.seen for env, st in stacks["script"].items()} == \
+        {env: st.seen for env, st in stacks["built-in"].items()}
+    assert labels["script"][TF1].startswith("TF 1.12.0 · Keras 2.2.4 · Python 3.6.")
+    assert labels["script"][TF2].startswith("TF 2.15.0 · tf.keras 2.15.0 · Python 3.11.")
+    for kind in printed:  # the terminal's table names each stack so
+        assert all(label in printed[kind] for label in labels["built-in"].values()), printed[kind]
+    site = tmp_path / "site"  # and so does the report of the three runs together
+    harness("report", *(str(tmp_path / kind) for kind in labels), "--out", str(site), check=True)
+    md = (site / "report.md").read_text()
+    assert all(label in md for label in labels["built-in"].values())
+    assert "versions not seen" not in md

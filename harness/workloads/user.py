@@ -320,21 +320,22 @@ def factory(stack, workload, spec):
     return model, (train, val), loss
 
 
-def _seen_without_importing():
-    """The stack's versions a script imported (never imported here: a script that did not
-    import TensorFlow must not pay for it, and a broken stack must not hide the script's end)."""
+def _seen_without_importing(spec):
+    """The stack a script cell ran on, with the fields and values a built-in cell of the same
+    environment records (``installed.stack_versions``), so the report labels the environment
+    one way. Nothing is imported here: a script that did not import TensorFlow must not pay
+    for it, and a broken stack must not hide the script's end."""
     import platform
+    from . import installed
     seen = {"python": platform.python_version()}
-    for name in ("numpy", "tensorflow", "keras", "jax", "torch"):
+    try:
+        seen.update(installed.stack_versions(spec))
+    except Exception as exc:  # noqa: BLE001 - a version note must not fail the cell: say what failed
+        seen["versions_error"] = "%s: %s" % (type(exc).__name__, str(exc)[:200])
+    for name in ("jax", "torch"):
         mod = sys.modules.get(name)
         if mod is not None:
             seen[name] = getattr(mod, "__version__", None)
-    keras = sys.modules.get("keras")
-    if keras is not None and hasattr(keras, "backend"):
-        try:
-            seen["backend"] = keras.backend.backend()
-        except Exception:  # noqa: BLE001 - a version note must not fail the cell
-            pass
     return seen
 
 
@@ -366,7 +367,7 @@ def run_script(spec, log, record, outdir):
                 sys.stderr.write("%s\n" % (code,))
             raise ScriptExit(code, where_of(exc, folder)) from None
     finally:
-        record["seen"] = _seen_without_importing()
+        record["seen"] = _seen_without_importing(spec)
         values, notes = reported_metrics(outdir)
         record["metrics"] = values
         if notes:
