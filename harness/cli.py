@@ -261,7 +261,6 @@ def _subcommand_bisect(sub) -> None:
     _add_slurm_args(p, "one Slurm job-array task per cell, each round submitted and waited for")
 
 
-
 def _subcommand_watch(sub) -> None:
     p = sub.add_parser("watch", help="run what is new in a matrix since its last watch, find changes, publish them",
                        description="Expand MATRIX's version ranges against the index now (or --as-of a date), "

@@ -50,6 +50,20 @@ def watch(root: Path, env: dict, *args: str, results: str = "results", timeout: 
                    "--home-url", (root / "site").as_uri() + "/", *args, env=env, timeout=timeout)
 
 
+def browse_history(page: Path) -> str:
+    """The history page as headless Chromium renders it, once it is known to load without an error
+    and to show every badge (an image that did not render has no width)."""
+    check = page.with_name("check.html")
+    check.write_text(page.read_text().replace("</body>", "<script>window.onload=function(){document.body."
+                     "setAttribute('data-widths',Array.from(document.images).map(function(i){return i.naturalWidth})"
+                     ".join(','))}</script></body>"))
+    dom, errors = _browse(check)
+    assert errors == [], errors
+    widths = re.search(r'data-widths="([0-9,]*)"', dom).group(1).split(",")
+    assert widths and all(int(w) > 20 for w in widths)         # every badge rendered
+    return dom
+
+
 def lines(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines(keepends=True)
 
@@ -114,15 +128,8 @@ def test_the_site_shows_the_change_log_feeds_and_badges_in_a_browser(watched):
     assert (site / "feeds" / "planted-watch.atom.xml").read_text().startswith("<?xml")
     badges = sorted((site / "badges" / "planted-watch").glob("*.svg"))
     assert badges and "<svg" in badges[0].read_text()
-    check = page.with_name("check.html")
-    check.write_text(page.read_text().replace("</body>", "<script>window.onload=function(){document.body."
-                     "setAttribute('data-widths',Array.from(document.images).map(function(i){return i.naturalWidth})"
-                     ".join(','))}</script></body>"))
-    dom, errors = _browse(check)
-    assert errors == [], errors
+    dom = browse_history(page)
     assert "Change log" in dom and "bisected to" in dom and dom.count('id="change-') == 2
-    widths = re.search(r'data-widths="([0-9,]*)"', dom).group(1).split(",")
-    assert widths and all(int(w) > 20 for w in widths)         # every badge rendered
     for item in feed["items"]:                                  # every feed link lands on the change's row
         url = item["url"]
         target, _, anchor = url.partition("#")

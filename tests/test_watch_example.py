@@ -7,12 +7,11 @@ harness cache after the first run."""
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from .conftest import ROOT, harness
-from .test_report import _browse
+from .test_watch import browse_history
 
 MATRIX = str(ROOT / "examples" / "watch-numpy" / "matrix.yaml")
 pytestmark = [pytest.mark.slow]
@@ -37,7 +36,7 @@ def test_the_numpy_example_replays_its_history_and_bisects_the_break(replayed):
     record = root / "results" / "watch-numpy" / ".watch"
     runs = [json.loads(line) for line in (record / "runs.jsonl").read_text().splitlines()]
     assert [r["exit"] for r in runs] == [0, 1, 0] and runs[-1]["recorded"] == 0
-    [change] = [json.loads(line) for line in (record / "changes.jsonl").read_text().splitlines()]
+    [change] = [json.loads(line)["change"] for line in (record / "changes.jsonl").read_text().splitlines()]
     assert (change["kind"], change["package"], change["after"], change["before"]) == \
         ("broke", "numpy", "2.0.2", "1.26.4")
     assert change["bisected_to"] == "2.0.0"
@@ -53,12 +52,5 @@ def test_the_numpy_example_publishes_a_page_feeds_and_a_badge_a_browser_shows(re
     assert target == page.resolve()                       # the feed's link, resolved from the feed file
     [badge] = (site / "badges" / "watch-numpy").glob("*.svg")
     assert "2.0.0" in badge.read_text()                   # names the bisected release
-    check = page.with_name("check.html")
-    check.write_text(page.read_text().replace("</body>", "<script>window.onload=function(){document.body."
-                     "setAttribute('data-widths',Array.from(document.images).map(function(i){return i.naturalWidth})"
-                     ".join(','))}</script></body>"))
-    dom, errors = _browse(check)
-    assert errors == [], errors
+    dom = browse_history(page)
     assert "Change log" in dom and "bisected to" in dom and dom.count('id="change-') == 1
-    widths = re.search(r'data-widths="([0-9,]*)"', dom).group(1).split(",")
-    assert widths and all(int(w) > 20 for w in widths)
