@@ -79,7 +79,8 @@ def test_the_range_matrix_runs_and_shares_the_bisect_cells(bisected):
     proc = harness("run", MATRIX, "--engine", "venv", "--results", str(root / "results"),
                    "--only", "*numpy1.26.3*", "--only", "*numpy1.26.4*", "--only", "*numpy2.0.0*", timeout=1800)
     # the range as packaging prints it (its order is packaging's, not ours): compared as a range
-    shown = re.search(r"numpy (\S+) for Python 3\.11: 11 release\(s\) 1\.25\.0 \.\.\. 2\.0\.2", proc.stderr + proc.stdout)
+    shown = re.search(r"numpy (\S+) for Python 3\.11: 11 release\(s\) 1\.25\.0 \.\.\. 2\.0\.2",
+                      proc.stderr + proc.stdout)
     assert shown and SpecifierSet(shown.group(1)) == SpecifierSet(">=1.25,<2.1"), proc.stderr[-3000:]
     assert "2 of 3 cells already have results" in proc.stdout          # the bisect's 1.26.4 and 2.0.0
     assert re.search(r"ok keras3\.0\.5-jax-numpy1\.26\.3/tiny-dense", proc.stdout)
