@@ -43,7 +43,29 @@ def pip_version_of(python: str) -> str | None:
     return match.group(1) if match else None
 
 
-class CutoffIndex:
+class LoopbackIndex:
+    """An index served on 127.0.0.1 by `handler` (a BaseHTTPRequestHandler class) from a thread,
+    for as long as the `with` block lasts: the one serving mechanism of the cut-off index here
+    and of the planted indexes the tests publish their own packages on."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class CutoffIndex(LoopbackIndex):
     """The index as it was at a moment: a PEP 503 index on 127.0.0.1 listing,
     for every project, only the files the real index had received before the
     cut-off, each linked to the real file with its hash. It gives pips older
@@ -70,12 +92,7 @@ class CutoffIndex:
             def log_message(self, *args):  # quiet
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+        super().__init__(Handler)
 
     def page(self, name: str) -> tuple[str, int]:
         try:
@@ -92,13 +109,6 @@ class CutoffIndex:
             links.append(f'<a href="{href}"{rp}{yanked}>{html.escape(f.filename)}</a><br/>')
         return "<html><body>\n" + "\n".join(links) + "\n</body></html>", 200
 
-    def __enter__(self) -> CutoffIndex:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 BUILD_VIA = ("a harness index on 127.0.0.1 listing files uploaded before the cut-off, read by pip in the "

@@ -9,9 +9,10 @@ import base64
 import hashlib
 import io
 import json
-import threading
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from harness.cutoff import LoopbackIndex
 
 REAL_INDEX = "https://pypi.org/simple"
 
@@ -36,7 +37,7 @@ def wheel(name: str, version: str, body: str) -> tuple[str, bytes]:
     return f"{dist}-py3-none-any.whl", buf.getvalue()
 
 
-class PlantedIndex:
+class PlantedIndex(LoopbackIndex):
     """`releases`: {name: {version: upload time (ISO 8601 UTC)}}; each release's module says its version."""
 
     def __init__(self, releases: dict[str, dict[str, str]]):
@@ -76,17 +77,4 @@ class PlantedIndex:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/simple"
-
-    def __enter__(self) -> PlantedIndex:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
