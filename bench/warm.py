@@ -1,7 +1,7 @@
 """Benchmark: the fixed cost of a cell, fresh against warm, in one invocation.
 
-    python bench/warm.py [MATRIX ...] [--engine venv|local|docker] [--only GLOB ...] [--jobs N] [--gpus IDS]
-                         [--python X.Y=PATH ...] [--rounds R] [--repeats N]
+    python bench/warm.py [MATRIX ...] [--engine venv|local|docker[,ENGINE...]] [--only GLOB ...] [--jobs N]
+                         [--gpus IDS] [--python X.Y=PATH ...] [--rounds R] [--repeats N]
 
 Environments are prepared first (`harness build`, not timed). Then the matrix
 runs into temporary results folders: one warm run first (it starts the
@@ -40,6 +40,14 @@ verdict per matrix against the acceptance of warm launch:
 
 Several matrices may be given: each is measured in turn, and the verdicts are
 printed together at the end.
+
+Several engines (`--engine venv,docker`) are measured in the same invocation,
+interleaved: each engine's warm-up run, then in every round each engine's
+fresh and warm runs in turn. Each engine gets its tables and verdict, and then
+the warm fixed cost of the others against the first engine's, cell by cell:
+the difference of the per-cell medians, with its median [min-max] over the
+cells (the acceptance of warm containers: a warm Docker cell's fixed cost
+within 0.5 s of a warm venv cell's).
 """
 
 from __future__ import annotations
@@ -79,7 +87,7 @@ def fmt(v: float | None, digits: int = 2) -> str:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("matrices", nargs="*", default=["matrices/smoke.yaml"], metavar="MATRIX")
-    p.add_argument("--engine", default="venv")
+    p.add_argument("--engine", default="venv", help="an engine, or several separated by commas (interleaved)")
     p.add_argument("--only", action="append", default=[])
     p.add_argument("--jobs")
     p.add_argument("--gpus")
@@ -92,7 +100,7 @@ def main() -> None:
                    help="run each cell this many times (the matrix's `repeats:` replaced): cells of one "
                         "environment share a warm launcher, as in a real matrix")
     a = p.parse_args()
-    common = ["--engine", a.engine]
+    common = []
     for item in a.python:
         common += ["--python", item]
     select = [x for g in a.only for x in ("--only", g)]
@@ -109,7 +117,7 @@ def main() -> None:
                 copy.write_text(yaml.safe_dump(data, sort_keys=False))
                 a.matrix = str(copy)
             try:
-                verdicts.append(run_all(a, tmp, common, select, extra))
+                verdicts.extend(run_all(a, tmp, common, select, extra))
             finally:
                 if a.repeats:
                     Path(a.matrix).unlink(missing_ok=True)
@@ -168,19 +176,61 @@ def _median(values: list) -> float | None:
     return statistics.median(values) if values else None
 
 
-def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]) -> str:
-    harness("build", a.matrix, *common, *select, "--results", str(tmp / "build"))
-    order = [("warm-up", [])] + [(f"{kind}-{k}", flags) for k in range(1, a.rounds + 1)
-                                 for kind, flags in (("fresh", ["--fresh"]), ("warm", []))]
-    runs = {}
-    for label, flags in order:  # fresh and warm alternate, so a drifting load hits both alike
-        wall = harness("run", a.matrix, *common, *select, *extra, *flags, "--results", str(tmp / label))
-        record = run_records(tmp / label)[-1]
-        runs[label] = (wall, {r["cell"]: r for r in results(tmp / label)}, record)
+def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]) -> list[str]:
+    engines = [e.strip() for e in a.engine.split(",") if e.strip()]
+    for engine in engines:
+        harness("build", a.matrix, "--engine", engine, *common, *select, "--results", str(tmp / engine / "build"))
+    order = [(engine, "warm-up", []) for engine in engines] + [
+        (engine, f"{kind}-{k}", flags) for k in range(1, a.rounds + 1) for engine in engines
+        for kind, flags in (("fresh", ["--fresh"]), ("warm", []))]
+    runs: dict[str, dict] = {engine: {} for engine in engines}
+    for engine, label, flags in order:  # fresh and warm (and engines) alternate: a drifting load hits all alike
+        folder = tmp / engine / label
+        wall = harness("run", a.matrix, "--engine", engine, *common, *select, *extra, *flags,
+                       "--results", str(folder))
+        record = run_records(folder)[-1]
+        runs[engine][label] = (wall, {r["cell"]: r for r in results(folder)}, record)
+    verdicts = [report(a, engine, runs[engine]) for engine in engines]
+    for engine in engines[1:]:
+        verdicts.append(against(a, engines[0], runs[engines[0]], engine, runs[engine]))
+    return verdicts
+
+
+ENGINE_LIMIT = 0.5  # seconds: a warm cell's fixed cost on another engine against the first's
+
+
+def against(a, base: str, base_runs: dict, other: str, other_runs: dict) -> str:
+    """Warm fixed cost per cell on `other` minus on `base` (medians over the rounds), same run."""
+    def per_cell(runs: dict) -> dict[str, float]:
+        out = {}
+        warm = [runs[f"warm-{k}"][1] for k in range(1, a.rounds + 1)]
+        for cell in warm[0]:
+            value = _median([fixed_cost(r[cell]) for r in warm if cell in r and r[cell]["status"] == "ok"])
+            if value is not None:
+                out[cell] = value
+        return out
+    b, o = per_cell(base_runs), per_cell(other_runs)
+    diffs = [o[c] - b[c] for c in sorted(set(b) & set(o))]
+    if not diffs:
+        return f"{a.label}: warm fixed cost {other} - {base}: no cell ok on both"
+    median = statistics.median(diffs)
+    word = "met" if median <= ENGINE_LIMIT else "NOT met"
+    line = (f"{a.label}: warm fixed cost per cell, {other} - {base}: median {median:+.2f} s "
+            f"[{min(diffs):+.2f} to {max(diffs):+.2f}] over {len(diffs)} cells ({other} median "
+            f"{statistics.median(o.values()):.2f} s, {base} {statistics.median(b.values()):.2f} s): "
+            f"{word} (<= {ENGINE_LIMIT:.1f} s)")
+    print("\n" + line)
+    return line
+
+
+def report(a, engine: str, runs: dict) -> str:
+    """One engine's tables and its verdict (the per-cell table, the runs against the bound, the
+    ratios per round)."""
+    a.engine_now = engine
     fresh = [runs[f"fresh-{k}"][1] for k in range(1, a.rounds + 1)]
     warm = [runs[f"warm-{k}"][1] for k in range(1, a.rounds + 1)]
     first = runs["warm-up"][1]
-    print(f"{a.matrix} ({a.engine}), {a.rounds} round(s) of fresh then warm after a warm-up run; "
+    print(f"\n{a.matrix} ({engine}), {a.rounds} round(s) of fresh then warm after a warm-up run; "
           "per cell the median over rounds, seconds; fixed = wall - steady epoch x epochs")
     print("| cell | status | fresh wall | warm wall | fresh/warm | fixed fresh | fixed warm (warm-up run) | "
           "fixed warm | epoch 1 fresh | epoch 1 warm | warm launches | compile cache | same accuracy |")
@@ -303,7 +353,7 @@ def acceptance(a, runs: dict) -> str:
     wall_word = "met" if median_ratio <= WALL_LIMIT else "NOT met"
     steady_word = ("not judged (needs --rounds 2 or more)" if not judged else
                    f"{'met' if within == judged else 'NOT met'} ({within} of {judged} stacks within their spread)")
-    line = (f"{a.label} ({a.engine}, {a.rounds} round(s)): wall warm/fresh {mmm(run_ratio)} "
+    line = (f"{a.label} ({a.engine_now}, {a.rounds} round(s)): wall warm/fresh {mmm(run_ratio)} "
             f"(fresh spread {pct(spread([f[0] for f in fresh]))}, warm {pct(spread([w[0] for w in warm]))}): "
             f"{wall_word} (<= {WALL_LIMIT:.2f}); steady samples/s: {steady_word}")
     print("\nverdict: " + line)

@@ -228,12 +228,14 @@ def _v1_memory() -> str:
     return ""
 
 
-def leftovers(reaped: dict | None, after: list[dict], group: CellGroup | None, *, how: str) -> dict:
+def leftovers(reaped: dict | None, after: list[dict], group: CellGroup | None, *, how: str,
+              by: str = "cgroup") -> dict:
     """result.json's exit.leftovers: what the cell left running when its main process ended, and
     how each was ended. `reaped`: the subreaper's report (None if it wrote none: it was given up
-    or killed); `after`: what the cgroup still held after it (killed at once)."""
+    or killed); `after`: what the cgroup (or, `by`, a container launcher's sweep) still held after
+    it (killed at once)."""
     reaped = reaped or {}
-    processes = list(reaped.get("processes") or []) + [{**p, "signal": "SIGKILL", "by": "cgroup"} for p in after]
+    processes = list(reaped.get("processes") or []) + [{**p, "signal": "SIGKILL", "by": by} for p in after]
     names = sorted({p.get("name") or "?" for p in processes})
     out = {"count": len(processes), "names": names, "processes": processes,
            "grace_seconds": reaped.get("grace_seconds", LEFTOVER_GRACE), "how": how}

@@ -107,11 +107,11 @@ def fresh_because(cell: Cell) -> str | None:
     return None
 
 
-def forks(cell: Cell) -> bool:
+def forks(cell: Cell, why: Callable[[Cell], str | None] = fresh_because) -> bool:
     """Whether a warm run would fork this cell from a launcher (it is neither fresh by nature
-    nor decided on the host without a launch)."""
+    -- `why`, the engine's own reasons -- nor decided on the host without a launch)."""
     from . import preflight
-    return fresh_because(cell) is None and not preflight.unsupported(cell)
+    return why(cell) is None and not preflight.unsupported(cell)
 
 
 def group(cell: Cell) -> tuple:
@@ -146,8 +146,9 @@ class Plan:
     - A launcher that refuses costs the one import; its cells then start fresh and say why.
     """
 
-    def __init__(self, cells: list[Cell]):
-        self._left = Counter(group(c) for c in cells if forks(c))
+    def __init__(self, cells: list[Cell], why: Callable[[Cell], str | None] = fresh_because):
+        self._why = why  # the engine's reasons a cell starts fresh (Engine.fresh_because)
+        self._left = Counter(group(c) for c in cells if forks(c, why))
         self._importing: set[tuple] = set()
         self._settled: set[tuple] = set()
         self._lock = threading.Lock()
@@ -157,7 +158,7 @@ class Plan:
         """The scheduler hands `cell` a slot (`runs`) or records it without running it. True: it
         is the first cell of a CPU group with others to follow, whose launcher it starts; the
         scheduler calls `settle(cell)` when the cell ends, whatever became of it."""
-        if not forks(cell):
+        if not forks(cell, self._why):
             return False
         g = group(cell)
         with self._lock:
@@ -175,7 +176,7 @@ class Plan:
 
     def holding(self, cell: Cell) -> bool:
         """Whether the scheduler should hold the cell back: its group's launcher is importing."""
-        if cell.parallelism.device_kind == "gpu" or not forks(cell):
+        if cell.parallelism.device_kind == "gpu" or not forks(cell, self._why):
             return False
         with self._lock:
             return group(cell) in self._importing
@@ -216,6 +217,7 @@ class WarmChild:
     pid: int
     conn: socket.socket
     returncode: int | None = None
+    swept: list = field(default_factory=list)  # a container's launcher: what it ended after the cell
     _buffer: bytes = b""
 
     def poll(self) -> int | None:
@@ -246,7 +248,16 @@ class WarmChild:
             message = json.loads(line)
             if "exit" in message:
                 self.returncode = int(message["exit"])
+                self.swept = list(message.get("swept") or [])
                 self.conn.close()
+
+    def give_up(self) -> None:
+        """Give the cell up and still hear how it ended: the server sees our side end (its
+        subreaper's SIGTERM ends all below it) and sends the exit as usual."""
+        try:
+            self.conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
     def close(self) -> None:
         """The host gives the cell up: the server kills its group when this closes."""
@@ -394,20 +405,24 @@ class Launcher:
     task: one cell) no server starts and the cell starts fresh.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, why: Callable[[Cell], str | None] = fresh_because,
+                 make: Callable[..., Server] | None = None) -> None:
         self._servers: dict[str, Server] = {}
         self._lock = threading.Lock()
         self.refusals: dict[str, str] = {}
         self.plan: Plan | None = None
+        self.why = why                # the engine's reasons a cell starts fresh
+        self.make = make or Server    # how the engine starts one server (a process; a container)
 
     def server(self, python: str, cell: Cell, env: dict[str, str], workloads: Path, log: Path,
-               cpus=()) -> Server | str:
+               cpus=(), where=None) -> Server | str:
         """The ready server for this cell's key (started on `cpus` if there is none and others
-        follow, and waited for), or why the cell starts fresh."""
+        follow, and waited for), or why the cell starts fresh. `where`: what else keys a server
+        on this engine (a container's devices), handed to `make`."""
         preload = {"api": cell.environment.api, "backend": cell.environment.backend,
                    "device_kind": cell.parallelism.device_kind, "device_count": cell.parallelism.devices,
                    "imports": imports(cell)}
-        key = json.dumps([python, sorted(env.items()), preload, str(workloads)])
+        key = json.dumps([python, sorted(env.items()), preload, str(workloads), where], default=str)
         with self._lock:
             if key in self.refusals:
                 return self.refusals[key]
@@ -427,8 +442,9 @@ class Launcher:
                 if self.plan.left(cell) < 1:
                     return ONLY_CELL
                 try:
-                    server = Server(python, env, preload, workloads, log, cpus=cpus, name=cell.environment.name)
-                except OSError as exc:
+                    server = self.make(python, env, preload, workloads, log, cpus=cpus, name=cell.environment.name,
+                                       **({"where": where} if where is not None else {}))
+                except Exception as exc:  # noqa: BLE001 - an OS or engine error: the cell starts fresh
                     self.refusals[key] = f"the warm launcher could not be started ({exc})"
                     return self.refusals[key]
                 threading.Thread(target=server.wait_ready, daemon=True, name="warm launcher").start()
@@ -439,17 +455,17 @@ class Launcher:
         return server
 
     def for_cell(self, python: str, cell: Cell, env: dict[str, str], workloads: Path,
-                 warmth: Warmth, cpus=()) -> Server | None:
+                 warmth: Warmth, cpus=(), where=None) -> Server | None:
         """The server to fork this cell from, or None (start it fresh; `warmth.notes` says why).
         `cpus`: the cell's cores, where a server it starts imports."""
-        why = fresh_because(cell)
+        why = self.why(cell)
         if why:
             warmth.notes.append(f"launched fresh: {why}")
             return None
         log = workloads.parent.parent / ".launch" / f"{cell.environment.name}.log"
         began = time.monotonic()
         try:
-            server = self.server(python, cell, env, workloads, log, cpus)
+            server = self.server(python, cell, env, workloads, log, cpus, where)
         finally:
             if self.plan is not None:
                 self.plan.settle(cell)  # its group's import is over: held-back cells may start

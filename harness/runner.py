@@ -104,7 +104,7 @@ class Runner:
         only an engine that forks cells from launchers has one, and only on a warm run."""
         if not self.engine.warm or not hasattr(self.engine, "launcher"):
             return None
-        plan = Plan(todo)
+        plan = Plan(todo, self.engine.fresh_because)
         self.engine.launcher().plan = plan
         return plan
 

@@ -13,6 +13,7 @@ import pytest
 
 from harness import allocation, caches, preflight
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
+from harness.launch import ONLY_CELL
 from harness.resources import Gpu, Slot
 from harness.store import iter_results
 
@@ -30,7 +31,9 @@ def _steady(r: dict) -> list[float]:
 
 
 @pytest.mark.tf
-def test_fresh_and_warm_give_the_same_answers(tmp_path):
+@pytest.mark.parametrize("engine", ["venv", pytest.param("docker", marks=pytest.mark.docker)])
+def test_fresh_and_warm_give_the_same_answers(tmp_path, engine):
+    """The fidelity control, on a process engine and in containers (launcher containers)."""
     runs = {}
     # the harness's own temp folder: a cell's temp files go with the cell. Deeper than a socket
     # address can name (as a nox session's temp folder is), so the launchers must find a shorter one
@@ -39,14 +42,17 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
     from harness.launch import SOCKET_PATH_MAX
     assert len(str(host_tmp)) > SOCKET_PATH_MAX
     for label, flags in (("fresh", ["--fresh"]), ("warm", []), ("again", [])):
-        proc = harness("run", CONTROL, "--engine", "venv", "--results", str(tmp_path / label), *flags,
-                       timeout=1800, env={"TMPDIR": str(host_tmp)})
+        proc = harness("run", CONTROL, "--engine", engine, "--results", str(tmp_path / label), *flags,
+                       timeout=2400, env={"TMPDIR": str(host_tmp)})
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         runs[label] = _results(tmp_path / label / "warm-control")
         # TF's autograph writes a file per converted function into the temp folder: not left there
         assert not list(host_tmp.iterdir()), sorted(p.name for p in host_tmp.iterdir())[:10]
     fresh, warm, again = runs["fresh"], runs["warm"], runs["again"]
     assert set(fresh) == set(warm) == set(again) and len(fresh) == 14
+    for run in (warm, again):  # every stack forked cells (on Docker: in its launcher containers)
+        forked = {r["environment"] for r in run.values() if (r["warmth"] or {}).get("launch") == "warm"}
+        assert forked == {r["environment"] for r in run.values() if r["status"] == "ok"}, forked
     for cell, f in fresh.items():
         for w in (warm[cell], again[cell]):
             assert (w["status"], w["reason"]) == (f["status"], f["reason"]), cell
@@ -58,7 +64,12 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path):
         assert f["status"] == "ok", (cell, f["error"])
         assert f["warmth"]["launch"] == "fresh" and not f["warmth"]["caches"]
         for run in (warm, again):  # two repeats per launcher group: its launcher starts, both fork
-            assert run[cell]["warmth"]["launch"] == "warm", run[cell]["warmth"]["notes"]
+            w = run[cell]["warmth"]
+            if engine == "docker":  # a launcher container serves one slot: the repeat given the
+                # other core is its slot's only cell, and starts fresh saying so
+                assert w["launch"] == "warm" or ONLY_CELL in " ".join(w["notes"]), w["notes"]
+            else:
+                assert w["launch"] == "warm", w["notes"]
         w = again[cell]
         # both stacks are deterministic on one CPU core each: the same bits, warm or fresh, cached or not
         assert w["metrics"] == f["metrics"] == warm[cell]["metrics"], cell

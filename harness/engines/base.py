@@ -21,7 +21,7 @@ from pathlib import Path
 from ..cellenv import CELL_ENV, INHERITED, INHERITED_PREFIXES, cell_variables, inherited  # noqa: F401 - re-exported
 from ..cellgroup import CellGroup, leftovers
 from ..cells import Cell, Environment, size_bytes
-from ..launch import warm_settings
+from ..launch import Launcher, Server, fresh_because, warm_settings
 from ..outcome import signal_name
 from ..paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
 from ..resources import Slot
@@ -120,8 +120,27 @@ class Engine(ABC):
     def shell(self, cell: Cell, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
         """argv and environment for an interactive shell in the cell's environment."""
 
-    def close(self) -> None:  # noqa: B027 - engines with nothing to release need not override it
-        """Release what the engine holds (containers, clients)."""
+    def fresh_because(self, cell: Cell) -> str | None:
+        """Why this cell starts fresh on this engine even on a warm run (launch.fresh_because,
+        plus what the engine adds); None when it may fork from a launcher."""
+        return fresh_because(cell)
+
+    _launcher = None
+
+    def launcher(self):
+        """The engine's warm launchers (launch.py), made on first use, closed with the engine."""
+        if self._launcher is None:
+            self._launcher = Launcher(why=self.fresh_because, make=self.make_server())
+        return self._launcher
+
+    def make_server(self):
+        """How this engine starts one warm launcher: launch.Server (a process of this host)."""
+        return Server
+
+    def close(self) -> None:
+        """Release what the engine holds (launchers, containers, clients)."""
+        if self._launcher is not None:
+            self._launcher.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -192,19 +211,6 @@ class ProcessEngine(Engine):
         except subprocess.TimeoutExpired as exc:
             return None, _text(exc.stdout), _text(exc.stderr)
         return proc.returncode, proc.stdout, proc.stderr
-
-    _launcher = None
-
-    def launcher(self):
-        """The engine's warm launchers (launch.py), made on first use, closed with the engine."""
-        if self._launcher is None:
-            from ..launch import Launcher
-            self._launcher = Launcher()
-        return self._launcher
-
-    def close(self) -> None:
-        if self._launcher is not None:
-            self._launcher.close()
 
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path,
             ctx: RunContext | None = None) -> RawOutcome:

@@ -1,4 +1,5 @@
-"""The Docker engine: one image per environment, one fresh container per cell.
+"""The Docker engine: one image per environment, one container per cell -- fresh, or on a warm
+run a launcher container per environment and slot that forks its cells (docker_warm.py).
 
 Images are built with the docker CLI (BuildKit, for the CA-bundle secret);
 containers are run through the Docker SDK, which reports the exit code and the
@@ -27,17 +28,15 @@ from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F40
 from ..cellgroup import leftovers
 from ..cells import Cell, Environment
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
-from ..launch import warm_settings
+from ..launch import fresh_because, warm_settings
 from ..outcome import signal_name
-from ..store import boot_id, process_start
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, INPUTS_DIR, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure, read_reaped
+from .containers import LABEL, OUT_MOUNT, WORKLOADS_MOUNT, owner_is_dead, owner_labels
+from .docker_warm import ContainerServer, run_forked
 
-LABEL = "tfkeras-harness"
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
-WORKLOADS_MOUNT = "/opt/harness"
-OUT_MOUNT = "/out"
 # Every cell container is hardened: no capabilities (TensorFlow, JAX and the
 # planted faults need none; the cell runs as the caller's uid and writes only
 # to its own folder), no privilege gain through setuid binaries, a bounded
@@ -232,7 +231,7 @@ class DockerEngine(Engine):
         another host, or with labels that do not say all this, is not ours to judge."""
         removed = 0
         for container in self.client.containers.list(all=True, filters={"label": LABEL}):
-            if not _owner_is_dead(container.labels or {}):
+            if not owner_is_dead(container.labels or {}):
                 continue
             container.remove(force=True)
             removed += 1
@@ -325,6 +324,19 @@ class DockerEngine(Engine):
                                          f"log: {log_path}", tail)
 
     # -- running a cell ---------------------------------------------------------
+    def fresh_because(self, cell: Cell) -> str | None:
+        """A process engine's reasons (launch.fresh_because), in a container's terms."""
+        if cell.limits.memory:
+            return ("a memory limit is its container's: a launcher's container would share it with the "
+                    "launcher, so the cell starts in a container of its own")
+        if any(need.get("files", True) is not False for need in cell.needs):
+            return "a chain's producer files are mounted read-only into a container of its own: it starts fresh"
+        return fresh_because(cell)
+
+    def make_server(self):
+        """A warm launcher here is a container (docker_warm.py)."""
+        return lambda *args, **kwargs: ContainerServer(*args, engine=self, **kwargs)
+
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path,
             ctx: RunContext | None = None) -> RawOutcome:
         import docker.errors
@@ -352,13 +364,23 @@ class DockerEngine(Engine):
                    str(workdir.resolve()): {"bind": OUT_MOUNT, "mode": "rw"}}
         if (workdir / INPUTS_DIR).is_dir():  # a chain's producer files (harness/chains.py): read-only, even for root
             volumes[str((workdir / INPUTS_DIR).resolve())] = {"bind": f"{OUT_MOUNT}/{INPUTS_DIR}", "mode": "ro"}
+        elif self.warm:  # forked in a launcher container of this environment and slot (docker_warm.py)
+            server = self.launcher().for_cell(
+                prepared.handle, cell, environment, workloads_root.resolve(), warmth, cpus=ctx.slot.cpus,
+                where={"cpus": sorted(ctx.slot.cpus or ()), "gpus": [g.uuid or g.index for g in ctx.slot.gpus],
+                       "memory": memory,
+                       "volumes": cache_volumes})
+            if server is not None:
+                raw = run_forked(server, prepared.handle, cell, workdir, ctx, warmth, memory)
+                if raw is not None:
+                    return raw
         try:
             container = self.client.containers.run(
                 prepared.handle, cell_argv("python3", f"{OUT_MOUNT}/{SPEC_FILE}", OUT_MOUNT, cell.limits.wall),
                 detach=True, init=True, network_mode="none", environment=environment,
                 user=f"{os.getuid()}:{os.getgid()}", working_dir="/tmp",
                 volumes={**volumes, **cache_volumes},
-                labels={LABEL: "1", f"{LABEL}.cell": cell.id, **_owner_labels()},
+                labels={LABEL: "1", f"{LABEL}.cell": cell.id, **owner_labels()},
                 **hardening(), **kwargs)
         except docker.errors.APIError as exc:
             message = _first_line(exc)
@@ -418,7 +440,7 @@ class DockerEngine(Engine):
                 environment={**CELL_ENV, "PYTHONPATH": WORKLOADS_MOUNT, "HOME": "/tmp"}, working_dir="/tmp",
                 user=f"{os.getuid()}:{os.getgid()}",
                 volumes={str(workloads_root.resolve()): {"bind": WORKLOADS_MOUNT, "mode": "ro"}},
-                labels={LABEL: "1", **_owner_labels(), f"{LABEL}.exec": token},
+                labels={LABEL: "1", **owner_labels(), f"{LABEL}.exec": token},
                 **kwargs)
         except docker.errors.APIError as exc:
             for left in self.client.containers.list(all=True, filters={"label": f"{LABEL}.exec={token}"}):
@@ -501,35 +523,5 @@ class DockerEngine(Engine):
         return argv, dict(os.environ)
 
     def close(self) -> None:
+        super().close()  # the launcher containers first
         self.client.close()
-
-
-def _owner_labels() -> dict[str, str]:
-    """Who started a container: this host, this boot, this process and when it started."""
-    return {f"{LABEL}.host": os.uname().nodename, f"{LABEL}.boot": boot_id() or "",
-            f"{LABEL}.pid": str(os.getpid()), f"{LABEL}.pid-start": str(process_start(os.getpid()))}
-
-
-def _owner_is_dead(labels: dict) -> bool:
-    """True only when the labels prove the harness that started the container is gone."""
-    if labels.get(f"{LABEL}.host") != os.uname().nodename:
-        return False
-    pid, start, boot = labels.get(f"{LABEL}.pid", ""), labels.get(f"{LABEL}.pid-start", ""), labels.get(f"{LABEL}.boot")
-    if not (pid.isdigit() and 1 < int(pid) < 1 << 22):
-        return False  # not a pid this harness wrote: leave it
-    if boot is not None and boot != boot_id():
-        return bool(boot)  # started before a reboot: no process of that boot is alive
-    if not _alive(int(pid)):
-        return True
-    # alive: the owner only if it started when recorded (labels from before this check: pid alone)
-    return start.isdigit() and process_start(int(pid)) != int(start)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

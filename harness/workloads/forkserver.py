@@ -25,6 +25,15 @@ the connection has given the cell up: its subreaper gets SIGTERM and kills all o
 its children and exits when its stdin reaches end-of-file: that pipe is the
 host's lifeline, so a harness killed with -9 leaves no process behind.
 
+In a container (engines/docker_warm.py) the server is its container's only
+tenant and PRELOAD says so: the lifeline is then a connection on SOCKET
+(``{"lifeline": true}``; a container's stdin is not the host's), and after
+each cell the server ends every process of the container that is not its
+own (the cell's leftovers that escaped its subreaper: what a fresh
+container's end would kill) and empties the scratch folders of what the
+cell left there, so the next cell starts in the container a fresh cell
+would. The exit message then names what was swept.
+
 Python 3.5 syntax, standard library only (plus what PRELOAD names).
 """
 import errno
@@ -375,14 +384,59 @@ def _give_up(pid):
         pass
 
 
+LIFELINE_WAIT = 60.0  # seconds a tenant server waits for its lifeline before it gives up
+
+
+def _sweep():
+    """End every process of this (container's) PID namespace but its init and this server: run
+    only between cells, when nothing else of ours is alive. Returns what was killed."""
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) not in (1, me):
+            found.append(reaper.describe(int(name)))
+    for proc in found:
+        try:
+            os.kill(proc["pid"], signal.SIGKILL)
+        except OSError:
+            pass
+        proc["signal"] = "SIGKILL"
+    return found
+
+
+def _listing(folders):
+    return dict((folder, set(os.listdir(folder)) if os.path.isdir(folder) else set()) for folder in folders)
+
+
+def _wipe(kept):
+    """Remove what a cell added to the scratch folders (names there when the server was ready stay)."""
+    import shutil
+    for folder, names in kept.items():
+        for name in (os.listdir(folder) if os.path.isdir(folder) else []):
+            if name not in names:
+                path = os.path.join(folder, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
+
+
 class Server(object):
-    def __init__(self, path):
+    def __init__(self, path, tenant=False, scratch=()):
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(path)
         self.listener.listen(64)
         self.reading = {}    # connection -> bytes received (no full request yet)
         self.children = {}   # pid -> connection
+        self.given_up = set()  # connections whose host gave their cell up
         self.running = True
+        self.tenant = tenant          # the only tenant of a container: lifeline on the socket, sweep after cells
+        self.lifeline = None
+        self.kept = _listing(scratch)  # the scratch folders' names now: a cell's additions are removed
+        self.since = time.time()
 
     def shutdown(self, *_):
         self.running = False
@@ -390,7 +444,16 @@ class Server(object):
     def serve(self):
         signal.signal(signal.SIGTERM, self.shutdown)
         while self.running:
-            watched = [self.listener, sys.stdin] + list(self.reading) + list(self.children.values())
+            if not self.tenant:
+                line = [sys.stdin]
+            elif self.lifeline is not None:
+                line = [self.lifeline]
+            elif time.time() - self.since > LIFELINE_WAIT:
+                break  # the host never took the lifeline up: it is gone
+            else:
+                line = []
+            watched = [self.listener] + line + list(self.reading) + \
+                [c for c in self.children.values() if c not in self.given_up]
             try:
                 ready = select.select(watched, [], [], 0.05)[0]
             except (OSError, IOError, select.error) as exc:
@@ -401,15 +464,19 @@ class Server(object):
                 if item is sys.stdin:
                     if not os.read(sys.stdin.fileno(), 4096):
                         self.running = False  # the host is gone
+                elif item is self.lifeline:
+                    if not item.recv(4096):
+                        self.running = False  # the host is gone
                 elif item is self.listener:
                     conn = self.listener.accept()[0]
                     self.reading[conn] = b""
                 elif item in self.reading:
                     self._read(item)
-                else:  # a cell's connection: the host closed it, so it gave the cell up
+                else:  # a cell's connection: the host closed it (or its sending half): it gave the cell up
                     for pid, conn in list(self.children.items()):
                         if conn is item and not item.recv(4096):
                             _give_up(pid)
+                            self.given_up.add(conn)  # its exit is still sent, if the host listens
             self._reap()
         for pid in list(self.children):
             _give_up(pid)
@@ -431,7 +498,11 @@ class Server(object):
         if b"\n" not in self.reading[conn]:
             return
         request = json.loads(self.reading.pop(conn).split(b"\n", 1)[0].decode())
-        keep_out = [self.listener] + list(self.reading) + list(self.children.values())
+        if request.get("lifeline"):
+            self.lifeline = conn
+            return
+        keep_out = [self.listener] + list(self.reading) + list(self.children.values()) + \
+            ([self.lifeline] if self.lifeline is not None else [])
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -451,7 +522,12 @@ class Server(object):
                 return
             conn = self.children.pop(pid, None)
             if conn is not None:
-                _send(conn, {"exit": _status(raw)})
+                message = {"exit": _status(raw)}
+                if self.tenant and not self.children:
+                    message["swept"] = _sweep()
+                    _wipe(self.kept)
+                _send(conn, message)
+                self.given_up.discard(conn)
                 conn.close()
 
 
@@ -499,7 +575,7 @@ def _main(path, preload_path):
     if touched:
         _say({"refused": "importing the stack started a device runtime: %s" % ", ".join(touched)})
         return 0
-    server = Server(path)
+    server = Server(path, tenant=bool(spec.get("tenant")), scratch=spec.get("scratch") or ())
     _say({"ready": True, "pid": os.getpid(), "modules": len(sys.modules),
           "kept": ["%s: %d" % pair for pair in KEPT]})
     server.serve()
