@@ -8,6 +8,7 @@ does not, so a hang is told from slowness without guessing a wall time.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +30,17 @@ class RawOutcome:
 
 class Cancelled(KeyboardInterrupt):
     """The run was interrupted while this cell ran; the cell leaves no result."""
+
+
+def waiting_on(proc) -> Callable[[float], None]:
+    """A `pause` for `watch` that returns as soon as `proc` (a Popen, or a forked cell as
+    launch.WarmChild) ends, so its exit is seen at once rather than at the next poll."""
+    def pause(seconds: float) -> None:
+        try:
+            proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
+    return pause
 
 
 def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path,

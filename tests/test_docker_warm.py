@@ -15,7 +15,7 @@ import pytest
 from harness.store import iter_results
 
 from .conftest import ROOT, harness
-from .test_leftovers import _check, _with_token, token  # noqa: F401 - the fixture, used by name
+from .test_leftovers import SCRIPT, _check, _with_token, token  # noqa: F401 - the fixture, used by name
 
 pytestmark = pytest.mark.docker
 
@@ -88,7 +88,6 @@ FACTORY = '''\
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -99,21 +98,8 @@ def build(keras, how=None, token=None):
 
 
 def data(how=None, token=None):
-    """Leaves a process running the way `how` says, then hands over a small problem."""
-    deaf = "signal.signal(signal.SIGTERM, signal.SIG_IGN); " if how == "deaf" else ""
-    sleeper = [sys.executable, "-c", "import signal, time; " + deaf + "time.sleep(977)", token]
-    if how == "setsid":
-        subprocess.Popen(["setsid"] + sleeper)
-    elif how == "daemon":
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                os.execv(sys.executable, sleeper)
-            os._exit(0)
-        os.wait()
-    else:
-        subprocess.Popen(sleeper)
-    time.sleep(1.0)
+    """Leaves a process running the way `how` says (leave.py), then hands over a small problem."""
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "leave.py"), how, token], check=True)
     x = np.random.RandomState(0).normal(size=(64, 4)).astype("float32")
     return x, np.eye(2, dtype="float32")[(x[:, 0] > 0).astype(int)]
 '''
@@ -122,8 +108,9 @@ def data(how=None, token=None):
 def test_what_a_forked_cell_leaves_running_ends_with_it(tmp_path, token, docker_client):  # noqa: F811
     from harness.engines.docker import LABEL
     (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "leave.py").write_text(FACTORY)
-    rows = "".join(f"  - {{name: {how}, model: user, path: ./m, build: 'leave:build', data: 'leave:data', "
+    (tmp_path / "m" / "factory.py").write_text(FACTORY)
+    (tmp_path / "m" / "leave.py").write_text(SCRIPT)  # what a user's script leaves running, run from data()
+    rows = "".join(f"  - {{name: {how}, model: user, path: ./m, build: 'factory:build', data: 'factory:data', "
                    f"params: {{how: {how}, token: {token}}}}}\n" for how in ("setsid", "daemon", "deaf"))
     (tmp_path / "m.yaml").write_text('environments: [{python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}]\n'
                                      f"workloads:\n{rows}epochs: 1\ntimeouts: {{wall: 300, progress: 240}}\n")

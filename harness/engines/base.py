@@ -25,7 +25,7 @@ from ..launch import Launcher, Server, fresh_because, warm_settings
 from ..outcome import signal_name
 from ..paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
 from ..resources import Slot
-from ..supervise import RawOutcome, watch
+from ..supervise import RawOutcome, waiting_on, watch
 from ..workloads.protocol import EVENTS_FILE, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
 # Seconds the in-environment `timeout` waits past the wall limit: the harness
@@ -274,15 +274,9 @@ class ProcessEngine(Engine):
                     except ProcessLookupError:
                         pass
 
-                def pause(seconds: float) -> None:
-                    try:
-                        proc.wait(timeout=seconds)
-                    except subprocess.TimeoutExpired:
-                        pass
-
                 try:
                     code, timed_out, seconds = watch(proc.poll, kill, workdir / EVENTS_FILE, cell.limits.wall,
-                                                     cell.limits.progress, cancel=ctx.cancel, pause=pause)
+                                                     cell.limits.progress, cancel=ctx.cancel, pause=waiting_on(proc))
                 except BaseException:
                     kill()
                     proc.wait()

@@ -45,7 +45,7 @@ from ..cellenv import hardening
 from ..cellgroup import leftovers
 from ..launch import READY_SECONDS, Server, WarmChild, socket_folder
 from ..outcome import signal_name
-from ..supervise import RawOutcome, watch
+from ..supervise import RawOutcome, waiting_on, watch
 from ..workloads.protocol import (
     ENV_LAUNCH,
     EVENTS_FILE,
@@ -259,15 +259,9 @@ def _forked(server: ContainerServer, image: str, cell, workdir: Path, ctx, warmt
         except subprocess.TimeoutExpired:
             server.retire()
 
-    def pause(seconds: float) -> None:
-        try:
-            proc.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            pass
-
     try:
         code, timed_out, seconds = watch(proc.poll, kill, server.stage / EVENTS_FILE, cell.limits.wall,
-                                         cell.limits.progress, cancel=ctx.cancel, pause=pause)
+                                         cell.limits.progress, cancel=ctx.cancel, pause=waiting_on(proc))
     except BaseException:
         kill()
         raise
