@@ -158,7 +158,9 @@ def test_the_matrix_is_a_package_whose_names_still_import_from_harness_matrix():
 # calling its subclass's override, the executor's hooks into the runner (no executor imports the
 # runner), supervise.watch's pause callback into the engine. A new one is a seam to look at.
 EXPECTED_CLIMBS = {("harness.engines.base", "harness.engines.local"), ("harness.executors.local", "harness.runner"),
-                   ("harness.supervise", "harness.engines.base")}
+                   ("harness.supervise", "harness.engines.base"),
+                   # the launchers ask their engine why a cell starts fresh (Engine.fresh_because)
+                   ("harness.launch", "harness.engines.base")}
 
 
 def test_a_cells_walk_climbs_back_up_only_where_a_seam_is_meant():
