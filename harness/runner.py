@@ -101,8 +101,8 @@ class Runner:
 
     def _plan(self, todo: list[Cell]) -> Plan | None:
         """The warm launchers' schedule over every cell this run has still to run (launch.Plan):
-        only an engine that forks cells from launchers has one, and only on a warm run."""
-        if not self.engine.warm or not hasattr(self.engine, "launcher"):
+        every engine has launchers (a container engine's are containers); only a warm run has one."""
+        if not self.engine.warm:
             return None
         plan = Plan(todo, self.engine.fresh_because)
         self.engine.launcher().plan = plan
