@@ -286,15 +286,63 @@ def socket_folder() -> Path:
                   f"(TMPDIR is {tempfile.gettempdir()})")
 
 
-class Server:
+def last_words(text: str | bytes, limit: int = 300) -> str:
+    """The last non-empty line of a launcher's log, for the one line that says why it did not
+    start (the whole log stays in the results folder)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1] if len(lines[-1]) <= limit else lines[-1][:limit - 3] + "..."
+
+
+class ServerBase:
+    """What every warm launcher shares, whatever holds it (a process of this host, `Server`; a
+    container, engines/docker_warm.py): the private socket folder it serves on, the state the
+    `Launcher` reads (`settled`, `ready`, `refused`, `kept`) and `spawn`. A subclass starts the
+    launcher and gives `wait_ready`, `start_cell`, `alive` and `close`."""
+
+    def __init__(self, preload: dict, log: Path):
+        self.folder = socket_folder()  # 0700: only we (and a container run as our uid) can connect
+        self.socket = str(self.folder / "s")
+        (self.folder / "preload.json").write_text(json.dumps(preload))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path = log
+        self.refused: str | None = None
+        self.ready = False
+        self.kept: list[str] = []  # fork-aware threads its imports started (workloads/forkserver.py)
+        self.settled = threading.Event()
+        self._closed = False
+
+    def did_not_start(self, what: str, log_text: str | bytes = b"") -> str:
+        """Why the cells start fresh: `what` went wrong, the last line the launcher wrote, and
+        where its whole log is."""
+        words = last_words(log_text)
+        return f"{what}: {words} (log: {self.log_path})" if words else f"{what} (log: {self.log_path})"
+
+    def spawn(self, request: dict) -> WarmChild:
+        """Ask the launcher to fork a cell; the answer's first line is the child's pid."""
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(self.socket)
+        conn.sendall((json.dumps(request) + "\n").encode())
+        buffer = b""
+        while b"\n" not in buffer:
+            data = conn.recv(4096)
+            if not data:
+                conn.close()
+                raise OSError("the warm launcher closed the connection before forking")
+            buffer += data
+        line, rest = buffer.split(b"\n", 1)
+        return WarmChild(pid=int(json.loads(line)["pid"]), conn=conn, _buffer=rest)
+
+
+class Server(ServerBase):
     """One warm launcher process: started at once, ready (or refused) after its imports."""
 
     def __init__(self, python: str, env: dict[str, str], preload: dict, workloads: Path, log: Path,
                  cpus=(), name: str = ""):
-        self.folder = socket_folder()  # 0700: only we can connect
-        self.socket = str(self.folder / "s")
-        (self.folder / "preload.json").write_text(json.dumps(preload))
-        log.parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(preload, log)
         self._log = open(log, "ab")
         pinned = tuple(cpus or ())
 
@@ -308,11 +356,6 @@ class Server:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                      start_new_session=True, preexec_fn=pin)
         self.activity = beside.begin(beside.LAUNCHER_IMPORT, name, pinned)
-        self.refused: str | None = None
-        self.ready = False
-        self.kept: list[str] = []  # fork-aware threads its imports started (workloads/forkserver.py)
-        self.settled = threading.Event()
-        self._closed = False
 
     def wait_ready(self) -> None:
         """Read the server's first line (in a background thread): ready, or why not."""
@@ -334,26 +377,25 @@ class Server:
                         return
                 elif self.proc.poll() is not None:
                     break
-            self.refused = f"the warm launcher did not start (exit {self.proc.poll()}; see its log)"
+            try:  # its output closed as it ended: let the exit status arrive
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+            self.refused = self.did_not_start(f"the warm launcher did not start (exit {code})", self._log_tail())
         except (OSError, ValueError) as exc:
             self.refused = f"the warm launcher did not start ({exc})"
         finally:
             beside.end(self.activity)
             self.settled.set()
 
-    def spawn(self, request: dict) -> WarmChild:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(self.socket)
-        conn.sendall((json.dumps(request) + "\n").encode())
-        buffer = b""
-        while b"\n" not in buffer:
-            data = conn.recv(4096)
-            if not data:
-                conn.close()
-                raise OSError("the warm launcher closed the connection before forking")
-            buffer += data
-        line, rest = buffer.split(b"\n", 1)
-        return WarmChild(pid=int(json.loads(line)["pid"]), conn=conn, _buffer=rest)
+    def _log_tail(self, size: int = 8192) -> bytes:
+        try:
+            self._log.flush()
+            with open(self.log_path, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - size))
+                return log.read()
+        except OSError:
+            return b""
 
     def start_cell(self, workdir: Path, cpus, memory: int | None, backstop: float | None,
                    tmpdir: str | None = None, cgroup: str | None = None) -> WarmChild:
@@ -406,8 +448,8 @@ class Launcher:
     """
 
     def __init__(self, why: Callable[[Cell], str | None] = fresh_because,
-                 make: Callable[..., Server] | None = None) -> None:
-        self._servers: dict[str, Server] = {}
+                 make: Callable[..., ServerBase] | None = None) -> None:
+        self._servers: dict[str, ServerBase] = {}
         self._lock = threading.Lock()
         self.refusals: dict[str, str] = {}
         self.plan: Plan | None = None
@@ -415,7 +457,7 @@ class Launcher:
         self.make = make or Server    # how the engine starts one server (a process; a container)
 
     def server(self, python: str, cell: Cell, env: dict[str, str], workloads: Path, log: Path,
-               cpus=(), where=None) -> Server | str:
+               cpus=(), where=None) -> ServerBase | str:
         """The ready server for this cell's key (started on `cpus` if there is none and others
         follow, and waited for), or why the cell starts fresh. `where`: what else keys a server
         on this engine (a container's devices), handed to `make`."""
@@ -455,7 +497,7 @@ class Launcher:
         return server
 
     def for_cell(self, python: str, cell: Cell, env: dict[str, str], workloads: Path,
-                 warmth: Warmth, cpus=(), where=None) -> Server | None:
+                 warmth: Warmth, cpus=(), where=None) -> ServerBase | None:
         """The server to fork this cell from, or None (start it fresh; `warmth.notes` says why).
         `cpus`: the cell's cores, where a server it starts imports."""
         why = self.why(cell)

@@ -123,3 +123,31 @@ def test_what_a_forked_cell_leaves_running_ends_with_it(tmp_path, token, docker_
         assert "launcher" in r["exit"]["leftovers"]["how"]
     _check(results, token)  # ok, each leftover named with the signal that ended it; none outlived `run`
     assert _with_token(token) == [] and not _ours(docker_client, LABEL)
+
+
+def test_a_launcher_container_that_ends_before_it_is_ready_is_quoted(tmp_path, docker_client):
+    """A launcher container that cannot start its server (here its PYTHONPATH misses the
+    harness's workloads, as a broken image would) leaves the cells fresh with one line that
+    quotes the last line the container wrote and says where its log is; nothing is left."""
+    from harness.engines.docker import LABEL, DockerEngine
+    from harness.matrix import load
+
+    (tmp_path / "m.yaml").write_text('environments: [{python: "3.11", keras: "3.15.1", backend: jax}]\n'
+                                     "workloads: [{model: idle, seconds: 1}]\n")
+    env = load(tmp_path / "m.yaml").cells[0].environment
+    log = tmp_path / ".launch" / "env.log"
+    with DockerEngine(docker_client) as engine:
+        image = engine.prepare(env, tmp_path / "build.log").handle
+        server = engine.make_server()(image, {"PYTHONPATH": "/nowhere", "HOME": "/tmp"},
+                                      {"api": "keras3", "backend": "jax", "device_kind": "cpu", "device_count": 1,
+                                       "imports": []}, ROOT / "harness", log, name=env.name)
+        try:
+            server.wait_ready()
+        finally:
+            server.close()
+    assert not server.ready
+    head = "the warm launcher's container ended before it was ready: "
+    assert server.refused.startswith(head) and server.refused.endswith(f" (log: {log})")
+    last = [line.strip() for line in log.read_text().splitlines() if line.strip()][-1]
+    assert server.refused == f"{head}{last} (log: {log})"
+    assert not _ours(docker_client, LABEL)

@@ -273,6 +273,36 @@ def test_a_launcher_refuses_a_stack_whose_import_starts_a_thread_and_names_the_l
     assert "started 1 thread(s)" in said["refused"] and "optionaldep started 1" in said["refused"]
 
 
+
+def test_a_launcher_that_dies_before_it_is_ready_is_quoted_in_the_cells_note(tmp_path):
+    """A launcher that ends during its imports (here a `sitecustomize` that exits with words of
+    its own, as a broken optional dependency would) leaves its cells fresh; the one line that
+    says why quotes the last line it wrote and says where its whole log is, so the user need
+    not go looking for it."""
+    import sys
+
+    from harness.launch import Server
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "sitecustomize.py").write_text("import sys\nsys.stderr.write('noise first\\n')\n"
+                                          "sys.exit('planted: the launcher cannot import libfoo.so.7')\n")
+    workloads = Path(__file__).resolve().parent.parent / "harness"
+    log = tmp_path / ".launch" / "env.log"
+    server = Server(sys.executable, {"PYTHONPATH": f"{lib}:{workloads}", "PATH": "/usr/bin:/bin"},
+                    {"api": "tf_keras", "backend": None, "device_kind": "cpu", "device_count": 1, "imports": []},
+                    workloads, log)
+    try:
+        server.wait_ready()
+    finally:
+        server.close()
+    assert not server.ready
+    assert server.refused.startswith("the warm launcher did not start (exit 1): ")
+    assert "planted: the launcher cannot import libfoo.so.7" in server.refused
+    assert "noise first" not in server.refused and str(log) in server.refused
+    assert "planted: the launcher cannot import libfoo.so.7" in log.read_text()
+
+
 ONE_PER_ENVIRONMENT = """
 name: one-each
 environments:

@@ -43,7 +43,7 @@ from pathlib import Path
 from .. import beside
 from ..cellenv import hardening
 from ..cellgroup import leftovers
-from ..launch import READY_SECONDS, Server, WarmChild, socket_folder
+from ..launch import READY_SECONDS, ServerBase, WarmChild
 from ..outcome import signal_name
 from ..supervise import RawOutcome, waiting_on, watch
 from ..workloads.protocol import (
@@ -62,20 +62,17 @@ LAUNCH_MOUNT = "/launch"   # the launcher's socket and preload file (a private h
 SCRATCH = ("/tmp",)        # what a cell may leave in the container: emptied after each cell
 
 
-class ContainerServer(Server):
-    """One warm launcher in a container of its own (see the module's docstring). The same face
-    as launch.Server: settled / ready / refused / kept, spawn, start_cell, alive, close."""
+class ContainerServer(ServerBase):
+    """One warm launcher in a container of its own (see the module's docstring), with the face
+    the Launcher knows (launch.ServerBase): settled / ready / refused / kept, spawn, start_cell,
+    alive, close."""
 
     def __init__(self, image: str, env: dict[str, str], preload: dict, workloads: Path, log: Path,
                  cpus=(), name: str = "", where: dict | None = None, *, engine):
         from docker.types import DeviceRequest
         where = where or {}
-        self.folder = socket_folder()  # 0700: only we (and the container, as our uid) can connect
-        self.socket = str(self.folder / "s")
+        super().__init__({**preload, "tenant": True, "scratch": list(SCRATCH)}, log)
         self.stage = Path(tempfile.mkdtemp(prefix="harness-stage-"))
-        (self.folder / "preload.json").write_text(json.dumps({**preload, "tenant": True, "scratch": list(SCRATCH)}))
-        log.parent.mkdir(parents=True, exist_ok=True)
-        self._log_path = log
         kwargs: dict = {}
         if cpus:
             kwargs["cpuset_cpus"] = ",".join(str(c) for c in sorted(cpus))
@@ -86,11 +83,6 @@ class ContainerServer(Server):
         volumes = {str(workloads): {"bind": WORKLOADS_MOUNT, "mode": "ro"},
                    str(self.folder): {"bind": LAUNCH_MOUNT, "mode": "rw"},
                    str(self.stage): {"bind": OUT_MOUNT, "mode": "rw"}, **(where.get("volumes") or {})}
-        self.refused: str | None = None
-        self.ready = False
-        self.kept: list[str] = []
-        self.settled = threading.Event()
-        self._closed = False
         self.lifeline: socket.socket | None = None
         self.retired = False
         self.busy = threading.Lock()  # one cell at a time: the container is that cell's
@@ -129,7 +121,8 @@ class ContainerServer(Server):
                 else:
                     self.refused = message.get("refused") or "the warm launcher said no"
             else:
-                self.refused = f"the warm launcher's container ended before it was ready (see {self._log_path})"
+                self.refused = self.did_not_start("the warm launcher's container ended before it was ready",
+                                                  self._stderr())
         except Exception as exc:  # noqa: BLE001 - the engine, the socket: the cells start fresh
             self.refused = f"the warm launcher's container did not start ({exc})"
         finally:
@@ -146,6 +139,12 @@ class ContainerServer(Server):
                            "cpus": sorted(cpus) if cpus else None, "memory": None,
                            "backstop": int(backstop) if backstop else None, "env": {ENV_LAUNCH: "warm"},
                            "cgroup": None, "reaped": f"{OUT_MOUNT}/{REAPED_FILE}", "grace": LEFTOVER_GRACE})
+
+    def _stderr(self) -> bytes:
+        try:
+            return self.container.logs(stdout=False, stderr=True)
+        except Exception:  # noqa: BLE001 - gone: nothing to quote
+            return b""
 
     def state(self) -> dict:
         """The container's state as the engine reports it ({} when it cannot be read)."""
@@ -177,9 +176,9 @@ class ContainerServer(Server):
         except Exception:  # noqa: BLE001 - it did not end in time: removed by force below
             pass
         try:
-            with open(self._log_path, "ab") as log:
-                log.write(self.container.logs(stdout=False, stderr=True))
-        except Exception:  # noqa: BLE001 - a log is a courtesy
+            with open(self.log_path, "ab") as log:
+                log.write(self._stderr())
+        except OSError:  # a log is a courtesy
             pass
         try:
             self.container.remove(force=True)
