@@ -144,6 +144,11 @@ class Plan:
       of its own, and the import of one set's launcher holds that set's GPUs, so no other cell
       can be given them meanwhile.
     - A launcher that refuses costs the one import; its cells then start fresh and say why.
+    - **Home slots.** Where a launcher is its slot's (a launcher container holds its cores), a
+      group's cells go back to that slot when it is free (`homes`): a cell given other cores
+      would find no launcher there and start fresh, or import a second one. The scheduler gives
+      a free slot first to a cell at home there or with no home; a cell whose home is busy takes
+      another slot only when no other cell can use it, so no core idles for a preference.
     """
 
     def __init__(self, cells: list[Cell], why: Callable[[Cell], str | None] = fresh_because):
@@ -152,6 +157,7 @@ class Plan:
         self._importing: set[tuple] = set()
         self._settled: set[tuple] = set()
         self._lock = threading.Lock()
+        self._homes: dict[str, tuple[tuple, tuple[int, ...]]] = {}  # launcher key -> (group, its cores)
         self.on_settle: Callable[[], None] | None = None
 
     def begin(self, cell: Cell, runs: bool = True) -> bool:
@@ -180,6 +186,26 @@ class Plan:
             return False
         with self._lock:
             return group(cell) in self._importing
+
+    def home(self, key: str, cell: Cell, cpus) -> None:
+        """A launcher that holds its slot (`key`, as the Launcher names it) started on `cpus`."""
+        if cell.parallelism.device_kind != "gpu" and cpus:
+            with self._lock:
+                self._homes[key] = (group(cell), tuple(sorted(cpus)))
+
+    def leave(self, key: str) -> None:
+        """That launcher is gone (refused, died, closed)."""
+        with self._lock:
+            self._homes.pop(key, None)
+
+    def homes(self, cell: Cell) -> list[tuple[int, ...]]:
+        """The cores of the launchers that hold a slot and serve the cell's group ([] for a GPU
+        cell, or on an engine whose launchers serve any slot)."""
+        if cell.parallelism.device_kind == "gpu" or not self._homes:
+            return []
+        g = group(cell)
+        with self._lock:
+            return [cpus for owner, cpus in self._homes.values() if owner == g]
 
     def settle(self, cell: Cell) -> None:
         """The cell's group is done importing (ready, refused, or never started): release it."""
@@ -470,14 +496,14 @@ class Launcher:
                 return self.refusals[key]
             server = self._servers.get(key)
             if server is not None and server.settled.is_set() and not server.alive():
+                del self._servers[key]
+                if self.plan is not None:
+                    self.plan.leave(key)
+                threading.Thread(target=server.close, daemon=True).start()
                 if server.refused:
                     self.refusals[key] = server.refused
-                    del self._servers[key]
-                    threading.Thread(target=server.close, daemon=True).start()
                     return server.refused
-                del self._servers[key]  # it died: start another
-                threading.Thread(target=server.close, daemon=True).start()
-                server = None
+                server = None  # it died: start another
             if server is None:
                 if self.plan is None:
                     return NO_PLAN
@@ -491,6 +517,8 @@ class Launcher:
                     return self.refusals[key]
                 threading.Thread(target=server.wait_ready, daemon=True, name="warm launcher").start()
                 self._servers[key] = server
+                if where is not None:  # the launcher holds its slot: its group's cells come back to it
+                    self.plan.home(key, cell, cpus)
         server.settled.wait()
         if not server.ready:
             return server.refused or "refused"

@@ -219,8 +219,9 @@ class Pool:
             return max(1, min(share, len(self.inventory.cpus)))
         return self.cpus_per_cell
 
-    def take(self, cell: Cell) -> Slot | None:
-        """A slot for the cell if its resources are free now, else None."""
+    def take(self, cell: Cell, prefer=()) -> Slot | None:
+        """A slot for the cell if its resources are free now, else None. `prefer`: sets of cores
+        to give it if one is free and the size it gets (where its warm launcher lives)."""
         n = gpus_needed(cell)
         with self._lock:
             if self.running >= self.jobs or n > len(self.free_gpus):
@@ -231,11 +232,17 @@ class Pool:
             chosen = self._best_set(n)
             for index in chosen:
                 self.free_gpus.remove(index)
-            cpus = self.free_cpus[:k]
-            del self.free_cpus[:k]
+            free = set(self.free_cpus)
+            cpus = next((sorted(c) for c in prefer if len(c) == k and set(c) <= free), self.free_cpus[:k])
+            self.free_cpus = [c for c in self.free_cpus if c not in cpus]
             self.running += 1
         by_index = {g.index: g for g in self.inventory.gpus}
         return Slot(tuple(by_index[i] for i in chosen), tuple(cpus))
+
+    def free(self, cpus) -> bool:
+        """Whether every one of these cores is free now (and a cell may start)."""
+        with self._lock:
+            return self.running < self.jobs and set(cpus) <= set(self.free_cpus)
 
     def give_back(self, slot: Slot) -> None:
         with self._lock:

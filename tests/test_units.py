@@ -179,3 +179,39 @@ def test_runs_staging_the_workloads_at_once_all_get_one_whole_tree(tmp_path):
     root = roots[0][0]
     assert (root / "workloads" / "__init__.py").exists() and (root / "workloads" / "run.py").exists()
     assert not [p for p in root.parent.iterdir() if ".tmp-" in p.name]  # losers cleaned their copies
+
+
+def test_a_group_goes_back_to_the_slot_its_launcher_holds(tmp_path):
+    """Where a warm launcher holds its slot (a launcher container owns its cores), the scheduler
+    (the real executor, cells that sleep) gives its group's cells that slot whenever it is free,
+    and other cells the rest, instead of whichever core frees first: a group cell given other
+    cores would find no launcher there."""
+    import threading
+
+    from harness.executors.local import Hooks, execute
+    from harness.launch import Plan
+
+    env = Environment("e", "3.11", "2.15.0")
+    group = [Cell(env, Workload("g", "idle", {"seconds": 0.3}), Parallelism("none", 1, "cpu"), 1, 1, repeat=r)
+             for r in range(4)]
+    others = [Cell(Environment("f", "3.11", "2.15.0"), Workload("h", "idle", {"seconds": 0.1}),
+                   Parallelism("none", 1, "cpu"), 1, 1, repeat=r) for r in range(24)]
+    plan = Plan(group + others, why=lambda cell: None)
+    ran: dict[str, tuple] = {}
+    lock = threading.Lock()
+
+    def run_cell(prepared, cell, slot, claim, cancel):
+        if cell is group[0]:  # the group's launcher starts in the first cell's slot, and holds it
+            plan.home("launcher of g", cell, slot.cpus)
+        time.sleep(cell.workload.params["seconds"])
+        with lock:
+            ran[cell.id] = slot.cpus
+        return {}
+
+    hooks = Hooks(prepare=lambda e: e, run_cell=run_cell, not_run=lambda *a: {}, finished=lambda *a: None,
+                  waiting=lambda text: None)
+    execute(group + others, ResultStore(tmp_path, "r"), Pool(_inventory(0, 2), cells=28), hooks, plan=plan)
+    assert len(ran) == 28
+    home = ran[group[0].id]
+    assert [ran[c.id] for c in group] == [home] * 4
+    assert {ran[c.id] for c in others} == {(0,), (1,)}, "the other cells use both cores"

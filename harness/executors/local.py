@@ -11,7 +11,9 @@ fill the gaps (largest-first packing keeps the makespan short).
 On a warm run the schedule also decides the warm launchers (``launch.Plan``):
 one starts only for a group of two or more cells still to run, its import
 takes the slot of the first of them, and the group's other CPU cells are held
-back (their slots go to other cells) until it has imported.
+back (their slots go to other cells) until it has imported. Where a launcher
+holds its slot (a launcher container's cores), its group's cells are given that
+slot when it is free, and a free slot goes first to cells at home there.
 
 Ctrl-C stops everything: running cells are killed and leave no result
 (``supervise.Cancelled``), finished ones stay, and the next run resumes.
@@ -90,44 +92,52 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
     try:
         while pending or running or elsewhere:
             started_any = False
-            for cell in list(pending):
-                fate = preparer.state.get(cell.environment.name)
-                if fate is None:
-                    continue
-                kind, value = fate
-                why = value if kind == "failed" else pool.impossible(cell)
-                if why:
+            deferred = False
+            for lenient in (False, True):  # launch.Plan's home slots: a busy home defers a cell one pass
+                if lenient and not deferred:
+                    break
+                for cell in list(pending):
+                    fate = preparer.state.get(cell.environment.name)
+                    if fate is None:
+                        continue
+                    kind, value = fate
+                    why = value if kind == "failed" else pool.impossible(cell)
+                    if why:
+                        claim = store.claim(cell.id)
+                        pending.remove(cell)
+                        if claim is None:
+                            elsewhere.append(cell)
+                            continue
+                        if plan is not None:
+                            plan.begin(cell, runs=False)
+                        try:
+                            hooks.finished(hooks.not_run(cell, claim, why), None)
+                        finally:
+                            claim.release()
+                        continue
+                    if plan is not None and plan.holding(cell):
+                        continue  # its launcher is importing: the slot goes to another cell meanwhile
+                    homes = plan.homes(cell) if plan is not None else []
+                    if homes and not lenient and not any(pool.free(h) for h in homes):
+                        deferred = True  # its launcher's slot is busy: free slots go to others first
+                        continue
+                    slot = pool.take(cell, prefer=homes)
+                    if slot is None:
+                        continue
                     claim = store.claim(cell.id)
-                    pending.remove(cell)
                     if claim is None:
+                        pool.give_back(slot)
+                        pending.remove(cell)
                         elsewhere.append(cell)
                         continue
-                    if plan is not None:
-                        plan.begin(cell, runs=False)
-                    try:
-                        hooks.finished(hooks.not_run(cell, claim, why), None)
-                    finally:
-                        claim.release()
-                    continue
-                if plan is not None and plan.holding(cell):
-                    continue  # its launcher is importing: the slot goes to another cell meanwhile
-                slot = pool.take(cell)
-                if slot is None:
-                    continue
-                claim = store.claim(cell.id)
-                if claim is None:
-                    pool.give_back(slot)
                     pending.remove(cell)
-                    elsewhere.append(cell)
-                    continue
-                pending.remove(cell)
-                imports = plan.begin(cell) if plan is not None else False
-                thread = threading.Thread(target=work, args=(value, cell, slot, claim, imports), daemon=True,
-                                          name=f"cell {cell.id}")
-                thread.start()
-                workers.append(thread)
-                running += 1
-                started_any = True
+                    imports = plan.begin(cell) if plan is not None else False
+                    thread = threading.Thread(target=work, args=(value, cell, slot, claim, imports), daemon=True,
+                                              name=f"cell {cell.id}")
+                    thread.start()
+                    workers.append(thread)
+                    running += 1
+                    started_any = True
             if not pending and not running and elsewhere:
                 # every cell left is being run by another process: wait for it, then take what it left
                 hooks.waiting(f"{len(elsewhere)} cell(s) are being run by another process; waiting for them")
