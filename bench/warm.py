@@ -226,7 +226,6 @@ def against(a, base: str, base_runs: dict, other: str, other_runs: dict) -> str:
 def report(a, engine: str, runs: dict) -> str:
     """One engine's tables and its verdict (the per-cell table, the runs against the bound, the
     ratios per round)."""
-    a.engine_now = engine
     fresh = [runs[f"fresh-{k}"][1] for k in range(1, a.rounds + 1)]
     warm = [runs[f"warm-{k}"][1] for k in range(1, a.rounds + 1)]
     first = runs["warm-up"][1]
@@ -274,7 +273,7 @@ def report(a, engine: str, runs: dict) -> str:
         busy = sum(1 for r in rs.values() if (r.get("warmth") or {}).get("beside"))
         print(f"run {label:>7}: command {wall:.1f} s, cells' run {record['wall_seconds']:.1f} s; steady-work bound "
               f"{b:.1f} s ({n} {what}): {ratio}; {busy} of {len(rs)} cell(s) ran beside the harness's own work")
-    return acceptance(a, runs)
+    return acceptance(a, engine, runs)
 
 
 # -- the acceptance: ratios per round, spreads between runs, one verdict --------------------------
@@ -318,7 +317,7 @@ def pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1%}"
 
 
-def acceptance(a, runs: dict) -> str:
+def acceptance(a, engine: str, runs: dict) -> str:
     """The table of ratios and spreads, and the matrix's one-line verdict."""
     rounds = range(1, a.rounds + 1)
     fresh = [runs[f"fresh-{k}"] for k in rounds]
@@ -353,7 +352,7 @@ def acceptance(a, runs: dict) -> str:
     wall_word = "met" if median_ratio <= WALL_LIMIT else "NOT met"
     steady_word = ("not judged (needs --rounds 2 or more)" if not judged else
                    f"{'met' if within == judged else 'NOT met'} ({within} of {judged} stacks within their spread)")
-    line = (f"{a.label} ({a.engine_now}, {a.rounds} round(s)): wall warm/fresh {mmm(run_ratio)} "
+    line = (f"{a.label} ({engine}, {a.rounds} round(s)): wall warm/fresh {mmm(run_ratio)} "
             f"(fresh spread {pct(spread([f[0] for f in fresh]))}, warm {pct(spread([w[0] for w in warm]))}): "
             f"{wall_word} (<= {WALL_LIMIT:.2f}); steady samples/s: {steady_word}")
     print("\nverdict: " + line)

@@ -64,6 +64,12 @@ def parse_needs(check, where: str, raw, files: bool = True) -> list[dict]:
     return out
 
 
+def carries_files(need: dict) -> bool:
+    """Whether a need hands the producer's files over (`needs:`), or only orders the consumer
+    after the producer's success (`after:`, files false)."""
+    return need.get("files", True) is not False
+
+
 def spec_sha256(cell) -> str:
     spec = cell.spec()
     spec.pop("expect", None)
@@ -218,7 +224,7 @@ def hand_over(cell, run_dir: Path, work: Path) -> None:
         source = producer_dir / OUTPUT_DIR
         dest = work / INPUTS_DIR / need["as"]
         count = 0
-        if need.get("files", True) is False:  # `after:`: the order and the producer's success only
+        if not carries_files(need):  # `after:`: the order and the producer's success only
             handed.append({"cell": need["cell"], "as": need["as"], "status": result.status, "files": None})
             continue
         if source.is_dir():

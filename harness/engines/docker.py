@@ -27,6 +27,7 @@ from ..caches import in_container
 from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from ..cellgroup import leftovers
 from ..cells import Cell, Environment
+from ..chains import carries_files
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..launch import fresh_because, warm_settings
 from ..outcome import signal_name
@@ -329,7 +330,7 @@ class DockerEngine(Engine):
         if cell.limits.memory:
             return ("a memory limit is its container's: a launcher's container would share it with the "
                     "launcher, so the cell starts in a container of its own")
-        if any(need.get("files", True) is not False for need in cell.needs):
+        if any(carries_files(need) for need in cell.needs):
             return "a chain's producer files are mounted read-only into a container of its own: it starts fresh"
         return fresh_because(cell)
 
