@@ -69,10 +69,16 @@ class CutoffIndex(LoopbackIndex):
     """The index as it was at a moment: a PEP 503 index on 127.0.0.1 listing,
     for every project, only the files the real index had received before the
     cut-off, each linked to the real file with its hash. It gives pips older
-    than 26.0 (no ``--uploaded-prior-to``) exactly that option's effect."""
+    than 26.0 (no ``--uploaded-prior-to``) exactly that option's effect.
 
-    def __init__(self, cutoff: str):
+    Its lists are the harness's cached ones when they were fetched after the
+    cut-off (``releases.project``'s `covers`); `refresh` asks the index for every
+    one, as the project's own lock does so that both ways of applying a cut-off
+    read the index as it is now."""
+
+    def __init__(self, cutoff: str, *, refresh: bool = False):
         self.cutoff = cutoff
+        self.refresh = refresh
         index = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -96,7 +102,7 @@ class CutoffIndex(LoopbackIndex):
 
     def page(self, name: str) -> tuple[str, int]:
         try:
-            proj = project(name)
+            proj = project(name, refresh=self.refresh, covers=self.cutoff)
         except ReleasesUnavailable:
             return "<html><body>not found</body></html>", 404
         links = []
@@ -132,7 +138,7 @@ def build_index(env):
 
 
 @contextlib.contextmanager
-def pip_arguments(uploaded_before: str, python: str):
+def pip_arguments(uploaded_before: str, python: str, *, refresh: bool = False):
     """pip arguments that make `python`'s pip resolve as of `uploaded_before`, and how (for
     provenance): the one place a cut-off becomes pip options, for a cell's environment and for
     the project's own lock (``harness.toolchain.resolve``).
@@ -142,7 +148,8 @@ def pip_arguments(uploaded_before: str, python: str):
     install is ``--isolated`` from pip's configuration and given back only what the
     cut-off can judge: the user's index, CA bundle and proxy (``pip_settings``).
     Then pip's own ``--uploaded-prior-to`` where it has it (pip >= 26.0), else a
-    CutoffIndex for as long as the installs take."""
+    CutoffIndex for as long as the installs take (`refresh`: its lists from the index, not
+    the cache)."""
     settings = pip_settings()
     keep = ((["--cert", settings.cert] if settings.cert else [])
             + (["--proxy", settings.proxy] if settings.proxy else []))
@@ -151,7 +158,7 @@ def pip_arguments(uploaded_before: str, python: str):
         yield (["--isolated", "--index-url", settings.index, *keep, f"--uploaded-prior-to={uploaded_before}"],
                f"pip {pip} --uploaded-prior-to")
         return
-    with CutoffIndex(uploaded_before) as index:
+    with CutoffIndex(uploaded_before, refresh=refresh) as index:
         yield (["--isolated", "--index-url", index.url, *keep],
                f"a harness index on 127.0.0.1 listing files uploaded before the cut-off "
                f"(pip {pip} has no --uploaded-prior-to; pip >= {PIP_WITH_CUTOFF} does)")

@@ -294,16 +294,20 @@ def _fetch_once(settings: PipSettings, name: str) -> list[File]:
 _read: dict[tuple, Project] = {}  # what this process already read: a matrix asks for one project many times
 
 
-def project(name: str, *, refresh: bool = False, offline: bool = False) -> Project:
+def project(name: str, *, refresh: bool = False, offline: bool = False, covers: str | None = None) -> Project:
     """A project's files from the cache when fresh, else from the index (and cached);
-    a cached copy of any age when the index cannot be reached or `offline` is set."""
-    memo = (_cache_root(), pip_settings().index, str(name).lower(), refresh, offline)
+    a cached copy of any age when the index cannot be reached or `offline` is set.
+
+    `covers` is a moment (``utc_text``) the list must be whole up to, as a cut-off needs:
+    a copy fetched before that moment lacks what was uploaded after its fetch, however
+    young it is, so it is fetched again."""
+    memo = (_cache_root(), pip_settings().index, str(name).lower(), refresh, offline, covers)
     if memo not in _read:
-        _read[memo] = _project(name, refresh=refresh, offline=offline)
+        _read[memo] = _project(name, refresh=refresh, offline=offline, covers=covers)
     return _read[memo]
 
 
-def _project(name: str, *, refresh: bool = False, offline: bool = False) -> Project:
+def _project(name: str, *, refresh: bool = False, offline: bool = False, covers: str | None = None) -> Project:
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ReleasesUnavailable(f"{name!r} is not a package name (letters, digits, '.', '_', '-')")
     settings = pip_settings()
@@ -319,6 +323,9 @@ def _project(name: str, *, refresh: bool = False, offline: bool = False) -> Proj
                  for f in cached["files"] if isinstance(f, dict) and "filename" in f and "url" in f]
         return Project(name, settings.index, float(cached["fetched"]), files, cached=True, stale=why)
 
+    must_cover = dt.datetime.fromisoformat(covers[:19] + "+00:00").timestamp() if covers else None
+    if cached and must_cover and float(cached.get("fetched", 0)) < must_cover:
+        refresh = True  # fetched before the moment it must cover: what came after its fetch is missing
     if cached and (offline or (not refresh and age is not None and age < FRESH_SECONDS)):
         return from_cache(f"offline; cached {_age(age)} ago" if offline and age >= FRESH_SECONDS else "")
     if offline:

@@ -44,8 +44,7 @@ class PlantedIndex(LoopbackIndex):
         self.files: dict[str, tuple[str, bytes, str]] = {}   # filename -> (project, bytes, uploaded)
         for name, versions in releases.items():
             for version, uploaded in versions.items():
-                filename, data = wheel(name, version, f'__version__ = "{version}"\n')
-                self.files[filename] = (name, data, uploaded)
+                self.plant(name, version, uploaded)
         index = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -78,3 +77,9 @@ class PlantedIndex(LoopbackIndex):
                 pass
 
         super().__init__(Handler)
+
+    def plant(self, name: str, version: str, uploaded: str) -> None:
+        """One more release, served from the next request on, with whatever upload time it is given
+        (an earlier one than the moment it appears, as a mirror catching up shows)."""
+        filename, data = wheel(name, version, f'__version__ = "{version}"\n')
+        self.files[filename] = (name, data, uploaded)

@@ -5,6 +5,7 @@ except by the cut-off index test, which downloads one small wheel through it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -163,6 +164,35 @@ def test_the_cutoff_index_serves_only_what_was_uploaded_before(cache, tmp_path):
                               capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [p.name for p in (tmp_path / "dl").iterdir()] == ["six-1.12.0-py2.py3-none-any.whl"]
+
+
+def test_a_cached_list_answers_only_for_a_cut_off_before_its_fetch_and_the_lock_asks_the_index(cache, monkeypatch):
+    """A list cached at noon knows nothing uploaded in the afternoon: it serves a cut-off before noon,
+    but the cut-off index for tomorrow fetches the list again. A release that appears later under an
+    earlier upload time (a mirror catching up) is seen only by asking the index, as the project's lock
+    does (refresh), never through a young cached copy."""
+    from .planted_index import PlantedIndex
+    now = dt.datetime.now(dt.timezone.utc)
+    stamp = lambda moment: moment.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    with PlantedIndex({"latecomer": {"1.0": "2024-01-10T12:00:00Z"}}) as served:
+        monkeypatch.setenv("PIP_INDEX_URL", served.url)
+        monkeypatch.setattr(releases, "_settings", None)
+        monkeypatch.setattr(releases, "_read", {})
+
+        def listed(moment: str, refresh: bool = False) -> list[str]:
+            releases._read.clear()
+            page, code = cutoff.CutoffIndex(moment, refresh=refresh).page("latecomer")
+            assert code == 200
+            return sorted(set(re.findall(r">latecomer-([0-9.]+)-py3", page)))
+
+        assert listed("2025-01-01T00:00:00Z") == ["1.0"]                  # fetched now, cached
+        served.plant("latecomer", "1.1", stamp(now - dt.timedelta(minutes=5)))
+        served.plant("latecomer", "1.2", "2024-06-01T00:00:00Z")           # appears now, dated 2024
+        assert listed("2025-01-01T00:00:00Z") == ["1.0"]                  # the young copy still answers
+        assert listed(stamp(now + dt.timedelta(days=1))) == ["1.0", "1.1", "1.2"]  # fetched before it: asked again
+        served.plant("latecomer", "1.3", "2024-07-01T00:00:00Z")
+        assert listed("2025-01-01T00:00:00Z") == ["1.0", "1.2"]
+        assert listed("2025-01-01T00:00:00Z", refresh=True) == ["1.0", "1.2", "1.3"]
 
 
 def test_pip_26_is_the_first_with_the_option():

@@ -1,6 +1,7 @@
 """The project's own toolchain: lock.txt is what the sessions install (a fresh session gets
 exactly its part, a reused one is brought back to it), `nox -s lock` makes the same lock for
-the same date, a broken lock is one clear line, and `nox -s tests-latest` names the upstream
+the same date either way pip applies a cut-off and `--check` names what the index now resolves
+otherwise, a broken lock is one clear line, and `nox -s tests-latest` names the upstream
 release that broke a test -- found with the harness's own `bisect` on a planted break (a test
 that needs PyYAML < 6.0.4, whose libyaml stops deep nesting)."""
 
@@ -17,7 +18,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from harness import releases
+from harness import cutoff, releases
 from harness.toolchain import lockfile, resolve
 from harness.toolchain.lockfile import GROUPS, Lock, LockError, Pin
 
@@ -121,20 +122,43 @@ def test_a_session_installs_its_part_of_the_lock_and_brings_a_reused_one_back(tm
     assert lockfile.differences(pins, installed(python)) == ([], [], [])
 
 
-def test_the_lock_session_makes_the_same_lock_for_the_same_date(tmp_path):
-    """lock.txt is what `nox -s lock -- --as-of <its cut-off>` makes: the same releases, groups and
-    hashes (for this Python; each Python resolves the same way with its own pip)."""
+def test_the_lock_session_makes_the_same_lock_for_the_same_date_either_way_pip_applies_it(tmp_path):
+    """`nox -s lock -- --as-of <date>` with a pip that has --uploaded-prior-to and with one that has
+    not (it reads the harness's index of files uploaded before the cut-off) makes the same file:
+    the same releases, groups and hashes. Both ask the index as it is now; whether lock.txt is still
+    what its date resolves to is `--check`'s to say (the index's past can grow: the next test)."""
     lock = lockfile.read()
-    out = tmp_path / "lock.txt"
-    code = resolve.main(["--as-of", lock.cutoff, "--python", PYTHON, "--out", str(out)])
-    assert code == 0
-    again = lockfile.read(out)
-    assert again.cutoff == lock.cutoff
+    older = tmp_path / "older-pip"
+    venv.create(older, with_pip=True)  # the pip this Python bundles: older than 26.0
+    pythons = {"own": sys.executable, "bundled": str(older / "bin" / "python")}
+    with_option = {k: cutoff.pip_has_cutoff(cutoff.pip_version_of(v)) for k, v in pythons.items()}
+    assert with_option == {"own": True, "bundled": False}, with_option
+    made = {k: resolve.make({PYTHON: v}, lock.cutoff, log=lambda _: None) for k, v in pythons.items()}
+    assert made["own"].text() == made["bundled"].text()
+    assert made["own"].select(GROUPS, PYTHON) and made["own"].cutoff == lock.cutoff
 
-    def mine(lk: Lock) -> set:
-        return {(p.name, p.version, p.groups, p.hashes) for p in lk.select(GROUPS, PYTHON)}
 
-    assert mine(again) == mine(lock)
+def test_the_lock_check_names_each_package_the_index_now_resolves_otherwise(tmp_path, capsys):
+    """`nox -s lock -- --check` makes the lock again for its own cut-off: a lock made now passes
+    but for the one pin set back to an older release, which it names with the release the index
+    gives instead and that release's upload time; exit 1, and lock.txt is not written."""
+    lock = lockfile.read()
+    fresh = resolve.make({PYTHON: sys.executable}, lock.cutoff, log=lambda _: None)
+    pin = next(p for p in fresh.pins if p.name == "packaging" and PYTHON in p.pythons)
+    proj = releases.project("packaging", refresh=True)
+    back = max(v for v in proj.releases() if v < Version(pin.version) and not v.is_prerelease)
+    pins = tuple(p if p != pin else Pin(p.name, str(back), p.pythons, p.groups,
+                                        tuple(sorted(f.sha256 for f in proj.releases()[back])))
+                 for p in fresh.pins)
+    path = tmp_path / "lock.txt"
+    path.write_text(Lock(fresh.cutoff, fresh.pythons, fresh.platform, fresh.index, pins).text())
+    before = path.read_text()
+    capsys.readouterr()
+    assert resolve.main(["--check", "--out", str(path), "--python", PYTHON]) == 1
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"Python {PYTHON}: ")]
+    assert said == [f"Python {PYTHON}: packaging: the lock has {back}; the index now gives {pin.version}, "
+                    f"uploaded {proj.uploaded(pin.version)}"]
+    assert path.read_text() == before
 
 
 PLANTED_TEST = '''import yaml

@@ -9,6 +9,11 @@ what each release requires, so each pin's groups are found by walking from that 
 requirements. Each pin carries the sha256 of every file of its release that the index held
 before the cut-off (from the index's JSON API, ``harness.releases``), so the lock installs on
 any platform's wheel of that release, and the file pip picked is checked to be among them.
+
+Both read the index as it is now, never the harness's cached lists: an index's record of
+a past day can still grow (a mirror catching up, a release published late under an earlier
+upload time), and ``nox -s lock -- --check`` says where it has since lock.txt was made --
+the lock is the same for the same date only while the index's past stays as it was.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from packaging.version import Version
 
 from .. import interpreters, releases
 from ..cutoff import pip_arguments
-from .lockfile import GROUPS, LOCK, ROOT, Lock, Pin, canonical
+from .lockfile import GROUPS, LOCK, ROOT, Lock, LockError, Pin, canonical
+from .lockfile import read as read_lock
 
 SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 TIMEOUT = 900  # seconds for one resolution
@@ -71,7 +77,8 @@ def cutoff_of(as_of: str | None) -> str:
 
 def report_of(python: str, requirements: list[str], cutoff: str) -> dict:
     """What `python`'s pip would install for `requirements` as of `cutoff` (pip's JSON report)."""
-    with tempfile.TemporaryDirectory(prefix="harness-lock-") as tmp, pip_arguments(cutoff, python) as (args, _):
+    with (tempfile.TemporaryDirectory(prefix="harness-lock-") as tmp,
+          pip_arguments(cutoff, python, refresh=True) as (args, _)):
         out = Path(tmp) / "report.json"
         cmd = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--only-binary=:all:",
                "--quiet", "--report", str(out), *args, *requirements]
@@ -115,7 +122,7 @@ def groups_of(report: dict, group_roots: dict[str, list[str]]) -> dict[str, set[
 def hashes_of(name: str, version: str, cutoff: str, picked: set[str]) -> tuple[str, ...]:
     """sha256 of every file of the release the index held before the cut-off; the files pip
     picked must be among them (else the index and pip disagree, and the lock says so)."""
-    files = releases.project(name).releases().get(Version(version), [])
+    files = releases.project(name, refresh=True).releases().get(Version(version), [])
     found = sorted({f.sha256 for f in files if f.sha256 and not f.yanked and f.uploaded and f.uploaded < cutoff})
     strange = picked - set(found)
     if strange:
@@ -160,6 +167,47 @@ def make(pythons: dict[str, str], cutoff: str, log=print) -> Lock:
                 pins=tuple(pins))
 
 
+def differences(locked: Lock, fresh: Lock, python: str) -> list[str]:
+    """How `fresh` (made now for the same cut-off) differs from `locked` on `python`, one line per
+    package, with the index's upload time of a release the lock did not take."""
+    old = {p.name: p for p in locked.select(GROUPS, python)}
+    new = {p.name: p for p in fresh.select(GROUPS, python)}
+    lines = []
+    for name in sorted(old.keys() | new.keys()):
+        was, now = old.get(name), new.get(name)
+        if was is None:
+            lines.append(f"{name} {now.version}: not in the lock; needed now ({', '.join(now.groups)})")
+        elif now is None:
+            lines.append(f"{name} {was.version}: in the lock, no longer needed")
+        elif was.version != now.version:
+            when = releases.project(name, refresh=True).uploaded(now.version) or "at an unknown time"
+            lines.append(f"{name}: the lock has {was.version}; the index now gives {now.version}, uploaded {when}")
+        elif was.hashes != now.hashes:
+            more, fewer = len(set(now.hashes) - set(was.hashes)), len(set(was.hashes) - set(now.hashes))
+            lines.append(f"{name} {was.version}: the index now lists {more} file(s) the lock lacks and lacks "
+                         f"{fewer} it has")
+        elif was.groups != now.groups:
+            lines.append(f"{name} {was.version}: groups {', '.join(was.groups)} in the lock, "
+                         f"{', '.join(now.groups)} now")
+    return lines
+
+
+def check(lock: Lock, pythons: dict[str, str], log=print) -> int:
+    """`nox -s lock -- --check`: make the lock again for its own cut-off and say how it differs
+    (0: the same; 1: it differs, each package named)."""
+    fresh = make(pythons, lock.cutoff, log=log)
+    found = {py: differences(lock, fresh, py) for py in pythons}
+    if not any(found.values()):
+        log(f"{lock.path}: the index as of {lock.cutoff} still resolves to it, file for file")
+        return 0
+    for py, lines in found.items():
+        for line in lines:
+            log(f"Python {py}: {line}")
+    log(f"{lock.path} is not what its cut-off resolves to now: the index's record before {lock.cutoff} has changed "
+        f"since it was made (or pyproject.toml has); `nox -s lock -- --as-of {lock.cutoff[:10]}` takes that in")
+    return 1
+
+
 def interpreters_for(wanted: list[str]) -> dict[str, str]:
     found, missing = {}, []
     for version in wanted:
@@ -183,7 +231,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", action="append", metavar="X.Y", choices=SUPPORTED_PYTHONS,
                         help=f"lock for these Pythons only (repeatable; default: {', '.join(SUPPORTED_PYTHONS)})")
     parser.add_argument("--out", type=Path, default=LOCK, help="where to write it (default: lock.txt)")
+    parser.add_argument("--check", action="store_true", help="write nothing: make the lock in --out again for its "
+                        "own cut-off and name what differs (exit 1 if anything does)")
     args = parser.parse_args(argv)
+    if args.check:
+        if args.as_of:
+            parser.error("--check resolves as of the lock's own cut-off; --as-of does not go with it")
+        try:
+            lock = read_lock(args.out)
+            return check(lock, interpreters_for(args.python or list(lock.pythons)))
+        except (ResolveError, LockError, releases.ReleasesUnavailable) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         cutoff = cutoff_of(args.as_of)
         lock = make(interpreters_for(args.python or list(SUPPORTED_PYTHONS)), cutoff)
