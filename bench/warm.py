@@ -39,7 +39,9 @@ verdict per matrix against the acceptance of warm launch:
   there is no spread, and the verdict says "not judged".
 
 Several matrices may be given: each is measured in turn, and the verdicts are
-printed together at the end.
+printed together at the end. Each run's wall time goes to stderr as it ends
+(`[3/9] matrices/smoke.yaml, venv, fresh-1: 84.2 s`), so a long bench shows
+where it is.
 
 Several engines (`--engine venv,docker`) are measured in the same invocation,
 interleaved: each engine's warm-up run, then in every round each engine's
@@ -55,6 +57,7 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
@@ -184,10 +187,11 @@ def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]
         (engine, f"{kind}-{k}", flags) for k in range(1, a.rounds + 1) for engine in engines
         for kind, flags in (("fresh", ["--fresh"]), ("warm", []))]
     runs: dict[str, dict] = {engine: {} for engine in engines}
-    for engine, label, flags in order:  # fresh and warm (and engines) alternate: a drifting load hits all alike
-        folder = tmp / engine / label
+    for done, (engine, label, flags) in enumerate(order, 1):  # fresh and warm (and engines) alternate: a
+        folder = tmp / engine / label                             # drifting load hits all alike
         wall = harness("run", a.matrix, "--engine", engine, *common, *select, *extra, *flags,
                        "--results", str(folder))
+        print(f"[{done}/{len(order)}] {a.label}, {engine}, {label}: {wall:.1f} s", file=sys.stderr, flush=True)
         record = run_records(folder)[-1]
         runs[engine][label] = (wall, {r["cell"]: r for r in results(folder)}, record)
     verdicts = [report(a, engine, runs[engine]) for engine in engines]
