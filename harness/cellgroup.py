@@ -15,6 +15,13 @@ Two parts, used together on the process engines (venv, local):
   controller is enabled for it -- for the cell's peak memory and OOM kills. Where no cgroup can
   be made the reason is recorded, and the memory figures say `unavailable` with it.
 
+A cgroup with processes in it cannot give controllers to its children (cgroup v2's "no internal
+processes" rule), so where the memory controller is delegated to the harness's cgroup but not yet
+enabled below it, the harness does what systemd asks of a delegated tree's owner: it moves itself
+into a leaf of its own (`harness-main-...`) and enables `memory` for its cells -- only when it is
+alone in its cgroup, so it never moves another program's process (run it alone in a delegated
+cgroup, e.g. `systemd-run --user --scope -p Delegate=yes harness run ...`, to get the figures).
+
 `HARNESS_CGROUP=off` turns the cgroup off (the subreaper still runs).
 """
 
@@ -33,10 +40,12 @@ from .workloads.protocol import LEFTOVER_GRACE, REAPED_FILE  # noqa: F401 - engi
 
 CGROUP_VARIABLE = "HARNESS_CGROUP"
 PREFIX = "harness-cell-"
-_NAME = re.compile(rf"^{PREFIX}(\d+)-(\d+)-\d+$")  # pid, its start time, a counter
+MAIN_PREFIX = "harness-main-"  # the leaf the harness moves into to give its cells controllers
+_NAME = re.compile(r"^harness-(?:cell|main)-(\d+)-(\d+)-\d+$")  # pid, its start time, a counter
 _counter = itertools.count()
 _lock = threading.Lock()
 _base: tuple[Path | None, str | None] | None = None
+_memory_note: str | None = None  # why the memory controller could not be enabled below _base
 
 
 def _unescape(field: str) -> str:
@@ -68,21 +77,57 @@ def own_cgroup() -> tuple[Path | None, str | None]:
 
 
 def base() -> tuple[Path | None, str | None]:
-    """own_cgroup(), once per process; the first call also ends what killed runs left."""
-    global _base
+    """own_cgroup(), once per process; the first call also ends what killed runs left and gives
+    the cells the memory controller where it may (delegate_memory)."""
+    global _base, _memory_note
     with _lock:
         if _base is None:
             _base = own_cgroup()
             if _base[0] is not None:
                 clean_stale(_base[0])
+                _memory_note = delegate_memory(_base[0])
         return _base
+
+
+def delegate_memory(folder: Path) -> str | None:
+    """Enable the memory controller for the cell cgroups made below `folder`, this process's own
+    cgroup. A cgroup holding processes cannot enable a controller for its children, so this
+    process first moves into a leaf of its own -- only when it is alone in `folder`. Returns why it
+    could not, or None (enabled, already enabled, or not offered here: memory() says which)."""
+    me = os.getpid()
+    try:
+        if "memory" in (folder / "cgroup.subtree_control").read_text().split():
+            return None
+        if "memory" not in (folder / "cgroup.controllers").read_text().split():
+            return None
+        others = [pid for pid in (folder / "cgroup.procs").read_text().split() if int(pid) != me]
+    except OSError as exc:
+        return f"cannot read {folder} ({exc.strerror})"
+    if others:
+        return (f"{len(others)} other process(es) share the harness's cgroup {folder}, and a cgroup with "
+                "processes cannot enable the memory controller for its children: run the harness alone "
+                "in a delegated cgroup (e.g. systemd-run --user --scope -p Delegate=yes) for the figures")
+    leaf = folder / f"{MAIN_PREFIX}{me}-{process_start(me) or 0}-0"
+    try:
+        leaf.mkdir(exist_ok=True)
+        (leaf / "cgroup.procs").write_text(str(me))
+        (folder / "cgroup.subtree_control").write_text("+memory")
+    except OSError as exc:
+        try:  # back where it was (nothing was enabled), and the leaf gone
+            (folder / "cgroup.procs").write_text(str(me))
+        except OSError:
+            pass
+        CellGroup(leaf).remove()
+        return f"cannot enable the memory controller below {folder} ({exc.strerror})"
+    return None
 
 
 def clean_stale(folder: Path) -> int:
     """End and remove the cell cgroups of harness processes that are gone (killed with -9:
-    their subreapers died with them, their cells' daemons did not). Returns how many."""
+    their subreapers died with them, their cells' daemons did not), and the leaves those
+    harnesses moved into (delegate_memory). Returns how many."""
     removed = 0
-    for child in folder.glob(PREFIX + "*"):
+    for child in folder.glob("harness-*"):
         found = _NAME.match(child.name)
         if not found or process_start(int(found.group(1))) == int(found.group(2)):
             continue  # not ours, or its harness is alive
@@ -188,8 +233,9 @@ class CellGroup:
             return {"unavailable": f"no cgroup for the cell: {self.why_not}"}
         peak, events = self.path / "memory.peak", self.path / "memory.events"
         if not events.is_file():
+            why = f"; {_memory_note}" if _memory_note else _v1_memory()
             return {"unavailable": "the memory controller is not enabled for this cgroup "
-                                   f"({self.path.parent}/cgroup.subtree_control lacks it{_v1_memory()})"}
+                                   f"({self.path.parent}/cgroup.subtree_control lacks it{why})"}
         out: dict = {"source": "cgroup v2"}
         try:
             counts = dict(line.split() for line in events.read_text().splitlines() if line.strip())

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import cellgroup
+
 from .conftest import as_from_a_terminal, harness
 
 # The leftover is a Python process whose command line carries the token (sleep would refuse it).
@@ -43,6 +45,9 @@ elif how == "daemon":  # the classic double fork: the grandchild's parent is gon
     os.wait()
 elif how == "deaf":
     subprocess.Popen(sleeper)
+elif how in ("mem", "hog"):  # touches 120 MiB, or 600 MiB (more than the test's scope allows)
+    blob = bytearray((120 if how == "mem" else 600) * 2**20)
+    blob[::4096] = b"x" * len(blob[::4096])
 elif how == "hang":  # escapes, then hangs: the cell is ended for no progress
     subprocess.Popen(["setsid"] + sleeper)
     time.sleep(0.5)
@@ -50,6 +55,8 @@ elif how == "hang":  # escapes, then hangs: the cell is ended for no progress
 time.sleep(1.0)  # the leftover has started (and, if deaf, ignores SIGTERM) before the script ends
 print("done")
 '''
+
+THIS_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"  # the local engine's cells run on this interpreter
 
 
 def _project(tmp: Path, hows: list[str], token: str, python: str = "3.11") -> Path:
@@ -130,12 +137,67 @@ def test_what_a_script_leaves_running_ends_with_its_cell_on_venvs(tmp_path, toke
 
 
 def test_what_a_script_leaves_running_ends_with_its_cell_on_the_local_engine(tmp_path, token):
-    matrix = _project(tmp_path, ["setsid", "daemon", "deaf"], token, python="3.11")
-    proc = harness("run", str(matrix), "--engine", "local", "--python", f"3.11={sys.executable}",
+    matrix = _project(tmp_path, ["setsid", "daemon", "deaf"], token, python=THIS_PYTHON)
+    proc = harness("run", str(matrix), "--engine", "local", "--python", f"{THIS_PYTHON}={sys.executable}",
                    "--results", str(tmp_path / "r"), timeout=600)
     results = _results(tmp_path / "r")
     assert set(results) == {"setsid", "daemon", "deaf"}, proc.stdout[-2000:] + proc.stderr[-2000:]
     _check(results, token)
+
+
+@pytest.fixture
+def delegated_scope():
+    """A new cgroup v2 beside this test's own, offered the memory controller and capped at 400 MiB:
+    what `systemd-run --scope -p Delegate=yes -p MemoryMax=400M` gives a command. Made only where
+    this test may (a host or container whose cgroup tree is this user's); skipped elsewhere."""
+    own, why = cellgroup.own_cgroup()
+    if own is None:
+        pytest.skip(f"no cgroup v2 for this test: {why}")
+    offered = (own / "cgroup.controllers").read_text().split()
+    parent = own.parent
+    if "memory" not in offered or not (parent / "cgroup.procs").is_file() or not os.access(parent, os.W_OK):
+        pytest.skip(f"this host does not delegate a cgroup v2 memory controller beside {own}")
+    scope = parent / f"harness-test-{uuid.uuid4().hex[:12]}"
+    scope.mkdir()
+    (scope / "memory.max").write_text(str(400 * 2**20))
+    if (scope / "memory.swap.max").is_file():  # the cap is the kernel's OOM, not a slow swap
+        (scope / "memory.swap.max").write_text("0")
+    yield scope
+    for leaf in sorted(scope.iterdir(), reverse=True):  # the harness's own leaf stays until it is gone
+        if leaf.is_dir():
+            cellgroup.CellGroup(leaf).kill()
+            cellgroup.CellGroup(leaf).remove()
+    cellgroup.CellGroup(scope).kill()
+    cellgroup.CellGroup(scope).remove()
+
+
+def test_a_cells_peak_memory_and_oom_kill_come_from_its_cgroup(tmp_path, token, delegated_scope):
+    """Started alone in a cgroup with the memory controller delegated, the harness gives each cell
+    a cgroup with it: the result carries the cell's own peak memory, and a cell the kernel killed
+    for memory is `oom` from the cgroup's count, while its neighbours are not."""
+    matrix = _project(tmp_path, ["mem", "hog", "setsid"], token, python=THIS_PYTHON)
+    procs = str(delegated_scope / "cgroup.procs")
+
+    def enter_scope() -> None:  # the harness is born alone in the scope, as systemd-run starts it
+        with open(procs, "w") as f:
+            f.write("0")
+
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(matrix), "--engine", "local", "--jobs", "1",
+                           "--python", f"{THIS_PYTHON}={sys.executable}", "--results", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=600, preexec_fn=enter_scope,
+                          cwd=Path(__file__).resolve().parent.parent)
+    results = _results(tmp_path / "r")
+    assert set(results) == {"mem", "hog", "setsid"}, proc.stdout[-2000:] + proc.stderr[-2000:]
+    memory = {name: r["exit"]["memory"] for name, r in results.items()}
+    assert memory["mem"].get("source") == "cgroup v2", memory
+    assert memory["mem"]["peak_bytes"] >= 120 * 2**20, memory
+    assert memory["mem"]["peak_bytes"] - memory["setsid"]["peak_bytes"] >= 90 * 2**20, memory
+    assert memory["mem"]["oom_kills"] == 0 and memory["setsid"]["oom_kills"] == 0, memory
+    assert results["hog"]["status"] == "oom" and memory["hog"]["oom_kills"] >= 1, (results["hog"], memory)
+    assert results["mem"]["status"] == results["setsid"]["status"] == "ok"
+    assert _with_token(token) == []
+    made = sorted(c.name for c in delegated_scope.iterdir() if c.is_dir())
+    assert [n for n in made if not n.startswith(cellgroup.MAIN_PREFIX)] == [], made  # each cell's cgroup removed
 
 
 def test_a_hung_cell_takes_what_it_started_with_it(tmp_path, token):
