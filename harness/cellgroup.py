@@ -41,7 +41,7 @@ from .workloads.protocol import LEFTOVER_GRACE, REAPED_FILE  # noqa: F401 - engi
 CGROUP_VARIABLE = "HARNESS_CGROUP"
 PREFIX = "harness-cell-"
 MAIN_PREFIX = "harness-main-"  # the leaf the harness moves into to give its cells controllers
-_NAME = re.compile(r"^harness-(?:cell|main)-(\d+)-(\d+)-\d+$")  # pid, its start time, a counter
+_NAME = re.compile(rf"^(?:{PREFIX}|{MAIN_PREFIX})(\d+)-(\d+)-\d+$")  # pid, its start time, a counter
 _counter = itertools.count()
 _lock = threading.Lock()
 _base: tuple[Path | None, str | None] | None = None
@@ -107,7 +107,7 @@ def delegate_memory(folder: Path) -> str | None:
         return (f"{len(others)} other process(es) share the harness's cgroup {folder}, and a cgroup with "
                 "processes cannot enable the memory controller for its children: run the harness alone "
                 "in a delegated cgroup (e.g. systemd-run --user --scope -p Delegate=yes) for the figures")
-    leaf = folder / f"{MAIN_PREFIX}{me}-{process_start(me) or 0}-0"
+    leaf = folder / _name(MAIN_PREFIX)
     try:
         leaf.mkdir(exist_ok=True)
         (leaf / "cgroup.procs").write_text(str(me))
@@ -122,12 +122,19 @@ def delegate_memory(folder: Path) -> str | None:
     return None
 
 
+def _name(prefix: str) -> str:
+    """A folder name clean_stale can tell the owner of: this process's pid and start time, and a
+    counter (one process makes many cell cgroups)."""
+    me = os.getpid()
+    return f"{prefix}{me}-{process_start(me) or 0}-{next(_counter)}"
+
+
 def clean_stale(folder: Path) -> int:
     """End and remove the cell cgroups of harness processes that are gone (killed with -9:
     their subreapers died with them, their cells' daemons did not), and the leaves those
     harnesses moved into (delegate_memory). Returns how many."""
     removed = 0
-    for child in folder.glob("harness-*"):
+    for child in (*folder.glob(PREFIX + "*"), *folder.glob(MAIN_PREFIX + "*")):
         found = _NAME.match(child.name)
         if not found or process_start(int(found.group(1))) == int(found.group(2)):
             continue  # not ours, or its harness is alive
@@ -160,8 +167,7 @@ class CellGroup:
         folder, why = base()
         if folder is None:
             return cls(None, why)
-        me = os.getpid()
-        path = folder / f"{PREFIX}{me}-{process_start(me) or 0}-{next(_counter)}"
+        path = folder / _name(PREFIX)
         try:
             path.mkdir()
             group = cls(path)
