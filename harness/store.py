@@ -181,9 +181,7 @@ class ResultStore:
         removed = ended = 0
         if not self.run_dir.exists():
             return 0, 0
-        for path in sorted(self.run_dir.rglob(f"*{PARTIAL}*")):
-            if not path.is_dir():
-                continue
+        for path in _partial_folders(self.run_dir):
             cell_id = str(path.relative_to(self.run_dir)).split(PARTIAL, 1)[0]
             claim = self.claim(cell_id)
             if claim is None:
@@ -325,12 +323,32 @@ def scan(*roots: Path) -> Iterator[tuple[Path, Result | Quarantined]]:
 
 
 def _result_files(roots: Iterable[Path]) -> Iterator[Path]:
-    """The result.json files below `roots` (or the roots themselves), half-written folders left out."""
+    """The result.json files below `roots` (or the roots themselves), half-written folders left out.
+
+    A live run makes and removes folders while this walks (partial cells, staged workloads), so a
+    folder that vanishes between being listed and being entered is passed over, never an error:
+    `harness status` of a running matrix must not fail on the run's own scratch space."""
     for root in roots:
         root = Path(root)
-        for path in [root] if root.is_file() else sorted(root.rglob(RESULT)):
-            if PARTIAL not in str(path):
-                yield path
+        if root.is_file():
+            yield root
+            continue
+        found = []
+        for folder, subfolders, files in os.walk(root):      # os.walk ignores folders that vanish
+            subfolders[:] = [name for name in subfolders if PARTIAL not in name]
+            if RESULT in files and PARTIAL not in folder:
+                found.append(Path(folder) / RESULT)
+        yield from sorted(found)
+
+
+def _partial_folders(run_dir: Path) -> list[Path]:
+    """The half-written cell folders below `run_dir`, not looked inside: their cells' own files come
+    and go while a live run works in them, and other writers rename theirs as they finish."""
+    found = []
+    for folder, subfolders, _ in os.walk(run_dir):
+        found += [Path(folder) / name for name in subfolders if PARTIAL in name]
+        subfolders[:] = [name for name in subfolders if PARTIAL not in name]
+    return sorted(found)
 
 
 def read_all(roots: Iterable[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:

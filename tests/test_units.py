@@ -215,3 +215,50 @@ def test_a_group_goes_back_to_the_slot_its_launcher_holds(tmp_path):
     home = ran[group[0].id]
     assert [ran[c.id] for c in group] == [home] * 4
     assert {ran[c.id] for c in others} == {(0,), (1,)}, "the other cells use both cores"
+
+
+def test_reading_a_results_folder_while_a_run_churns_its_scratch_space(tmp_path):
+    """Seen in CI: `**/result.json` globbed over a live run failed when a staging folder vanished
+    between being listed and being entered. The store's readers (`iter_results`, the partial-folder
+    sweep) pass over what vanishes, and never look inside a live cell's half-written folder."""
+    import json
+    import shutil
+    import threading
+
+    from harness.store import iter_results
+
+    run_dir = tmp_path / "results" / "run"
+    for cell in ("env/a", "env/b"):
+        (run_dir / cell).mkdir(parents=True)
+        (run_dir / cell / "result.json").write_text(json.dumps({"cell": cell, "status": "ok"}))
+    stop, failed = threading.Event(), []
+    live = ResultStore(tmp_path / "results", "run").claim("env/c")    # a live run's cell: its folder is its own
+
+    def churn():
+        n = 0
+        while not stop.is_set():
+            for scratch in (run_dir / ".workloads" / f"x.tmp-{n}", run_dir / "env" / f"c.partial-h-{n}"):
+                (scratch / "deep" / "er").mkdir(parents=True)
+                (scratch / "deep" / "er" / "result.json").write_text("{}")
+                shutil.rmtree(scratch)
+            n += 1
+
+    def churning():
+        try:
+            churn()
+        except OSError as exc:                      # the sweep must never touch a live cell's folder
+            failed.append(exc)
+
+    churner = threading.Thread(target=churning)
+    churner.start()
+    store = ResultStore(tmp_path / "results", "run")
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            assert sorted(r["cell"] for _, r in iter_results(run_dir)) == ["env/a", "env/b"]
+            store.clean_partials()
+    finally:
+        stop.set()
+        churner.join()
+        live.release()
+    assert not failed, failed

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.store import iter_results
+
 from .conftest import ROOT, as_from_a_terminal, harness
 from .planted_index import PlantedIndex
 from .test_report import _browse
@@ -148,12 +150,12 @@ def test_an_interrupted_watch_resumes_without_redoing_finished_cells(world):
                             text=True, preexec_fn=as_from_a_terminal)
     run_dir = root / "interrupted" / "planted-watch"
     deadline = time.monotonic() + 900
-    while time.monotonic() < deadline and len(list(run_dir.glob("**/result.json"))) < 3:
+    while time.monotonic() < deadline and len(list(iter_results(run_dir))) < 3:   # read as the store reads
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
-    done = {p: p.read_bytes() for p in run_dir.glob("**/result.json")}
+    done = {p / "result.json": (p / "result.json").read_bytes() for p, _ in iter_results(run_dir)}
     assert 3 <= len(done) < 16
     again = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=1800)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
