@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness import cellgroup
+from harness.store import iter_results
 
 from .conftest import as_from_a_terminal, harness
 
@@ -96,12 +97,7 @@ def token():
 
 
 def _results(folder: Path) -> dict[str, dict]:
-    out = {}
-    for path in folder.rglob("result.json"):
-        if ".partial-" not in str(path):
-            data = json.loads(path.read_text())
-            out[data["cell"].split("/")[1]] = data
-    return out
+    return {data["cell"].split("/")[1]: data for _, data in iter_results(folder)}
 
 
 def _check(results: dict[str, dict], token: str) -> None:

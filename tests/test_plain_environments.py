@@ -4,7 +4,6 @@ that needs a framework with the workload's key (exit 2, nothing built)."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from harness import matrix, stacks
 from harness.errors import MatrixError
+from harness.store import iter_results
 
 from .conftest import harness
 
@@ -84,8 +84,7 @@ def test_a_script_runs_in_a_plain_environment_with_its_own_packages(engine, tmp_
         timeouts: {wall: 300, progress: 200}
         """))
     proc = harness("run", str(path), "--engine", engine, "--results", str(tmp_path / "r"), timeout=1800)
-    results = {json.loads(p.read_text())["cell"].split("/")[1]: json.loads(p.read_text())
-               for p in (tmp_path / "r" / "plain").rglob("result.json") if ".partial-" not in str(p)}
+    results = {data["cell"].split("/")[1]: data for _, data in iter_results(tmp_path / "r" / "plain")}
     assert results["right"]["status"] == "ok", (results["right"], proc.stderr[-2000:])
     assert results["right"]["metrics"]["packaging_major"] == 21
     assert results["wrong"]["status"] == "error" and "status 3" in results["wrong"]["error"]["message"]

@@ -8,7 +8,6 @@ value expectations, and bad user code answered with the user's file and line."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.names import file_name
+from harness.store import iter_results
 
 from .conftest import ROOT, harness
 
@@ -80,8 +80,7 @@ def _write(folder: Path, files: dict[str, str]) -> None:
 
 
 def _results(run_dir: Path) -> dict[str, dict]:
-    return {json.loads(p.read_text())["cell"]: json.loads(p.read_text()) for p in run_dir.rglob("result.json")
-            if ".partial-" not in str(p)}
+    return {data["cell"]: data for _, data in iter_results(run_dir)}
 
 
 def _project(tmp: Path) -> Path:
@@ -588,7 +587,7 @@ def test_a_script_cell_labels_its_stack_as_a_built_in_cell_does(tmp_path):
     are read, not imported) or TensorFlow alone (which loads Keras 2.15 under TF 2.15 but
     not the standalone Keras of TF 1.12's environment)."""
     from harness.report import analysis
-    from harness.result import load
+    from harness.store import read_all
 
     two_stacks = STACKS.rsplit("  - python", 1)[0]  # TF 1.12 / Keras 2.2.4 and TF 2.15 / tf.keras
     _write(tmp_path, {"s/plain.py": "print('no framework imported')\n",
@@ -611,7 +610,7 @@ def test_a_script_cell_labels_its_stack_as_a_built_in_cell_does(tmp_path):
                        "--only", only, timeout=1800)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         printed[kind] = proc.stdout
-        results = [load(p) for p in run_dir.rglob("result.json") if ".partial-" not in str(p)]
+        results = [result for _, result in read_all([run_dir])]
         assert len(results) == 2 and all(r.status == "ok" for r in results)
         stacks[kind] = analysis.stacks(results)
         labels[kind] = {env: st.label for env, st in stacks[kind].items()}
