@@ -134,12 +134,13 @@ def clean_stale(folder: Path) -> int:
     their subreapers died with them, their cells' daemons did not), and the leaves those
     harnesses moved into (delegate_memory). Returns how many."""
     removed = 0
-    for child in (*folder.glob(PREFIX + "*"), *folder.glob(MAIN_PREFIX + "*")):
+    for child in folder.glob("*"):  # _NAME picks ours
         found = _NAME.match(child.name)
         if not found or process_start(int(found.group(1))) == int(found.group(2)):
             continue  # not ours, or its harness is alive
-        CellGroup(child).kill()
-        removed += CellGroup(child).remove()
+        group = CellGroup(child)
+        group.kill()
+        removed += group.remove()
     return removed
 
 

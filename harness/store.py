@@ -323,32 +323,32 @@ def scan(*roots: Path) -> Iterator[tuple[Path, Result | Quarantined]]:
 
 
 def _result_files(roots: Iterable[Path]) -> Iterator[Path]:
-    """The result.json files below `roots` (or the roots themselves), half-written folders left out.
-
-    A live run makes and removes folders while this walks (partial cells, staged workloads), so a
-    folder that vanishes between being listed and being entered is passed over, never an error:
-    `harness status` of a running matrix must not fail on the run's own scratch space."""
+    """The result.json files below `roots` (or the roots themselves), half-written folders left out."""
     for root in roots:
         root = Path(root)
+        if PARTIAL in str(root):
+            continue
         if root.is_file():
             yield root
-            continue
-        found = []
-        for folder, subfolders, files in os.walk(root):      # os.walk ignores folders that vanish
-            subfolders[:] = [name for name in subfolders if PARTIAL not in name]
-            if RESULT in files and PARTIAL not in folder:
-                found.append(Path(folder) / RESULT)
-        yield from sorted(found)
+        else:
+            yield from sorted(folder / RESULT for folder, _, files in _walk(root) if RESULT in files)
 
 
 def _partial_folders(run_dir: Path) -> list[Path]:
-    """The half-written cell folders below `run_dir`, not looked inside: their cells' own files come
-    and go while a live run works in them, and other writers rename theirs as they finish."""
-    found = []
-    for folder, subfolders, _ in os.walk(run_dir):
-        found += [Path(folder) / name for name in subfolders if PARTIAL in name]
+    """The half-written cell folders below `run_dir`."""
+    return sorted(folder / name for folder, partial, _ in _walk(run_dir) for name in partial)
+
+
+def _walk(root: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """(folder, the half-written cell folders in it, its files) for every folder below `root`, never
+    entering a half-written one. A live run makes and removes folders while this walks (its cells'
+    own files, staged workloads, other writers renaming finished cells), so a folder that vanishes
+    between being listed and being entered is passed over (os.walk's way), never an error:
+    `harness status` of a running matrix must not fail on the run's own scratch space."""
+    for folder, subfolders, files in os.walk(root):
+        partial = [name for name in subfolders if PARTIAL in name]
         subfolders[:] = [name for name in subfolders if PARTIAL not in name]
-    return sorted(found)
+        yield Path(folder), partial, files
 
 
 def read_all(roots: Iterable[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:

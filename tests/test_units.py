@@ -236,20 +236,17 @@ def test_reading_a_results_folder_while_a_run_churns_its_scratch_space(tmp_path)
 
     def churn():
         n = 0
-        while not stop.is_set():
-            for scratch in (run_dir / ".workloads" / f"x.tmp-{n}", run_dir / "env" / f"c.partial-h-{n}"):
-                (scratch / "deep" / "er").mkdir(parents=True)
-                (scratch / "deep" / "er" / "result.json").write_text("{}")
-                shutil.rmtree(scratch)
-            n += 1
-
-    def churning():
         try:
-            churn()
+            while not stop.is_set():
+                for scratch in (run_dir / ".workloads" / f"x.tmp-{n}", run_dir / "env" / f"c.partial-h-{n}"):
+                    (scratch / "deep" / "er").mkdir(parents=True)
+                    (scratch / "deep" / "er" / "result.json").write_text("{}")
+                    shutil.rmtree(scratch)
+                n += 1
         except OSError as exc:                      # the sweep must never touch a live cell's folder
             failed.append(exc)
 
-    churner = threading.Thread(target=churning)
+    churner = threading.Thread(target=churn)
     churner.start()
     store = ResultStore(tmp_path / "results", "run")
     try:
