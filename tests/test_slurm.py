@@ -310,6 +310,22 @@ slurm: {partition: from-matrix, throttle: 3, sbatch_args: ["--qos=a"]}
     assert _expand("12_[4-6,9%2]") == ["12_4", "12_5", "12_6", "12_9"] and _expand("12_3") == ["12_3"]
 
 
+def test_a_started_task_is_not_taken_for_its_cancelled_siblings():
+    """Slurm 22's own answers, seen in a run: task 0 of a held array released and running, tasks 1
+    and 2 cancelled while still pending. sacct's summary record '251_[0-2]' says CANCELLED for all
+    three -- before and after task 0 ran -- and task 0's own records (squeue's RUNNING, then
+    sacct's COMPLETED) must win, or the status gives up on a cell that is about to finish."""
+    from harness.executors.slurm.queue import merge
+    running = merge("251_0|RUNNING|vm|0:01|None\n", "251_[0-2]|CANCELLED by 0||00:00:00|0:0\n")
+    assert running["251_0"]["state"] == "RUNNING"
+    assert running["251_1"]["state"] == running["251_2"]["state"] == "CANCELLED"
+    done = merge("", "251_0|COMPLETED|vm|00:00:01|0:0\n251_[0-2]|CANCELLED by 0||00:00:00|0:0\n")
+    assert done["251_0"]["state"] == "COMPLETED" and done["251_2"]["state"] == "CANCELLED"
+    # the queue's stale PENDING for a task the summary says was cancelled: accounting's word wins
+    assert merge("251_1|PENDING||0:00|JobHeldUser\n", "251_[1-2]|CANCELLED by 0||00:00:00|0:0\n")[
+        "251_1"]["state"] == "CANCELLED"
+
+
 def test_the_users_own_code_runs_in_array_tasks(slurm, tmp_path):
     """A model factory and scripts of the user's (tests/test_user_workloads.py's project) run in
     Slurm tasks as they do here: the code staged once by content on the shared results folder,

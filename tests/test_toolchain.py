@@ -213,7 +213,8 @@ def test_tests_latest_names_the_release_that_broke_a_test(tmp_path):
     assert summary["moved"] == [{"name": "pyyaml", "locked": "6.0.3", "newest": "6.0.4"}]
     cause, own = sorted(summary["failing"], key=lambda c: c["verdict"] != "release")
     assert (cause["test"], cause["verdict"], cause["package"], cause["first_bad"], cause["last_good"]) == (
-        "tests/test_planted.py::test_deep_nesting_loads", "release", "pyyaml", "6.0.4", "6.0.3")
+        "tests/test_planted.py::test_deep_nesting_loads", "release", "pyyaml", "6.0.4", "6.0.3"), (
+        json.dumps(cause) + "\n" + proc.stdout[-4000:])
     assert (own["test"], own["verdict"]) == ("tests/test_planted.py::test_broken_whatever_the_releases", "lock-too")
     bundle = Path(cause["bundle"])
     assert (bundle / "run.sh").is_file() and (bundle / "attempts" / "1" / "result.json").is_file()

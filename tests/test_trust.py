@@ -384,7 +384,10 @@ def test_a_genuine_leftover_is_still_ended(tmp_path, launch):
         (folder / "owner.json").write_text(json.dumps({
             "host": socket.gethostname(), "pid": 1, "run_id": "genuine-run", "boot_id": boot_id(),
             "cell_pgid": cell.pid, "cell_start": process_start(cell.pid)}))
-        assert ResultStore(tmp_path / "results", "run").clean_partials() == (1, 1)
+        alive_before = cell.poll() is None
+        again = ResultStore(tmp_path / "results", "run")
+        assert again.clean_partials() == (1, 1), (f"cell alive before: {alive_before}, exit {cell.poll()}; "
+                                                   f"notes {again.notes}")
         assert cell.wait(timeout=10) == -9
     finally:
         if cell.poll() is None:

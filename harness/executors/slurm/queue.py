@@ -45,26 +45,46 @@ def _expand(job_id: str) -> list[str]:
 
 def queue_states(job_ids: list[str]) -> dict[str, dict]:
     """State per array task ('ID_i', or 'ID_*' for the array's tasks without a record of their own):
-    accounting's final word where it has one, else the queue's.
+    accounting's final word where it has one, else the queue's (see `merge`)."""
+    if not job_ids:
+        return {}
+    queue = run_slurm("squeue", "-h", "-r", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%N|%M|%r")
+    acct = run_slurm("sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State,NodeList,Elapsed,ExitCode")
+    return merge(queue.stdout, acct.stdout)  # squeue exits 1 once every job has left the queue: that is fine
+
+
+def merge(queue: str, acct: str) -> dict[str, dict]:
+    """squeue's lines (``%i|%T|%N|%M|%r``) and sacct's (``JobID,State,NodeList,Elapsed,ExitCode``) as
+    one state per task.
 
     sacct can lag squeue by a few seconds after a task ends, and squeue forgets finished jobs after
     MinJobAge: each covers the other's gap. A task neither knows is absent from the answer.
+
+    sacct's summary record of an array's unsplit tasks ('12_[0-2]') keeps naming a task after it
+    split off and started: cancelling the pending rest marks the summary CANCELLED while task 0
+    runs on. So a summary speaks only for the tasks nothing else speaks for (or that the queue
+    still calls pending); a task's own record -- the queue's or accounting's -- always wins.
     """
-    if not job_ids:
-        return {}
     states: dict[str, dict] = {}
-    queue = run_slurm("squeue", "-h", "-r", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%N|%M|%r")
-    for line in queue.stdout.splitlines():  # exits 1 once every job has left the queue: that is fine
+    for line in queue.splitlines():
         key, state, node, elapsed, reason = (line.split("|") + [""] * 5)[:5]
         for k in _expand(key.strip()):
             states[k] = {"state": state, "node": node, "elapsed": elapsed, "reason": reason, "from": "squeue"}
-    acct = run_slurm("sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State,NodeList,Elapsed,ExitCode")
-    for line in acct.stdout.splitlines():
+    own, summaries = [], []
+    for line in acct.splitlines():
         key, state, node, elapsed, code = (line.split("|") + [""] * 5)[:5]
-        state = state.split(" ")[0]  # 'CANCELLED by 0'
-        for k in _expand(key.strip()):
-            if state not in ACTIVE or k not in states:
-                states[k] = {"state": state, "node": node, "elapsed": elapsed, "exit_code": code, "from": "sacct"}
+        record = {"state": state.split(" ")[0],  # 'CANCELLED by 0'
+                  "node": node, "elapsed": elapsed, "exit_code": code, "from": "sacct"}
+        (summaries if "[" in key else own).append((key.strip(), record))
+    summarised: set[str] = set()
+    for key, record in summaries:
+        for k in _expand(key):
+            if k not in states or states[k]["state"] == "PENDING":
+                states[k] = dict(record)
+                summarised.add(k)
+    for key, record in own:
+        if record["state"] not in ACTIVE or key not in states or key in summarised:
+            states[key] = record
     for key in [k for k in states if "_" not in k]:  # the array's record for the tasks it never split off
         base = states.pop(key)                        # (e.g. pending tasks cancelled together): each of them
         states[f"{key}_*"] = base
