@@ -16,10 +16,11 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import interpreters
+from . import buildlock, interpreters, ledger
 from .errors import EnvironmentUnavailable
 
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
@@ -68,11 +69,27 @@ def _try_pull(client, ref: str) -> str | None:
         return None
 
 
+def _once(client, tag: str, make) -> str:
+    """`tag`, made by `make()` unless it exists; one maker per host (buildlock), the others
+    wait for it and then find the image there. A base made is written in the cache's ledger."""
+    if _exists(client, tag):
+        return tag
+    with buildlock.held(tag):
+        if not _exists(client, tag):
+            started = time.monotonic()
+            make()
+            ledger.append("build", engine="docker", environment=f"base {tag}",
+                          seconds=round(time.monotonic() - started, 1))
+    return tag
+
+
 def debian_image(client, cli: str, release: str, log) -> str:
     """``tfkeras-harness/debian:<release>``, debootstrapped and imported if missing."""
     tag = f"{PREFIX}/debian:{release}"
-    if _exists(client, tag):
-        return tag
+    return _once(client, tag, lambda: _debootstrap(client, cli, release, tag, log))
+
+
+def _debootstrap(client, cli: str, release: str, tag: str, log) -> None:
     debootstrap = shutil.which("debootstrap")
     if not debootstrap or os.geteuid() != 0:
         raise EnvironmentUnavailable(
@@ -92,7 +109,6 @@ def debian_image(client, cli: str, release: str, log) -> str:
         tar.wait()
         if imp.returncode != 0 or tar.returncode != 0:
             raise EnvironmentUnavailable(f"docker import of the debootstrapped {release} failed")
-    return tag
 
 
 _NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "test", "tests")
@@ -122,8 +138,10 @@ def offline_python(client, cli: str, version: str, log, pythons: dict[str, str] 
     dockerfile = images_dir() / "offline-python" / "Dockerfile"
     recipe = hashlib.sha256(dockerfile.read_bytes()).hexdigest()[:8]  # a changed recipe is a new base
     tag = f"{PREFIX}/python:{version}-{DEFAULT_RELEASE}-{recipe}"
-    if _exists(client, tag):
-        return tag
+    return _once(client, tag, lambda: _offline_python(client, cli, version, tag, dockerfile, log, pythons))
+
+
+def _offline_python(client, cli: str, version: str, tag: str, dockerfile: Path, log, pythons) -> None:
     found = interpreters.find(version, pythons)
     if not found:
         raise EnvironmentUnavailable(
@@ -139,7 +157,6 @@ def offline_python(client, cli: str, version: str, log, pythons: dict[str, str] 
               "--build-arg", f"PREFIX={prefix}", "--build-arg", f"VERSION={version}",
               "--label", f"org.opencontainers.image.description=offline python {full} from {exe}",
               ctx], log, env={**os.environ, "DOCKER_BUILDKIT": "0"})
-    return tag
 
 
 def resolve(client, cli: str, ref: str, log, pythons: dict[str, str] | None = None) -> Base:

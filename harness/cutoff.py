@@ -65,6 +65,16 @@ class LoopbackIndex:
         self.server.server_close()
 
 
+def send_html(handler: BaseHTTPRequestHandler, code: int, body: str) -> None:
+    """An index page (or a not-found one) as an http.server handler answers it."""
+    data = body.encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "text/html; charset=utf-8")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class CutoffIndex(LoopbackIndex):
     """The index as it was at a moment: a PEP 503 index on 127.0.0.1 listing,
     for every project, only the files the real index had received before the
@@ -88,12 +98,7 @@ class CutoffIndex(LoopbackIndex):
                     body, code = "<html><body></body></html>", 200
                 else:
                     body, code = index.page(parts[-1])
-                data = body.encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_html(self, code, body)
 
             def log_message(self, *args):  # quiet
                 pass
@@ -104,16 +109,30 @@ class CutoffIndex(LoopbackIndex):
         try:
             proj = project(name, refresh=self.refresh, covers=self.cutoff)
         except ReleasesUnavailable:
-            return "<html><body>not found</body></html>", 404
-        links = []
-        for f in proj.files:
-            if not f.uploaded or f.uploaded >= self.cutoff:
-                continue  # unknown time: left out, as pip's option does
-            href = html.escape(f.url + (f"#sha256={f.sha256}" if f.sha256 else ""))
-            rp = f' data-requires-python="{html.escape(f.requires_python)}"' if f.requires_python else ""
-            yanked = " data-yanked" if f.yanked else ""
-            links.append(f'<a href="{href}"{rp}{yanked}>{html.escape(f.filename)}</a><br/>')
-        return "<html><body>\n" + "\n".join(links) + "\n</body></html>", 200
+            return NOT_FOUND, 404
+        return simple_page(before(proj.files, self.cutoff)), 200
+
+
+NOT_FOUND = "<html><body>not found</body></html>"
+
+
+def before(files, cutoff: str | None) -> list:
+    """The files uploaded before `cutoff` (all of them without one); a file of unknown upload
+    time is left out under a cut-off, as pip's ``--uploaded-prior-to`` does."""
+    return list(files) if not cutoff else [f for f in files if f.uploaded and f.uploaded < cutoff]
+
+
+def simple_page(files, href=None) -> str:
+    """A PEP 503 project page linking `files` (releases.File), each with its sha256, Python
+    requirement and yanked flag; `href(file)` gives a link's target (default: the file's own URL)."""
+    links = []
+    for f in files:
+        target = href(f) if href else f.url
+        link = html.escape(target + (f"#sha256={f.sha256}" if f.sha256 else ""))
+        rp = f' data-requires-python="{html.escape(f.requires_python)}"' if f.requires_python else ""
+        yanked = " data-yanked" if f.yanked else ""
+        links.append(f'<a href="{link}"{rp}{yanked}>{html.escape(f.filename)}</a><br/>')
+    return "<html><body>\n" + "\n".join(links) + "\n</body></html>"
 
 
 

@@ -133,7 +133,8 @@ def pip_settings() -> PipSettings:
     return _settings
 
 
-def _opener(settings: PipSettings) -> urllib.request.OpenerDirector:
+def opener(settings: PipSettings) -> urllib.request.OpenerDirector:
+    """An opener that reaches the index the way pip would: its CA bundle, its proxy."""
     context = ssl.create_default_context(cafile=settings.cert) if settings.cert else ssl.create_default_context()
     handlers: list = [urllib.request.HTTPSHandler(context=context)]
     if settings.proxy:
@@ -275,7 +276,7 @@ def _fetch_once(settings: PipSettings, name: str) -> list[File]:
     request = urllib.request.Request(url, headers={"Accept": f"{SIMPLE_JSON}, text/html;q=0.1",
                                                    "User-Agent": "tfkeras-harness"})
     try:
-        with _opener(settings).open(request, timeout=TIMEOUT) as response:
+        with opener(settings).open(request, timeout=TIMEOUT) as response:
             body = response.read()
             kind = response.headers.get("Content-Type", "")
             final = response.geturl()

@@ -23,6 +23,8 @@ from harness.store import ResultStore
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 BASE = 'environments: [{python: "3.11", tensorflow: "2.15.0"}]\nworkloads: [{model: rnn}]\n'
 SECONDS = 5.0  # one or two on an idle machine; CI machines are shared
 
@@ -253,8 +255,11 @@ def test_a_name_that_slips_past_validation_still_cannot_leave_its_root(tmp_path)
     store = ResultStore(root, "run")
     with pytest.raises(UserError, match="outside"):
         store.final_dir(_cell("..", "..x"))
+    venvs = VenvEngine(root=tmp_path / "venvs")
     with pytest.raises(UserError, match="outside"):
-        VenvEngine(root=tmp_path / "venvs").location(Environment(name="../../x", python="3.11"))
+        venvs.location(Environment(name="x", python="3.11/../../../x"))
+    # a venv's folder is named for what it holds: an environment's name never enters it
+    assert venvs.location(Environment(name="../../x", python="3.11")).parent == tmp_path / "venvs"
     with pytest.raises(UserError, match="outside"):
         inside(tmp_path, Path("/etc"))
     assert inside(tmp_path, tmp_path / "a" / "b") == tmp_path / "a" / "b"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import __version__, bases, cutoff, stacks
+from .. import __version__, bases, buildlock, downloads, ledger, stacks
 from ..caches import in_container
 from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from ..cellgroup import leftovers
@@ -265,18 +265,33 @@ class DockerEngine(Engine):
                           "base_route": base.route, "base_id": base.image_id, "dockerfile": f"images/{fam}/Dockerfile",
                           "dockerfile_sha256": hashlib.sha256(dockerfile.encode()).hexdigest(),
                           "requirements": _requirements(env), "force": list(env.force), "ca_bundle": bool(self.ca)}
-            if env.uploaded_before:
-                provenance["cutoff"] = cutoff.cutoff_note(env, cutoff.BUILD_VIA)
-            try:
-                image = self.client.images.get(tag)
-                return Prepared(env, {**provenance, "image": image.id}, handle=image.id, reused=True)
-            except docker.errors.ImageNotFound:
-                pass
-            started = time.monotonic()
-            self._build(env, tag, dockerfile_path, build_args, base, log, log_path)
+            provenance.update(downloads.build_note(env))
+            with buildlock.held(tag):  # another run building this image: wait for it, then reuse it
+                try:
+                    image = self.client.images.get(tag)
+                    return Prepared(env, {**provenance, "image": image.id}, handle=image.id, reused=True)
+                except docker.errors.ImageNotFound:
+                    pass
+                twin = self._same_recipe(tag)
+                if twin is not None:  # built for an environment of another name: the same image
+                    return Prepared(env, {**provenance, "image": twin}, handle=twin, reused=True)
+                started = time.monotonic()
+                self._build(env, tag, dockerfile_path, build_args, base, log, log_path)
+                seconds = round(time.monotonic() - started, 1)
+                ledger.append("build", engine=self.name, environment=env.name, seconds=seconds)
         image = self.client.images.get(tag)
-        return Prepared(env, {**provenance, "image": image.id,
-                              "build_seconds": round(time.monotonic() - started, 1)}, handle=image.id)
+        return Prepared(env, {**provenance, "image": image.id, "build_seconds": seconds}, handle=image.id)
+
+    def _same_recipe(self, tag: str) -> str | None:
+        """An image built from the same recipe (Dockerfile, base, pins: the digest its tag ends
+        in) under another environment name, now tagged `tag` too; its id, or None."""
+        recipe = tag.rsplit("-", 1)[1]
+        found = self.client.images.list(filters={"label": f"{LABEL}.recipe={recipe}"})
+        if not found:
+            return None
+        repository, _, name = tag.rpartition(":")
+        found[0].tag(repository, name)
+        return found[0].id
 
     def _build(self, env: Environment, tag: str, dockerfile: Path, build_args: dict, base: bases.Base,
                log, log_path: Path) -> None:
@@ -289,10 +304,12 @@ class DockerEngine(Engine):
             f"{LABEL}.base-used": base.used,
             f"{LABEL}.environment": json.dumps(env.describe(), sort_keys=True),
             f"{LABEL}.dockerfile-sha256": hashlib.sha256(dockerfile.read_bytes()).hexdigest(),
+            f"{LABEL}.recipe": tag.rsplit("-", 1)[1],  # what another name's environment finds it by
         }
-        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx, cutoff.build_index(env) as index:
-            # under a cut-off, pip in the build reads the loopback cut-off index (the build shares the
-            # host's network for it; the image's pip has no configuration of its own to isolate)
+        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx, downloads.build_index(env) as index:
+            # pip in the build reads the harness's loopback index: the download cache, as of the cut-off
+            # if there is one (the build shares the host's network for it; the image's pip has no
+            # configuration of its own to isolate)
             first = [f"--index-url {index}"] if index else []
             shutil.copy(dockerfile, Path(ctx) / "Dockerfile")
             (Path(ctx) / "requirements.txt").write_text("\n".join(first + _requirements(env)) + "\n")

@@ -7,7 +7,6 @@ and ``pip freeze`` and why Docker is preferred when it answers.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -16,15 +15,15 @@ import subprocess
 import time
 from pathlib import Path
 
-from .. import cutoff, interpreters, stacks
-from ..cells import Environment
+from .. import buildlock, downloads, interpreters, ledger, stacks
+from ..cells import CUTOFF_RULE, Environment
 from ..errors import EnvironmentUnavailable
 from ..evidence import tail
 from ..paths import inside
 from .base import Prepared, ProcessEngine, cache_dir, pip_failure
 
 MARKER = "harness-env.json"
-RECIPE_VERSION = 1  # bump when the way venvs are built changes
+RECIPE_VERSION = 2  # bump when the way venvs are built changes (2: folders named by content alone)
 
 
 class VenvEngine(ProcessEngine):
@@ -35,15 +34,21 @@ class VenvEngine(ProcessEngine):
         self.pythons = pythons or {}
 
     def location(self, env: Environment) -> Path:
-        return inside(self.root, self.root / f"{env.name}-{env.content_hash()}")
+        """The venv's folder, named for what is installed in it and nothing else: two environments
+        that differ only in name (or in what a venv does not hold: the device, a base image) share
+        one venv, so none is built twice. The name is not part of it, so no name can move it."""
+        what = {"python": env.python, "requirements": env.requirements, "force": list(env.force),
+                "recipe": RECIPE_VERSION}
+        if env.uploaded_before:
+            what.update(uploaded_before=env.uploaded_before, cutoff_rule=CUTOFF_RULE)
+        digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+        return inside(self.root, self.root / f"py{env.python}-{digest}")
 
     def prepare(self, env: Environment, log_path: Path) -> Prepared:
         """Build the venv once; concurrent runs (and cluster jobs sharing the
         cache) wait for the one that builds it instead of racing it."""
         where = self.location(env)
-        where.parent.mkdir(parents=True, exist_ok=True)
-        with open(where.with_name(where.name + ".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with buildlock.held(where.name, where):
             return self._prepare(env, where, log_path)
 
     def _prepare(self, env: Environment, where: Path, log_path: Path) -> Prepared:
@@ -85,11 +90,11 @@ class VenvEngine(ProcessEngine):
             step(exe, "-m", "venv", str(building))
             py = str(building / "bin" / "python")
             step(py, "-m", "pip", "install", "--upgrade", stacks.pip_requirement(full))
-            with cutoff.applied_cutoff(env, py) as (cutoff_args, cutoff_note):
+            with downloads.pip_index(env, py) as (index_args, index_note):
                 if env.requirements:
-                    step(py, "-m", "pip", "install", *cutoff_args, *env.requirements)
+                    step(py, "-m", "pip", "install", *index_args, *env.requirements)
                 if env.force:
-                    step(py, "-m", "pip", "install", "--no-deps", *cutoff_args, *env.force)
+                    step(py, "-m", "pip", "install", "--no-deps", *index_args, *env.force)
             freeze = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True).stdout
         (building / "requirements.lock").write_text(freeze)
         provenance = {
@@ -100,12 +105,12 @@ class VenvEngine(ProcessEngine):
             "lock_sha256": hashlib.sha256(freeze.encode()).hexdigest(),
             "build_seconds": round(time.monotonic() - started, 1),
             "recipe": RECIPE_VERSION,
+            **index_note,
         }
-        if cutoff_note:
-            provenance["cutoff"] = cutoff_note
         (building / MARKER).write_text(json.dumps(provenance, indent=2))
         shutil.rmtree(where, ignore_errors=True)
         os.replace(building, where)
+        ledger.append("build", engine=self.name, environment=env.name, seconds=provenance["build_seconds"])
         return Prepared(env, provenance, handle=where)
 
     def interpreter(self, prepared: Prepared) -> str:

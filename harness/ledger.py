@@ -1,0 +1,73 @@
+"""The cache's ledger: one line per environment built and per file downloaded.
+
+Building environments and fetching their wheels is most of what a matrix costs the first
+time, and none of it is a cell's result, so it is written down where the environments
+are kept: ``ledger.jsonl`` in the harness cache (``paths.cache_dir()``), appended by every
+process that shares the cache. Each line is a JSON object with ``kind`` (``build`` or
+``download``), ``at`` (Unix time) and what that kind says:
+
+* ``build``: ``engine``, ``environment`` (its name), ``seconds``;
+* ``download``: ``file``, ``bytes``, ``seconds``, ``fetched`` (true: from the index; false:
+  served again from the download cache, ``downloads.py``).
+
+It answers "where did the time go" for a run, for ``bench/`` and for the test suite's
+timing table, without reading build logs. A line is written with one ``write`` on a file
+opened for appending, so lines of concurrent writers never interleave; the file is
+opened without following a symbolic link, and a line that is not JSON is passed over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+from .paths import cache_dir
+
+FILE = "ledger.jsonl"
+MAX_READ = 64 << 20  # bytes read at most: the ledger is a record, not something to trust blindly
+
+
+def append(kind: str, folder: Path | None = None, **fields) -> None:
+    """Add one line; never fails the build or download it records (a read-only cache, a full disk)."""
+    folder = Path(folder) if folder else cache_dir()
+    line = json.dumps({"kind": kind, "at": round(time.time(), 3), **fields}, sort_keys=True, default=str) + "\n"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.write(fd, line.encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read(folder: Path | None = None, since: float | None = None) -> list[dict]:
+    """The ledger's entries (those from `since` on, Unix time), oldest first; [] without one."""
+    folder = Path(folder) if folder else cache_dir()
+    try:
+        fd = os.open(folder / FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return []
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_READ)
+    finally:
+        os.close(fd)
+    out = []
+    for raw in data.splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and (since is None or float(entry.get("at") or 0) >= since):
+            out.append(entry)
+    return out
