@@ -12,6 +12,8 @@ from harness import status
 from harness.bisect import BAD, GOOD, SKIP, Criteria, Verdict, judge, probes, search
 from harness.result import Result
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 VERSIONS = [f"1.{i}.0" for i in range(16)]
 
 

@@ -16,6 +16,8 @@ from harness import interpreters
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 WORKLOADS = ROOT / "harness" / "workloads"
 ALLOWED = {"numpy", "tensorflow", "keras", "jax", "jaxlib", "torch"} | set(sys.stdlib_module_names)
 

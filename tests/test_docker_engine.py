@@ -25,7 +25,7 @@ from rich.console import Console
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
 from harness.store import iter_results
 
-from .conftest import ROOT, as_from_a_terminal, harness
+from .conftest import ROOT, as_from_a_terminal, containers_under, harness
 
 pytestmark = pytest.mark.docker
 
@@ -230,7 +230,7 @@ def test_interrupt_removes_container_and_partial_result_and_resumes(tmp_path, do
         # the hang cell runs: in a container of its own, or forked in a launcher's (warm run);
         # either way a container is running once the other cell has its result
         finished = [r for _, r in iter_results(tmp_path / "r")]
-        if finished and docker_client.containers.list(filters={"label": "tfkeras-harness"}):
+        if finished and containers_under(docker_client, tmp_path, all=False):
             break
         assert proc.poll() is None, proc.communicate()
         time.sleep(1)
@@ -241,7 +241,7 @@ def test_interrupt_removes_container_and_partial_result_and_resumes(tmp_path, do
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)
     assert "finished cell's result is kept" in err
-    assert not docker_client.containers.list(all=True, filters={"label": "tfkeras-harness"})
+    assert not containers_under(docker_client, tmp_path)
     results = {r["workload"]: r for _, r in iter_results(tmp_path / "r")}
     assert list(results) == ["fault-exception"], "the finished cell stays, the interrupted one leaves nothing"
     assert not list((tmp_path / "r").rglob("*.partial-*"))

@@ -5,6 +5,7 @@ container and leave with the run; `--fresh` is one container per cell as before.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ import pytest
 
 from harness.store import iter_results
 
-from .conftest import ROOT, harness
+from .conftest import ROOT, containers_under, harness
 from .test_leftovers import SCRIPT, _check, _with_token, token  # noqa: F401 - the fixture, used by name
 
 pytestmark = pytest.mark.docker
@@ -37,8 +38,8 @@ def _results(folder: Path) -> dict[str, dict]:
     return {r["cell"]: r for _, r in iter_results(folder)}
 
 
-def _ours(client, label: str) -> list:
-    return client.containers.list(all=True, filters={"label": label})
+def _ours(client, label: str, folder: Path) -> list:
+    return containers_under(client, folder, pid=os.getpid(), label=label)
 
 
 def test_planted_faults_read_the_same_forked_in_a_launcher_container(tmp_path, docker_client):
@@ -48,7 +49,7 @@ def test_planted_faults_read_the_same_forked_in_a_launcher_container(tmp_path, d
     fresh = harness("run", str(matrix), "--engine", "docker", "--fresh", "--results", str(tmp_path / "fresh"),
                     timeout=900)
     assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
-    assert not _ours(docker_client, f"{LABEL}.launcher"), "--fresh starts no launcher"
+    assert not _ours(docker_client, f"{LABEL}.launcher", tmp_path), "--fresh starts no launcher"
     # the warm run, watched while its hang cell hangs: the launcher containers are hardened as a cell's
     proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(matrix), "--engine", "docker",
                              "--results", str(tmp_path / "warm")], cwd=ROOT, stdout=subprocess.PIPE,
@@ -56,7 +57,8 @@ def test_planted_faults_read_the_same_forked_in_a_launcher_container(tmp_path, d
     seen = []
     deadline = time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
-        seen = [c.attrs for c in docker_client.containers.list(filters={"label": f"{LABEL}.launcher"})] or seen
+        launchers = containers_under(docker_client, tmp_path, label=f"{LABEL}.launcher", all=False)
+        seen = [c.attrs for c in launchers] or seen
         time.sleep(0.5)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, out[-3000:] + err[-3000:]
@@ -71,7 +73,7 @@ def test_planted_faults_read_the_same_forked_in_a_launcher_container(tmp_path, d
         assert host["CpusetCpus"], "a launcher serves one slot: its cores are the container's"
         mounts = {m["Destination"]: m for m in attrs["Mounts"]}
         assert mounts["/opt/harness"]["RW"] is False and mounts["/out"]["RW"] is True
-    assert not _ours(docker_client, LABEL), "every container leaves with the run"
+    assert not _ours(docker_client, LABEL, tmp_path), "every container leaves with the run"
     before, after = _results(tmp_path / "fresh"), _results(tmp_path / "warm")
     assert set(before) == set(after) and len(before) == 5
     for cell, f in before.items():
@@ -122,7 +124,7 @@ def test_what_a_forked_cell_leaves_running_ends_with_it(tmp_path, token, docker_
         assert r["warmth"]["launch"] == "warm", (how, r["warmth"]["notes"])
         assert "launcher" in r["exit"]["leftovers"]["how"]
     _check(results, token)  # ok, each leftover named with the signal that ended it; none outlived `run`
-    assert _with_token(token) == [] and not _ours(docker_client, LABEL)
+    assert _with_token(token) == [] and not _ours(docker_client, LABEL, tmp_path)
 
 
 def test_a_launcher_container_that_ends_before_it_is_ready_is_quoted(tmp_path, docker_client):
@@ -150,4 +152,4 @@ def test_a_launcher_container_that_ends_before_it_is_ready_is_quoted(tmp_path, d
     assert server.refused.startswith(head) and server.refused.endswith(f" (log: {log})")
     last = [line.strip() for line in log.read_text().splitlines() if line.strip()][-1]
     assert server.refused == f"{head}{last} (log: {log})"
-    assert not _ours(docker_client, LABEL)
+    assert not _ours(docker_client, LABEL, tmp_path)

@@ -37,6 +37,8 @@ import pytest
 from .conftest import ROOT
 from .test_report import _browse
 
+QUICK = pytest.mark.quick  # the quick tier (nox -s tests -- -m quick): all but the GPU commands
+
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 SHELL = ("sh", "bash", "console", "shell")
@@ -201,11 +203,13 @@ def problems_of(block: Block) -> list[str]:
     return bad
 
 
+@QUICK
 def test_every_fenced_block_names_its_language():
     unnamed = [f"{b.where}" for p in pages() for b in blocks_of(p) if not b.lang]
     assert unnamed == [], f"fenced blocks without a language (a command could hide there): {unnamed}"
 
 
+@QUICK
 def test_every_shell_command_is_run_covered_or_marked():
     found = shell_blocks()
     assert len(found) >= 20 and any(b.path == README for b in found)
@@ -213,6 +217,7 @@ def test_every_shell_command_is_run_covered_or_marked():
     assert bad == [], "\n".join(bad)
 
 
+@QUICK
 def test_the_convention_catches_an_unexercised_command(tmp_path):
     """The check is no formality: an unmarked block, a test that does not exist, a covering test
     without the command's flags, an option the harness lacks and an unknown nox session all fail."""
@@ -233,6 +238,7 @@ def test_the_convention_catches_an_unexercised_command(tmp_path):
     assert "no session 'matrixx'" in text and "matrices/nothing.yaml does not exist" in text
 
 
+@QUICK
 @pytest.mark.parametrize("block", [b for b in shell_blocks() if "run" in b.marker], ids=lambda b: b.where)
 def test_the_cheap_commands_run(block):
     for words in commands(block):
@@ -262,6 +268,7 @@ def test_the_gpu_commands_run_on_a_gpu_host(block):
         assert proc.returncode == 0, f"{block.where}: {shlex.join(words)}\n{proc.stderr[-2000:]}"
 
 
+@QUICK
 def test_the_readme_is_a_door():
     """At most ~250 lines: what it is, how to set up, the commands users came for, and links; the
     command CI runs is one the README shows."""
@@ -278,6 +285,7 @@ def test_the_readme_is_a_door():
             assert (ROOT / unquote(target)).exists(), f"README.md links to {target}, which does not exist"
 
 
+@QUICK
 def test_the_cli_reference_names_every_option():
     """docs/reference/cli.md names every command and every option the command line has."""
     page = (DOCS / "reference" / "cli.md").read_text()
@@ -301,6 +309,7 @@ def site(tmp_path_factory):
     return out
 
 
+@QUICK
 def test_the_site_builds_strictly_with_every_page(site):
     """`nox -s docs`'s build: no warning, and every Markdown page of docs/ became an HTML page."""
     for page in DOCS.rglob("*.md"):
@@ -330,6 +339,7 @@ def _parsed(path: Path) -> _Links:
     return parser
 
 
+@QUICK
 def test_every_relative_link_in_the_site_resolves(site):
     """Strict mode checks the Markdown's links; this checks what the theme made of them too: each
     relative href or src names a file of the site, and each #anchor an id on its page. External links
@@ -358,6 +368,7 @@ def test_every_relative_link_in_the_site_resolves(site):
     assert all(urlsplit(link).scheme in ("http", "https", "mailto") for link in external), external
 
 
+@QUICK
 def test_the_site_opens_in_a_browser_and_its_navigation_leads_to_every_page(site):
     dom, errors = _browse(site / "index.html")
     assert errors == [], errors

@@ -7,12 +7,16 @@ Python) is enough and these tests stay fast.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from rich.console import Console
 
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
 from harness.matrix import Matrix
 from harness.runner import Runner
+
+from .conftest import containers_under
 
 BARE = Environment(name="bare", python="3.11")
 
@@ -69,5 +73,5 @@ def test_planted_faults_in_containers(tmp_path, docker_client):
     results = run_faults(engine, tmp_path)
     check(results)
     assert results["memory"]["exit"]["container_oom_flag"] is True, "a real OOM kill, seen by the engine"
-    leftovers = docker_client.containers.list(all=True, filters={"label": "tfkeras-harness"})
+    leftovers = containers_under(docker_client, tmp_path, pid=os.getpid())
     assert not leftovers

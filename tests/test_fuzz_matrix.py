@@ -25,6 +25,8 @@ from harness.errors import UserError
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 SECONDS = 2.0  # per document; the loader itself needs milliseconds
 SHIPPED = sorted((ROOT / "matrices").glob("*.yaml"))
 REAL = [yaml.safe_load(p.read_text()) for p in SHIPPED]

@@ -17,6 +17,8 @@ from harness.workloads import compat
 
 from .conftest import harness
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 
 def env_of(text: str, tmp_path) -> Environment:
     path = tmp_path / "m.yaml"

@@ -13,6 +13,8 @@ from harness.errors import MatrixError
 
 from .conftest import ROOT, harness
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 GOOD = """
 environments:
   - {python: "3.6", tensorflow: "1.12.0", keras: "2.2.4", packages: ["numpy<1.17"]}

@@ -19,6 +19,8 @@ from harness.result import SCHEMA, Quarantined, Result, load
 
 from .conftest import harness
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 MATRIX = """name: quarantine
 environments:
   - python: "3.11"

@@ -9,6 +9,8 @@ import pytest
 from harness import outcome
 from harness.supervise import RawOutcome
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 KERAS_REraise = """\
 Traceback (most recent call last):
   File "/v/lib/python3.11/site-packages/tensorflow/python/util/lazy_loader.py", line 58, in _load

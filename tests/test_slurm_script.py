@@ -20,6 +20,8 @@ import pytest
 
 from .conftest import ROOT, harness
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 HOSTILE = "x $(touch PWNED-1) `touch PWNED-2` 'q' \"d\" ; touch PWNED-3 #"
 MATRIX = """name: hostile
 environments:

@@ -11,7 +11,7 @@ import pytest
 
 from harness.store import iter_results
 
-from .conftest import ROOT, harness
+from .conftest import ROOT, containers_under, harness
 
 EXPECTED = {
     "tf1.12-keras2.2.4/gru-2x32/none-c1/b128/r0": ("3.6.", "1.12.0", "2.2.4"),
@@ -78,6 +78,6 @@ def test_smoke_matrix_in_containers(tmp_path, docker_client):
         prov = r["provenance"]
         assert prov["image"].startswith("sha256:") and prov["base_route"] in ("local", "pulled", "offline")
         assert docker_client.images.get(prov["image_tag"]).id == prov["image"]
-    assert not docker_client.containers.list(all=True, filters={"label": "tfkeras-harness"})
+    assert not containers_under(docker_client, tmp_path)
     again = harness(*args, check=True)
     assert "2 of 2 cells already have results" in again.stdout and "built" not in again.stdout

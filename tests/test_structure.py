@@ -8,7 +8,11 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from .conftest import ROOT
+
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
 
 HARNESS = ROOT / "harness"
 
@@ -171,3 +175,22 @@ def test_a_cells_walk_climbs_back_up_only_where_a_seam_is_meant():
     assert {"harness.runner", "harness.lifecycle", "harness.store", "harness.engines.local"} <= set(got["rooms"])
     assert set(got["climbs"]) <= EXPECTED_CLIMBS, got["climbs"]
     assert "harness.engines.base" not in got["entered_from"]["harness.lifecycle"], "an engine never calls back up"
+
+
+def test_the_quick_tier_needs_no_docker_slurm_or_tensorflow():
+    """`nox -s tests -- -m quick` (the README's tier for contributors) selects whole files of fast tests:
+    none asks for the fixtures that bring a Docker engine or a Slurm cluster, and none carries the marks
+    of a test that runs TensorFlow, needs an engine or a cluster, or takes minutes (pyproject.toml)."""
+    import subprocess
+    import sys
+
+    def collect(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0",
+                               "-p", "no:cacheprovider", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    quick = collect("-m", "quick", "--fixtures-per-test")
+    assert quick.returncode == 0, quick.stdout[-2000:] + quick.stderr[-2000:]
+    tests = re.findall(r"^-+ fixtures used by (\S+)", quick.stdout, re.M)
+    assert len(tests) >= 400, quick.stdout[-2000:]
+    assert not re.search(r"^(docker_client|slurm)\b", quick.stdout, re.M), "a quick test needs an engine or a cluster"
+    heavy = collect("-m", "quick and (tf or docker or slurm or slow)")
+    assert heavy.returncode == 5, heavy.stdout[-2000:]   # pytest's "no tests collected"

@@ -19,6 +19,8 @@ from harness.runner import _ranges
 from harness.store import ResultStore
 from harness.supervise import RawOutcome
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 
 def _cell(devices: int, kind: str = "gpu", repeat: int = 0) -> Cell:
     return Cell(Environment("e", "3.11", "2.15.0"), Workload("w", "idle"), Parallelism("none", devices, kind),

@@ -17,6 +17,8 @@ import pytest
 
 from .conftest import ROOT, harness
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 FACTORY = "def build(keras):\n    pass\n\n\ndef data():\n    pass\n"
 HEAD = 'environments: [{python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}]\nworkloads:\n'
 

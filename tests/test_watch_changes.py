@@ -23,6 +23,8 @@ from harness.watch.changes import (
     status_changes,
 )
 
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
 TRIALS = 200
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from harness.watch.changes import Change, StatusChange, from_status
 from harness.watch.publish import (
     JSON_FEED_VERSION,
@@ -15,6 +17,8 @@ from harness.watch.publish import (
     stack_badge,
     write,
 )
+
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
 
 A = "{http://www.w3.org/2005/Atom}"
 HOSTILE = 'lstm<&">\'\x01]]>'

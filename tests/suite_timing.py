@@ -1,0 +1,120 @@
+"""Where the suite's time goes, printed at the end of every run so that CI's log keeps it.
+
+Three tables after pytest's own summary:
+
+* **per test file**: the summed time of its tests (setup + call + teardown, where a module's
+  shared fixture is charged to its first test), how many ran, and its share of the whole -- a
+  sum of work, which a run on several workers spreads over less wall time;
+* **environments built**: every environment this run built rather than reused, by engine, with
+  its seconds, read from the harness's build ledger (``harness.ledger``) of every cache the run
+  used (the user's, and the temporary ones tests make under pytest's base folder);
+* **downloads**: what the builds fetched through the harness's download cache and what it
+  served again, from the same ledger.
+
+pytest's ``--durations`` (set in pyproject.toml) lists the slowest tests themselves.
+
+The same figures order the next run: the suite runs on a worker per core with each file on
+one worker (``--dist loadfile``), so the longest files start first and the workers finish
+together instead of one of them starting a four-minute file last. The order comes from the
+previous run's figures (pytest's cache) or, on a fresh checkout such as CI's, from
+`LONG_FIRST`, measured on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from harness import ledger
+from harness.paths import cache_dir
+
+# seconds per file on 2 cores, the larger of warm (two workers) and from nothing (one process):
+# a clean clone has no cache of its own, warm or not (docs/reference/tests.md); only the order matters
+LONG_FIRST = {"tests/test_warm.py": 335, "tests/test_wrappers.py": 302, "tests/test_build.py": 268,
+              "tests/test_held_out.py": 233, "tests/test_user_workloads.py": 232, "tests/test_slurm.py": 219,
+              "tests/test_bisect_real.py": 207, "tests/test_controls.py": 159, "tests/test_watch.py": 134,
+              "tests/test_trust.py": 103, "tests/test_scheduler.py": 98, "tests/test_releases.py": 85,
+              "tests/test_toolchain.py": 84, "tests/test_downloads.py": 63, "tests/test_repro.py": 50,
+              "tests/test_watch_example.py": 48, "tests/test_smoke_real.py": 47, "tests/test_docker_warm.py": 46}
+CACHE_KEY = "suite_timing/seconds_per_file"
+
+_started = time.time()
+_per_file: dict[str, float] = defaultdict(float)
+_tests_per_file: dict[str, set[str]] = defaultdict(set)
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Every phase of every test, on the controller too when tests run on several workers."""
+    path = report.nodeid.split("::", 1)[0]
+    _per_file[path] += report.duration
+    _tests_per_file[path].add(report.nodeid)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Longest files first (stable within a file and among files of no known length)."""
+    cache = getattr(config, "cache", None)
+    known = cache.get(CACHE_KEY, None) if cache is not None else None
+    seconds = known if isinstance(known, dict) and known else LONG_FIRST
+    items.sort(key=lambda item: -float(seconds.get(item.nodeid.split("::", 1)[0], 0) or 0))
+
+
+def _caches(config) -> list[Path]:
+    """The harness's own cache and every cache a test made under pytest's base folder."""
+    found = [cache_dir()]
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is not None:
+        try:
+            base = factory.getbasetemp()
+        except (OSError, ValueError):
+            base = None
+        if base is not None:  # the workers' base folders lie beside the controller's
+            for root in {base, base.parent}:
+                found += [p.parent for p in root.glob(f"**/{ledger.FILE}")]
+    return list(dict.fromkeys(found))
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    if hasattr(config, "workerinput"):  # a worker: the controller prints for the whole run
+        return
+    write = terminalreporter.write_line
+    wall = time.time() - _started
+    total = sum(_per_file.values())
+    if not total:
+        return
+    if getattr(config, "cache", None) is not None and not config.option.collectonly:
+        config.cache.set(CACHE_KEY, {path: round(sec, 1) for path, sec in _per_file.items()})
+    terminalreporter.section("where the time went")
+    write(f"wall {_minutes(wall)}; the tests' own time summed over every worker {_minutes(total)}")
+    write(f"{'seconds':>9} {'share':>6} {'tests':>6}  file")
+    for path, seconds in sorted(_per_file.items(), key=lambda kv: -kv[1]):
+        write(f"{seconds:9.1f} {seconds / total:6.1%} {len(_tests_per_file[path]):6d}  {path}")
+    entries = [e for folder in _caches(config) for e in ledger.read(folder, since=_started)]
+    builds = [e for e in entries if e.get("kind") == "build"]
+    write("")
+    if not builds:
+        write("environments built: none (every one was reused from the caches)")
+    else:
+        by_engine: dict[str, list[dict]] = defaultdict(list)
+        for entry in builds:
+            by_engine[entry.get("engine", "?")].append(entry)
+        write(f"environments built: {len(builds)}, {sum(e.get('seconds', 0) for e in builds):.0f} s of building "
+              "(some of it beside tests)")
+        for engine, made in sorted(by_engine.items()):
+            slowest = sorted(made, key=lambda e: -e.get("seconds", 0))[:5]
+            write(f"  {engine}: {len(made)}, {sum(e.get('seconds', 0) for e in made):.0f} s; slowest: "
+                  + ", ".join(f"{e.get('environment')} {e.get('seconds', 0):.0f} s" for e in slowest))
+    downloads = [e for e in entries if e.get("kind") == "download"]
+    if downloads:
+        fetched = [e for e in downloads if e.get("fetched")]
+        write(f"downloads: {len(fetched)} file(s), {sum(e.get('bytes', 0) for e in fetched) / 1e6:.0f} MB in "
+              f"{sum(e.get('seconds', 0) for e in fetched):.0f} s fetched; "
+              f"{len(downloads) - len(fetched)} served again from the download cache "
+              f"({sum(e.get('bytes', 0) for e in downloads if not e.get('fetched')) / 1e6:.0f} MB)")
