@@ -12,7 +12,8 @@ as CI's is:
 State ``nothing`` empties what a new machine would not have before the run: the harness's images
 and Docker's build cache are removed from the engine's store (this is why it asks for ``--yes``),
 and the run gets cache folders of its own (``XDG_CACHE_HOME`` in an empty folder: the harness's
-environments, downloads, compile caches and release lists; pip's cache). State ``warm`` runs again
+environments, downloads, compile caches and release lists; pip's cache), once before its tiers,
+and each of its tiers starts without the clone's nox sessions, as a new clone has. State ``warm`` runs again
 on what the previous run of the same commit left. For each commit the states run in the order
 given (``nothing`` then ``warm`` is the order that measures both), and the commits one after the
 other, so that one commit's ``nothing`` never empties what another's ``warm`` reads.
@@ -114,10 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         clone = _clone(commit, base / "clone")
         cache = base / "cache"
         for state in states:
+            if state == "nothing":  # once per state: its tiers share what the first of them builds
+                _empty_docker()
+                shutil.rmtree(cache, ignore_errors=True)
             for tier in tiers:
-                if state == "nothing":
-                    _empty_docker()
-                    shutil.rmtree(cache, ignore_errors=True)
+                if state == "nothing":  # each tier as on a new clone: no nox sessions yet
                     shutil.rmtree(clone / ".nox", ignore_errors=True)
                 cache.mkdir(parents=True, exist_ok=True)
                 log = base / f"{state}-{tier}.log"
