@@ -34,7 +34,9 @@ import time
 
 how, token = sys.argv[1], sys.argv[2]
 deaf = "signal.signal(signal.SIGTERM, signal.SIG_IGN); " if how == "deaf" else ""
-sleeper = [sys.executable, "-c", "import signal, time; " + deaf + "time.sleep(977)", token]
+# the token first: the report keeps a leftover's command line to 200 characters, and the
+# interpreter's path before it is as long as the folders the cache lies in
+sleeper = [sys.executable, "-c", "'%s'; import signal, time; %stime.sleep(977)" % (token, deaf)]
 if how == "setsid":
     subprocess.Popen(["setsid"] + sleeper)
 elif how == "daemon":  # the classic double fork: the grandchild's parent is gone at once

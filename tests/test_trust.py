@@ -605,6 +605,17 @@ def test_fuzzed_folder_trees_never_give_an_output_folder_near_results(tmp_path_f
     assert not around, f"accepted {out}, inside {around}"
 
 
+def _empty_image(client) -> str:
+    """An image of no files, made here (no registry to pull from, and no other test's image to wait
+    for): enough to create containers that are never started."""
+    import io
+    import tarfile
+    empty = io.BytesIO()
+    tarfile.open(fileobj=empty, mode="w").close()
+    client.api.import_image_from_data(empty.getvalue(), repository="tfkeras-harness-tests/empty", tag="latest")
+    return "tfkeras-harness-tests/empty:latest"
+
+
 def test_docker_leftovers_are_removed_only_when_their_harness_is_provably_dead(docker_client):
     """Real containers with the harness's labels: only those whose starting process is
     provably gone are removed. Another host's container, a live owner, a reused pid's
@@ -616,9 +627,7 @@ def test_docker_leftovers_are_removed_only_when_their_harness_is_provably_dead(d
 
     from harness.engines.docker import LABEL, DockerEngine
     from harness.store import boot_id, process_start
-    image = next((t for i in docker_client.images.list() for t in i.tags if t.startswith("tfkeras-harness/")), None)
-    if image is None:
-        pytest.skip("no harness image to create containers from")
+    image = _empty_image(docker_client)  # containers are created, never started: no files needed
     dead = subprocess.Popen(["true"])
     dead.wait()
     me, host, boot = os.getpid(), socket.gethostname(), boot_id()

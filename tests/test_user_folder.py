@@ -59,7 +59,7 @@ def _hash(folder: Path) -> str:
     return usercode.load(folder, folder).sha256
 
 
-def test_links_loops_and_special_files_are_skipped_not_read(tmp_path):
+def test_links_loops_and_special_files_are_skipped_not_read(tmp_path, monkeypatch):
     """A link loop (to itself, between two links, to a parent folder), a FIFO, a socket and
     device files (made with mknod where allowed, else links to /dev/null and /dev/zero): the
     folder hashes as its code alone, `list` answers at once, and staging copies the code only."""
@@ -73,7 +73,8 @@ def test_links_loops_and_special_files_are_skipped_not_read(tmp_path):
     os.symlink(".", code / "here")
     os.mkfifo(code / "pipe")
     listener = socket.socket(socket.AF_UNIX)
-    listener.bind(str(code / "sock"))
+    monkeypatch.chdir(code)  # a socket's address holds about 100 characters: a deep temp folder has more
+    listener.bind("sock")
     try:
         for name, minor in (("null", 3), ("zero", 5)):
             try:
