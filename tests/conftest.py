@@ -81,9 +81,12 @@ def _process_left_as_found():
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    """`-n auto`: a worker per core, at most MAX_WORKERS -- each test's harness itself runs cells
-    on every core, so more workers than that only queue for the same cores (and for the disk)."""
-    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+    """`-n auto`: a worker per core and one more, at most MAX_WORKERS. A test's harness itself runs
+    cells on every core, but part of the suite's time is spent waiting (on Slurm's queue, a
+    timeout, Docker, the index): the extra worker uses the cores meanwhile. Beyond that, workers
+    only queue for the same cores (and the disk)."""
+    cores = len(os.sched_getaffinity(0))
+    return max(1, min(cores + 1 if cores > 1 else 1, MAX_WORKERS))
 
 
 @pytest.fixture(scope="session")
