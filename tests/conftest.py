@@ -2,7 +2,7 @@
 Docker engine; where one is missing the test is skipped with the reason,
 unless HARNESS_REQUIRE_DOCKER=1 (set by CI), which turns that skip into a failure.
 
-The suite runs on a worker per core (pytest-xdist, ``-n auto --dist loadfile`` in pyproject.toml:
+The suite runs on a worker per core and one more (pytest-xdist, ``-n auto --dist loadfile`` in pyproject.toml:
 a file's tests on one worker, so a module's shared run is made once), so a test never looks at
 what the whole host runs -- every container, every process -- but at its own: the helpers
 below find a test's containers by the folders they mount."""

@@ -13,7 +13,7 @@ Three tables after pytest's own summary:
 
 pytest's ``--durations`` (set in pyproject.toml) lists the slowest tests themselves.
 
-The same figures order the next run: the suite runs on a worker per core with each file on
+The same figures order the next run: the suite runs on several workers with each file on
 one worker (``--dist loadfile``), so the longest files start first and the workers finish
 together instead of one of them starting a four-minute file last. The order comes from the
 previous run's figures (pytest's cache) or, on a fresh checkout such as CI's, from
