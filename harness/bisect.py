@@ -36,16 +36,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
-from . import releases, stacks, status
-from .cells import Cell, Environment
+from . import releases, status
+from .cells import Cell
 from .errors import UserError
 from .names import file_name
 from .paths import inside
+from .release_cells import derivation, derived_cell, with_release
 from .result import Result
 from .stats import Spread, spread_of, steady
 from .terminal import shown
@@ -218,94 +218,7 @@ def judge(results: list[Result], good: dict | None, criteria: Criteria = Criteri
     return Verdict(GOOD, _show(ev), evidence=ev)
 
 
-# -- environments for a release -------------------------------------------------------------
-def _field_of(env: Environment, package: str) -> str:
-    name = canonicalize_name(package)
-    if name == "tensorflow" and env.tensorflow:
-        return "tensorflow"
-    if name == canonicalize_name(stacks.keras_package(env.api) or "keras") and env.keras:
-        return "keras"
-    return "packages"
-
-
-def _token(package: str, version: str, fld: str) -> str:
-    if fld == "tensorflow":
-        return f"tf{stacks.short_version(version)}"
-    if fld == "keras":
-        return f"keras{version}"
-    return f"{package}{version}"
-
-
-def current_version(env: Environment, package: str) -> str | None:
-    fld = _field_of(env, package)
-    if fld != "packages":
-        return getattr(env, fld)
-    for text in env.packages:
-        req = Requirement(text)
-        if canonicalize_name(req.name) == canonicalize_name(package):
-            exact = [s.version for s in req.specifier if s.operator == "=="]
-            return exact[0] if exact else None
-    return None
-
-
-def with_release(env: Environment, package: str, version: str, cutoff: str | None) -> Environment:
-    """`env` with `package` pinned to `version` (its name saying so), resolving as of `cutoff`.
-
-    Made the way a range in the matrix makes it (the pin in the same place, the same
-    name, the matrix's range recorded when the release lies in it), so that a release
-    the bisect tests and the same release of `run` are one cell with one result."""
-    fld = _field_of(env, package)
-    old = current_version(env, package)
-    if fld == "packages":
-        packages = list(env.packages)
-        at = next((i for i, p in enumerate(packages)
-                   if canonicalize_name(Requirement(p).name) == canonicalize_name(package)), None)
-        if at is None:
-            packages.append(f"{package}=={version}")
-        else:
-            packages[at] = f"{package}=={version}"
-        new = dataclasses.replace(env, packages=tuple(packages))
-    else:
-        new = dataclasses.replace(env, **{fld: version})
-    tokens = env.name.split("-")
-    mine = _token(package, old, fld) if old else None
-    token = _token(package, version, fld)
-    tokens = [token if t == mine else t for t in tokens] if mine in tokens else [*tokens, token]
-    ranges = []
-    for name, spec, chosen in env.ranges or ((package, "bisect", version),):
-        if canonicalize_name(name) == canonicalize_name(package):
-            inside = spec != "bisect" and releases.parse_range(spec).contains(version, prereleases=True)
-            ranges.append((name, spec if inside else "bisect", version))
-        else:
-            ranges.append((name, spec, chosen))
-    if not any(canonicalize_name(r[0]) == canonicalize_name(package) for r in ranges):
-        ranges.append((package, "bisect", version))
-    return dataclasses.replace(new, name="-".join(tokens), uploaded_before=cutoff, ranges=tuple(ranges))
-
-
 # -- the driver ---------------------------------------------------------------------
-def derived_cell(base: Cell, package: str, version: str, cutoff: str | None, repeat: int) -> Cell:
-    """`base` (a cell of the matrix) with `package` at `version`, resolving as of `cutoff`: the
-    cell a search tests. One definition for the search and for a Slurm task, which rebuilds the
-    cell from the matrix it loads and its submission's record (`derivation`)."""
-    env = dataclasses.replace(with_release(base.environment, package, version, None), uploaded_before=cutoff)
-    return dataclasses.replace(base, environment=env, repeat=repeat, expect=_values_only(base.expect))
-
-
-def derivation(cell: Cell, base: Cell, package: str, version: str) -> dict:
-    """What a Slurm task needs to rebuild `cell` with `derived_cell`."""
-    return {"base": base.id, "package": package, "version": version, "cutoff": cell.environment.uploaded_before,
-            "repeat": cell.repeat}
-
-
-def _values_only(expect: dict | None) -> dict | None:
-    """What of a cell's `expect:` a search keeps: the values it must give (a release that gives
-    another is bad, see `judge`), not a status -- the search's yardstick is the good end's status."""
-    if not expect or not expect.get("values"):
-        return None
-    return {"values": expect["values"], "why": expect.get("why")}
-
-
 def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine, results_root: Path,
         console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = Criteria(),
         cutoff: bool = True, margin_days: float = releases.CUTOFF_MARGIN_DAYS, bundles: Path = Path("bundles"),

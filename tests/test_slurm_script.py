@@ -163,16 +163,16 @@ def test_a_task_rebuilds_a_bisect_cell_only_from_an_entry_the_harness_wrote(tmp_
     """`bisect --executor slurm` submits cells that are not the matrix's own; the task rebuilds
     each from derived.json with the search's own function -- and refuses an entry of another
     shape, one whose base is not in the matrix, or one that rebuilds another cell."""
-    from harness import bisect, matrix
+    from harness import matrix, release_cells
     from harness.executors.slurm.task import _derived
 
     (tmp_path / "m.yaml").write_text(DERIVE_MATRIX)
     m = matrix.load(tmp_path / "m.yaml")
     base = m.cells[0]
-    cell = bisect.derived_cell(base, "numpy", "1.26.4", "2024-02-06T00:00:00Z", 1)
+    cell = release_cells.derived_cell(base, "numpy", "1.26.4", "2024-02-06T00:00:00Z", 1)
     assert cell.id != base.id and cell.environment.uploaded_before == "2024-02-06T00:00:00Z"
     assert cell.expect is None, "a search judges values only; the base's status rule is dropped"
-    good = bisect.derivation(cell, base, "numpy", "1.26.4")
+    good = release_cells.derivation(cell, base, "numpy", "1.26.4")
     sub = tmp_path / "sub"
     sub.mkdir()
 

@@ -5,7 +5,7 @@ releases x watch dates, each entry the status known at that watch) and the chang
 links to the evidence; ``publish.write`` writes ``site/feeds/<matrix>.json`` / ``.atom.xml``
 and ``site/badges/<matrix>/*.svg``; the evidence the change log links (result files, bisect
 bundles) is copied under ``site/history/<matrix>/``. Plain HTML, relative links, no script: the
-same rules as the report's site (``harness.report.site``), whose styles it shares.
+same rules as the report's site (``harness.report.site``), whose styles it shares (``harness.htmlpage``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 
-from ..report.site import e, page
+from ..htmlpage import e, page
 from . import changes as ch
 from . import history, publish, series
 

@@ -124,7 +124,7 @@ def submissions(store: ResultStore) -> list[Submission]:
 
 
 def derivation_problem(entry) -> str | None:
-    """Why an entry of derived.json is not one this harness wrote (bisect.derivation), or None."""
+    """Why an entry of derived.json is not one this harness wrote (release_cells.derivation), or None."""
     if not isinstance(entry, dict):
         return "not a JSON object"
     for key in ("base", "package", "version"):

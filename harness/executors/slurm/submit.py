@@ -183,7 +183,7 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
     """Hand the cells that need a run to Slurm, as arrays of identical resources; return how many.
     `fresh` (`run --fresh`) travels in submission.json: each task then runs its cell clean-room.
     `derived`: cells that are not the matrix's own (a `bisect` release of a matrix cell), each
-    with what its task needs to rebuild it (bisect.derivation), written to derived.json."""
+    with what its task needs to rebuild it (release_cells.derivation), written to derived.json."""
     results_root = check_path(results_root.resolve(), "--results")
     cwd = check_path(Path.cwd(), "the working folder")
     check_path(Path(opts.python), "slurm.python")

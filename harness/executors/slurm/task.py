@@ -21,6 +21,7 @@ from ...engines.base import Engine
 from ...errors import EnvironmentUnavailable, EnvironmentUnsupported, UserError
 from ...gpumon import GpuMonitor
 from ...lifecycle import Lifecycle
+from ...release_cells import derived_cell
 from ...resources import Pool, discover
 from ...result import Result
 from ...store import ResultStore, read_json, write_json
@@ -75,7 +76,6 @@ def run_task(sub_dir: Path, offset: int) -> int:
 def _derived(sub_dir: Path, m, cell_id: str) -> Cell | str | None:
     """A cell that is not the matrix's own (a `bisect` release of one of its cells), rebuilt from
     the submission's derived.json the way the search built it; why not, or None if not listed."""
-    from ...bisect import derived_cell
     table = read_json(sub_dir / DERIVED)
     entry = table.get(cell_id) if isinstance(table, dict) else None
     if entry is None:
