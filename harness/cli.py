@@ -138,7 +138,7 @@ def _add_slurm_args(p: argparse.ArgumentParser,
                     how: str = "one Slurm job-array task per cell (submits and returns)") -> None:
     p.add_argument("--executor", choices=("local", "slurm"), default="local",
                    help=f"where cells run: this host, or {how}")
-    from .executors.slurm.options import add_arguments
+    from .slurm_options import add_arguments
     add_arguments(p.add_argument_group("slurm executor (override the matrix's slurm: section)"))
 
 
@@ -331,7 +331,7 @@ def cmd_run(args, console: Console) -> int:
     cells = select(m.cells, args.only)
     if not cells:
         raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
-    from .executors.slurm.options import SlurmOptions
+    from .slurm_options import SlurmOptions
     SlurmOptions.merged(m.slurm, args)  # a bad Slurm flag is exit 2 whichever executor then runs
     check_writable(Path(args.results), "--results")
     if m.resolver:
@@ -364,8 +364,8 @@ def cmd_run(args, console: Console) -> int:
 
 def _submit_to_slurm(args, m, cells, console: Console) -> int:
     from .engines import select_engine
-    from .executors.slurm.options import SlurmOptions
     from .executors.slurm.submit import submit
+    from .slurm_options import SlurmOptions
     opts = SlurmOptions.merged(m.slurm, args)
     with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle,
                        console=console) as engine:
@@ -473,7 +473,7 @@ def cmd_bisect(args, console: Console) -> int:
     m = _load(args, console)
     slurm = None
     if args.executor == "slurm":
-        from .executors.slurm.options import SlurmOptions
+        from .slurm_options import SlurmOptions
         slurm = SlurmOptions.merged(m.slurm, args)
     cells = select(m.cells, args.cell)
     if not cells:

@@ -286,10 +286,10 @@ def test_cells_run_in_containers_from_array_tasks(slurm, docker_client, tmp_path
 
 
 def test_cells_asking_the_same_resources_share_an_array(tmp_path):
-    from harness.executors.slurm.options import SlurmOptions
     from harness.executors.slurm.queue import _expand
     from harness.executors.slurm.submit import plan
     from harness.matrix import load
+    from harness.slurm_options import SlurmOptions
     m = load(write(tmp_path / "mixed.yaml", ENV + """workloads:
   - {model: fault, fault: exception}
   - {model: fault, fault: abort}

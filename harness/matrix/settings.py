@@ -8,8 +8,8 @@ from __future__ import annotations
 import difflib
 
 from ..cells import FEEDS, MAX_MEMORY, WRAPPERS, Environment, Limits, Parallelism, size_bytes
-from ..executors.slurm.options import SLURM_KEYS
-from ..executors.slurm.options import problems as slurm_problems
+from ..slurm_options import SLURM_KEYS
+from ..slurm_options import problems as slurm_problems
 from .checker import _Checker, _is_type, _list_of, _show
 from .schema import (
     BATCH_LIMITS,

@@ -26,9 +26,9 @@ a time-limit kill becomes a ``timeout`` result and a memory kill an ``oom``
 result; anything else (cancelled, node failure, preemption) says nothing
 about the cell, so it is noted and the cell runs again on the next submission.
 
-The parts, each in its own module:
+The parts, each in its own module (the options -- the matrix keys, the flags and their checks,
+declared once -- are ``harness/slurm_options.py``, below the matrix loader that reads them too):
 
-    options.py      SlurmOptions: the matrix keys, the flags and their checks, declared once
     submit.py       planning arrays, writing their scripts, sbatch
     submissions.py  reading what was submitted back from disk (checked: it is data, not trust)
     queue.py        asking squeue / sacct about every job at once, and the backing-off watcher

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...slurm_options import text_problem
 from ...store import ResultStore, read_json
-from .options import text_problem
 
 SLURM_DIR = ".slurm"
 DERIVED = "derived.json"  # cells that are not the matrix's own, and how a task rebuilds each

@@ -31,11 +31,11 @@ from ...errors import EnvironmentUnavailable, UserError
 from ...lifecycle import Lifecycle, stage_workloads
 from ...matrix import Matrix
 from ...recipes import _comment  # one line, escaped: as a bundle's run.sh writes comments
+from ...slurm_options import SlurmOptions, text_problem
 from ...store import ResultStore, write_json
 from ...terminal import shown, visible
 from ...usercode import codes_of
 from .board import LIVE, QUEUED, board
-from .options import SlurmOptions, text_problem
 from .queue import run_slurm
 from .submissions import DERIVED, SLURM_DIR
 

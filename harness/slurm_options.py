@@ -24,9 +24,9 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ...cells import MAX_MEMORY, size_bytes
-from ...errors import UserError
-from ...terminal import visible
+from .cells import MAX_MEMORY, size_bytes
+from .errors import UserError
+from .terminal import visible
 
 DEFAULT_TIME_MARGIN = 300.0  # seconds on top of the cell's wall limit: start-up, environment check, writing
 MAX_COUNT = 100_000
