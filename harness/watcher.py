@@ -20,14 +20,14 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
-from .. import matrix as matrix_mod
-from .. import releases
-from ..cells import Cell
-from ..paths import check_writable
-from ..store import ResultStore
-from ..terminal import shown
-from . import changes as ch
-from . import expand, history, page, publish, series
+from . import matrix as matrix_mod
+from . import releases
+from .cells import Cell
+from .paths import check_writable
+from .store import ResultStore
+from .terminal import shown
+from .watch import changes as ch
+from .watch import expand, history, page, publish, series
 
 NOTHING_NEW, CHANGED, ERROR, BUSY = 0, 1, 2, 3
 BISECTED_KINDS = ("broke", "expectation", "family-changed")
@@ -68,7 +68,7 @@ class Watch:
         return self._engine
 
     def run(self) -> int:
-        from ..runner import Runner
+        from .runner import Runner
         started = time.time()
         m, console = self.m, self.console
         with self.stack:
@@ -144,7 +144,7 @@ class Watch:
     def _bisect(self, change: ch.Change) -> Path | None:
         """The existing bisect between the last good and the first bad release the watch saw:
         every index release between them (the watch may have seen only some), as of the watch's date."""
-        from .. import bisect
+        from . import bisect
         cells = [c for c in self.m.cells if self._cell_in(c, change)]
         if not cells:
             return None
