@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,10 +75,8 @@ def _once(client, tag: str, make) -> str:
         return tag
     with buildlock.held(tag):
         if not _exists(client, tag):
-            started = time.monotonic()
-            make()
-            ledger.append("build", engine="docker", environment=f"base {tag}",
-                          seconds=round(time.monotonic() - started, 1))
+            with ledger.building("docker", f"base {tag}"):
+                make()
     return tag
 
 

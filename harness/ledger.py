@@ -18,10 +18,12 @@ opened without following a symbolic link, and a line that is not JSON is passed 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from .paths import cache_dir
@@ -46,6 +48,17 @@ def append(kind: str, folder: Path | None = None, **fields) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def building(engine: str, environment: str) -> Iterator[dict]:
+    """Time the block as one build of `environment` and write its line when the block ends
+    without an error; the dict yielded gets the seconds, for the caller's own record."""
+    timing: dict = {}
+    started = time.monotonic()
+    yield timing
+    timing["seconds"] = round(time.monotonic() - started, 1)
+    append("build", engine=engine, environment=environment, seconds=timing["seconds"])
 
 
 def read(folder: Path | None = None, since: float | None = None) -> list[dict]:

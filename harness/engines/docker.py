@@ -275,12 +275,10 @@ class DockerEngine(Engine):
                 twin = self._same_recipe(tag)
                 if twin is not None:  # built for an environment of another name: the same image
                     return Prepared(env, {**provenance, "image": twin}, handle=twin, reused=True)
-                started = time.monotonic()
-                self._build(env, tag, dockerfile_path, build_args, base, log, log_path)
-                seconds = round(time.monotonic() - started, 1)
-                ledger.append("build", engine=self.name, environment=env.name, seconds=seconds)
+                with ledger.building(self.name, env.name) as timing:
+                    self._build(env, tag, dockerfile_path, build_args, base, log, log_path)
         image = self.client.images.get(tag)
-        return Prepared(env, {**provenance, "image": image.id, "build_seconds": seconds}, handle=image.id)
+        return Prepared(env, {**provenance, "image": image.id, "build_seconds": timing["seconds"]}, handle=image.id)
 
     def _same_recipe(self, tag: str) -> str | None:
         """An image built from the same recipe (Dockerfile, base, pins: the digest its tag ends
