@@ -537,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
     try:
+        from .downloads import max_bytes
+        max_bytes()  # a download-cache bound that is not a size stops any command before it starts work
         return COMMANDS[args.command](args, console)
     except UserError as exc:
         err.print(f"[bold red]error:[/] {shown(str(exc), lines=True)}", highlight=False, markup=True)

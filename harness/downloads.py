@@ -22,6 +22,14 @@ environment without a cut-off), the extra indexes and find-links folders of the 
 configuration (kept without a cut-off; left out under one, whose rule needs upload times).
 ``HARNESS_DOWNLOAD_CACHE=0`` sends builds to the index directly, as before (an index the
 harness cannot read itself, say one that asks for a login pip takes from a keyring).
+
+The cache is bounded: when a build's index closes, the files least recently served go until
+what is kept fits ``HARNESS_DOWNLOAD_CACHE_MAX`` (``4GB`` unless set; ``0`` keeps nothing past
+the build that fetched it). TensorFlow's wheels run to hundreds of megabytes each, and a cache
+that only grows fills a disk that virtualenvs and images need as well -- as a cache of every
+wheel a matrix ever read once did in this project's own CI. What a build is being served
+meanwhile is safe: an open file outlives its name, and a file removed between its check and
+its opening is fetched again.
 """
 
 from __future__ import annotations
@@ -40,10 +48,14 @@ from . import buildlock, ledger
 from . import cutoff as cutoffs
 from .caches import private
 from .cutoff import ISOLATED, NOT_FOUND, LoopbackIndex, applied_cutoff, before, cutoff_note, send_html, simple_page
+from .errors import UserError
 from .paths import cache_dir, inside
 from .releases import TIMEOUT, File, ReleasesUnavailable, opener, pip_settings, project
 
 VARIABLE = "HARNESS_DOWNLOAD_CACHE"
+MAX_VARIABLE = "HARNESS_DOWNLOAD_CACHE_MAX"
+DEFAULT_MAX = 4 * 10**9
+UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 SHA256 = re.compile(r"[0-9a-f]{64}")
 FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,250}")
 CHUNK = 1 << 20
@@ -62,6 +74,45 @@ def enabled() -> bool:
 
 def folder() -> Path:
     return cache_dir() / "downloads"
+
+
+def max_bytes() -> int:
+    """The cache's bound in bytes, from ``HARNESS_DOWNLOAD_CACHE_MAX`` (``4GB``, ``500MB``,
+    ``0``); a value that is not a size is an error naming the variable, not a silent default."""
+    raw = os.environ.get(MAX_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_MAX
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?B?)", raw.upper())
+    if not m:
+        raise UserError(f"{MAX_VARIABLE}={raw!r}: not a size (say 4GB, 500MB or 0)")
+    return int(float(m.group(1)) * UNITS[m.group(2) if m.group(2) in UNITS else m.group(2) + "B"])
+
+
+def trim(limit: int | None = None) -> list[Path]:
+    """Remove the least recently served files until the cache holds at most `limit` bytes
+    (``max_bytes()``); returns what went. Each file goes under its own fetch lock, so no file
+    is removed while a build checks or fetches it."""
+    limit = max_bytes() if limit is None else limit
+    root = folder()
+    if not root.is_dir() or private(root):
+        return []
+    kept = []
+    for path in root.glob("??/*"):
+        if SHA256.fullmatch(path.name[:64]) and ".part-" not in path.name:
+            with contextlib.suppress(OSError):
+                st = path.stat()
+                kept.append((st.st_mtime, st.st_size, path))
+    total = sum(size for _, size, _ in kept)
+    gone = []
+    for _, size, path in sorted(kept):
+        if total <= limit:
+            break
+        with buildlock.held(f"download {path.name[:64]}"):
+            path.unlink(missing_ok=True)
+        total -= size
+        gone.append(path)
+        ledger.append("download-evicted", file=path.name[65:], bytes=size)
+    return gone
 
 
 def cacheable(f: File) -> bool:
@@ -86,6 +137,7 @@ def obtain(f: File) -> Path:
         raise DownloadFailed(f"download cache not usable: {why}")
     with buildlock.held(f"download {f.sha256}"):
         if _sha256(path) == f.sha256:
+            os.utime(path)  # served now: the last to go when the cache is trimmed
             ledger.append("download", file=f.filename, bytes=path.stat().st_size, seconds=0, fetched=False)
         else:
             _fetch(f, path)
@@ -173,10 +225,10 @@ class CachingIndex(LoopbackIndex):
         if f is None:
             return send_html(handler, 404, NOT_FOUND)
         try:
-            path = obtain(f)
+            fh = _open(f)
         except DownloadFailed as exc:
             return send_html(handler, 502, f"<html><body>{exc}</body></html>")
-        with open(path, "rb") as fh:
+        with fh:
             handler.send_response(200)
             handler.send_header("Content-Type", "application/octet-stream")
             handler.send_header("Content-Length", str(os.fstat(fh.fileno()).st_size))
@@ -184,6 +236,29 @@ class CachingIndex(LoopbackIndex):
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # pip gave up: its business
                 shutil.copyfileobj(fh, handler.wfile, CHUNK)
         return None
+
+
+def _open(f: File):
+    """The kept copy of `f`, opened: fetched again if another build's trim removed it between
+    its check and its opening."""
+    for _ in range(3):
+        with contextlib.suppress(FileNotFoundError):
+            return open(obtain(f), "rb")
+    raise DownloadFailed(f"{f.filename}: removed from the download cache while being served, three times")
+
+
+class TrimmedIndex(CachingIndex):
+    """A CachingIndex that bounds the cache (``trim``) when it closes: every build's index.
+    The bound is read first, so that a value that is not a size stops the build before it
+    starts."""
+
+    def __init__(self, cutoff: str | None = None):
+        self.limit = max_bytes()
+        super().__init__(cutoff)
+
+    def __exit__(self, *exc) -> None:
+        super().__exit__(*exc)
+        trim(self.limit)
 
 
 @contextlib.contextmanager
@@ -199,7 +274,7 @@ def pip_index(env, python: str):
             yield args, ({"cutoff": note} if note else {})
         return
     settings = pip_settings()
-    with CachingIndex(cutoff) as index:
+    with TrimmedIndex(cutoff) as index:
         if not cutoff:  # the user's extra indexes and find-links folders still apply
             yield ["--index-url", index.url], {"downloads": {"index": settings.index, "via": VIA}}
             return
@@ -236,7 +311,7 @@ def build_index(env):
     the download cache's (as of the environment's cut-off, if any) where the Docker daemon is
     local and the cache is on; else the cut-off's own index, or none (``cutoff.build_index``)."""
     if _for_builds():
-        with CachingIndex(getattr(env, "uploaded_before", None)) as index:
+        with TrimmedIndex(getattr(env, "uploaded_before", None)) as index:
             yield index.url
         return
     with cutoffs.build_index(env) as url:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,6 +79,21 @@ def _process_left_as_found():
         was, now = changed["variables"]
         changed["variables"] = {k: (was.get(k), now.get(k)) for k in set(was) | set(now) if was.get(k) != now.get(k)}
     assert not changed, f"the test left its process changed: {changed}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_leaves_no_temp(request, tmp_path_factory):
+    """What a test file made under the suite's temporary folder goes when the file's tests are
+    done and all passed (a failure's is kept to be read). Its tests' own folders go as each passes
+    (``tmp_path_retention_policy``); this is for its shared ones (``tmp_path_factory``), which
+    pytest keeps to the end of the session. Those hold virtualenvs and harness caches of their
+    own, and a session that kept them all would need gigabytes of disk it never reads again."""
+    base = tmp_path_factory.getbasetemp()
+    before, failed = set(base.iterdir()), request.session.testsfailed
+    yield
+    if request.session.testsfailed == failed:
+        for path in set(base.iterdir()) - before:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_xdist_auto_num_workers(config) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 
 import pytest
@@ -102,3 +103,34 @@ def test_an_image_build_is_served_what_a_virtualenv_fetched(tmp_path, planted, d
     assert len([e for e in served if not e["fetched"]]) >= 3, served    # the second venv and both images
     for r in results.values():
         assert "--network host" in r["provenance"]["downloads"]["via"], json.dumps(r["provenance"])[:2000]
+
+
+def test_the_cache_keeps_what_fits_its_bound_and_the_least_recently_served_go_first(tmp_path, planted, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    base = planted.url.rsplit("/simple", 1)[0]
+    files = {}
+    for name in (f"harnessdl-{planted.version}-py3-none-any.whl", "harnessdlextra-2.0-py3-none-any.whl"):
+        data = planted.files[name][1]
+        files[name] = File(filename=name, url=f"{base}/files/{name}", sha256=hashlib.sha256(data).hexdigest())
+    old, new = (downloads.obtain(f) for f in files.values())
+    os.utime(old, (1, 1))                                   # served long ago
+    gone = downloads.trim(new.stat().st_size)               # room for one file: the newer one stays
+    assert gone == [old] and not old.exists() and new.exists()
+    assert [e["file"] for e in ledger.read(tmp_path / "cache") if e["kind"] == "download-evicted"] == [old.name[65:]]
+    assert downloads.trim(0) == [new] and not new.exists()
+    again = downloads.obtain(next(iter(files.values())))   # what went is fetched again when asked for
+    assert again.exists() and _downloads(tmp_path / "cache", f"harnessdl-{planted.version}")[-1]["fetched"] is True
+
+
+def test_a_bound_of_zero_keeps_nothing_past_a_build_and_a_bound_that_is_no_size_exits_2(tmp_path, planted,
+                                                                                      monkeypatch):
+    monkeypatch.setenv("HARNESS_DOWNLOAD_CACHE_MAX", "0")
+    _run(tmp_path, planted, "venv", "r")
+    first = _downloads(tmp_path / "cache", f"harnessdl-{planted.version}")
+    assert [e["fetched"] for e in first] == [True, True], first   # each build's index let it go when it closed
+    assert not [p for p in (tmp_path / "cache" / "downloads").rglob("*.whl")]
+    monkeypatch.setenv("HARNESS_DOWNLOAD_CACHE_MAX", "lots")
+    proc = harness("run", str(tmp_path / "dl.yaml"), "--engine", "venv", "--results", str(tmp_path / "r2"),
+                   env={"PIP_INDEX_URL": planted.url, "HARNESS_CACHE": str(tmp_path / "cache")}, timeout=300)
+    assert proc.returncode == 2 and "HARNESS_DOWNLOAD_CACHE_MAX" in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "r2").exists()
