@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .. import buildlock, downloads, interpreters, ledger, stacks
+from .. import buildlock, downloads, interpreters, ledger, samefiles, stacks
 from ..cells import CUTOFF_RULE, Environment
 from ..errors import EnvironmentUnavailable
 from ..evidence import tail
@@ -107,10 +107,14 @@ class VenvEngine(ProcessEngine):
             "recipe": RECIPE_VERSION,
             **index_note,
         }
+        store = self.root / samefiles.STORE
+        shared = samefiles.share(building, store)  # files other venvs hold too: one copy on disk
         (building / MARKER).write_text(json.dumps(provenance, indent=2))
         shutil.rmtree(where, ignore_errors=True)
         os.replace(building, where)
-        ledger.append("build", engine=self.name, environment=env.name, seconds=provenance["build_seconds"])
+        samefiles.forget_unused(store)
+        ledger.append("build", engine=self.name, environment=env.name, seconds=provenance["build_seconds"],
+                      shared_bytes=shared["bytes_saved"])
         return Prepared(env, provenance, handle=where)
 
     def interpreter(self, prepared: Prepared) -> str:
