@@ -8,6 +8,7 @@ neither has to import the other.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from .cells import Cell
 from .resources import Slot
@@ -26,6 +27,14 @@ CELL_ENV = {
 INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
              "CUDA_HOME", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
              "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
+# A host-process cell's home is a folder of its own, never the user's: a ~/.keras/keras.json
+# there would set every cell's float type and image layout unrecorded (Keras reads it at import),
+# ~/.config and ~/.cache hold other libraries' settings, and what one cell wrote there the next
+# would read. What must pass from the host passes as a variable, on purpose and named in the
+# result (a CA bundle's, the compile caches' folders), never through the home.
+HOME_NOTE = "a folder of its own, empty when the cell started and removed with it (the user's home is not read)"
+LAUNCHER_HOME_NOTE = ("the warm launcher imported the stack with a home of its own, empty when it started "
+                      "(what Keras reads and writes at import)")
 # Site settings of the communication libraries (a cluster's NCCL network, NVLink
 # multicast switched off by the host's owner) must reach the cells as well.
 INHERITED_PREFIXES = ("LC_", "NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_")
@@ -34,6 +43,14 @@ INHERITED_PREFIXES = ("LC_", "NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_")
 def inherited() -> dict[str, str]:
     """The part of the harness's own environment a cell process (or a self-check) gets."""
     return {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+
+
+def own_home(parent: str | Path) -> str:
+    """A new, empty, only-the-user's home folder under `parent` (a cell's temp folder, a warm
+    launcher's folder), for the process started there."""
+    home = Path(parent) / "home"
+    home.mkdir(mode=0o700)
+    return str(home)
 
 
 def cell_variables(cell: Cell, slot: Slot) -> dict[str, str]:

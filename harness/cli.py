@@ -502,7 +502,9 @@ def cmd_bisect(args, console: Console) -> int:
 
 def cmd_watch(args, console: Console) -> int:
     from .engines import select_engine
+    from .watch.publish import check_home_url
     from .watcher import command
+    check_home_url(args.home_url)
     check_output_folder(Path(args.site), "--site", [Path(args.results)])
     check_output_folder(Path(args.bundles), "--bundles", [Path(args.results)])  # bundles never land among results
     check_writable(Path(args.site), "--site")

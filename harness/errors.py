@@ -15,6 +15,15 @@ class MatrixError(UserError):
         super().__init__("\n".join(f"{self.path}: {p}" for p in problems))
 
 
+class NothingReleasedYet(UserError):
+    """A watched matrix whose every range has no release yet (as of the watch's date): nothing to
+    run today. A watch says so and exits 0; a scheduler must not alert daily until it comes."""
+
+    def __init__(self, path, ranges: list[str]):
+        self.path, self.ranges = str(path), list(ranges)
+        super().__init__(f"{self.path}: no release yet in " + ", ".join(self.ranges))
+
+
 class EnvironmentUnavailable(Exception):
     """An environment could not be obtained; its cells become `unavailable`."""
 

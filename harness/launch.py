@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import beside
+from .cellenv import own_home
 from .cells import BUILT_IN_MODELS, Cell
 from .errors import CellUnsupported
 from .workloads.protocol import ENV_LAUNCH, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
@@ -369,6 +370,9 @@ class Server(ServerBase):
     def __init__(self, python: str, env: dict[str, str], preload: dict, workloads: Path, log: Path,
                  cpus=(), name: str = ""):
         super().__init__(preload, log)
+        # its imports (Keras reads ~/.keras/keras.json, and writes one, at import) see a home of its
+        # own, empty, gone with the launcher's folder; each cell it forks gets one more (start_cell)
+        env = {**env, "HOME": own_home(self.folder)}
         self._log = open(log, "ab")
         pinned = tuple(cpus or ())
 
@@ -424,12 +428,13 @@ class Server(ServerBase):
             return b""
 
     def start_cell(self, workdir: Path, cpus, memory: int | None, backstop: float | None,
-                   tmpdir: str | None = None, cgroup: str | None = None) -> WarmChild:
+                   tmpdir: str | None = None, cgroup: str | None = None, home: str | None = None) -> WarmChild:
         """Fork the cell whose spec is in `workdir`: it runs there, writes its logs there, on
-        `cpus`, under an address-space limit of `memory`, with `tmpdir` as its temp folder, and
-        ends itself after `backstop` s. `cgroup`: the cgroup.procs file the child enters first
-        (cellgroup.py); the child is the cell's subreaper, the cell runs below it."""
-        env = {ENV_LAUNCH: "warm", **({"TMPDIR": tmpdir} if tmpdir else {})}
+        `cpus`, under an address-space limit of `memory`, with `tmpdir` as its temp folder and
+        `home` as its home, and ends itself after `backstop` s. `cgroup`: the cgroup.procs file
+        the child enters first (cellgroup.py); the child is the cell's subreaper, the cell runs
+        below it."""
+        env = {ENV_LAUNCH: "warm", **({"TMPDIR": tmpdir} if tmpdir else {}), **({"HOME": home} if home else {})}
         return self.spawn({"spec": str(workdir / SPEC_FILE), "outdir": str(workdir), "cwd": str(workdir),
                            "stdout": str(workdir / STDOUT_FILE), "stderr": str(workdir / STDERR_FILE),
                            "cpus": sorted(cpus) if cpus else None, "memory": memory,

@@ -8,6 +8,8 @@ it lives below both the search (`bisect`) and the executors."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -78,6 +80,31 @@ def with_release(env: Environment, package: str, version: str, cutoff: str | Non
     if not any(canonicalize_name(r[0]) == canonicalize_name(package) for r in ranges):
         ranges.append((package, "bisect", version))
     return dataclasses.replace(new, name="-".join(tokens), uploaded_before=cutoff, ranges=tuple(ranges))
+
+
+def open_stack(env: Environment, package: str) -> str:
+    """Which release series `env` lies on along `package`: a digest of everything that decides
+    what the environment is -- its Python, every other pin and forced pin, the Keras API and
+    backend, the device and base image, its variables -- with `package`'s release left open.
+
+    Never its name: names are for people, and one series may be named several ways (a range
+    over ``tensorflow:`` names 2.10.1 ``tf2.10.1`` but 2.11.0 ``tf2.11``; a user's ``name:``
+    gives another form again). Nor its cut-off, which moves with the release, or the range's
+    text, which a user may widen without starting the series again."""
+    fld = _field_of(env, package)
+
+    def opened(pins: tuple[str, ...]) -> list[str]:
+        return [f"{canonicalize_name(package)}==*"
+                if canonicalize_name(Requirement(p).name) == canonicalize_name(package) else p for p in pins]
+    spec = {"python": env.python, "tensorflow": env.tensorflow, "keras": env.keras, "backend": env.backend,
+            "packages": opened(env.packages), "force": opened(env.force), "device": env.device,
+            "base_image": env.base_image, "keras_api": env.api, "tensorflow_package": env.tensorflow_package,
+            "env": [list(kv) for kv in env.env],
+            "other releases": sorted([p, v] for p, _, v in env.ranges
+                                     if canonicalize_name(p) != canonicalize_name(package))}
+    if fld != "packages":
+        spec[fld] = "*"
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def derived_cell(base: Cell, package: str, version: str, cutoff: str | None, repeat: int) -> Cell:

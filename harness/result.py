@@ -21,13 +21,14 @@ were, so loading and saving a result never loses anything.
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from . import SCHEMA
+from . import SCHEMA, ownfiles
 from . import status as statuses
 from .paths import write_json
 from .workloads.protocol import RESULT_FILE as RESULT
@@ -434,8 +435,13 @@ def migrate(data: dict) -> dict:
 def load(path: Path) -> Result | Quarantined:
     """The result in `path` (a result.json), or why it is not one. Never raises."""
     path = Path(path)
-    try:
-        text = path.read_text()
+    try:  # never through a link, never blocking on a pipe, never an outsized file (ownfiles)
+        data = ownfiles.read_bytes(path)
+        if data is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file")
+        text = data.decode()
+    except ownfiles.NotOwn as exc:
+        return Quarantined(path, exc.what)
     except (OSError, UnicodeDecodeError) as exc:
         return Quarantined(path, f"unreadable ({type(exc).__name__}: {exc.strerror or exc})"
                            if isinstance(exc, OSError) else "unreadable (not UTF-8 text)")

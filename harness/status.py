@@ -21,6 +21,18 @@ UNSUPPORTED = "unsupported"  # the host lacks what the cell needs
 ALL = (OK, ERROR, CRASH, OOM, TIMEOUT, UNAVAILABLE, UNSUPPORTED)
 FAILED = (ERROR, CRASH, OOM, TIMEOUT)     # it ran, and failed
 NOT_RUN = (UNAVAILABLE, UNSUPPORTED)      # it could not run here
+# Not a status: the watch's word for an ok cell that missed a value its matrix expects (a silent
+# change), compared along a release series like one.
+DRIFTED = "drifted"
+
+
+def css_class(word: str) -> str:
+    """The class a page shows a status word with (htmlpage's styles): each status its own, a
+    drift flagged, a mixed word ('error (2/4)') by its first word."""
+    first = word.split(" ")[0] if word else ""
+    return first if first in ALL else "flag" if first == DRIFTED else "crash" if first else ""
+
+
 # An unavailable environment may become available (a network came back, an
 # interpreter was installed): such cells are always tried again.
 RETRIED_ALWAYS = frozenset({UNAVAILABLE})

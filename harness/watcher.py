@@ -21,8 +21,9 @@ from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
 from . import matrix as matrix_mod
-from . import releases
+from . import releases, status
 from .cells import Cell
+from .errors import NothingReleasedYet
 from .paths import check_writable
 from .store import ResultStore
 from .terminal import shown
@@ -37,7 +38,13 @@ def command(args, console: Console, engine_factory) -> int:
     """`engine_factory()` opens the engine (a context manager), only when something must run."""
     as_of = expand.as_of_moment(args.as_of)
     resolver = expand.WatchResolver(as_of, offline=args.offline)
-    m = expand.capped(matrix_mod.load(args.matrix, resolver=resolver), as_of)
+    try:
+        m = expand.capped(matrix_mod.load(args.matrix, resolver=resolver), as_of)
+    except NothingReleasedYet as nothing:   # a future major, a date before the first release: not an error
+        console.print(f"watch {shown(args.matrix)}" + (f" as of {as_of}" if as_of else "") + ": no release yet in "
+                      + ", ".join(shown(r) for r in nothing.ranges) + f"; nothing to run. Exit {NOTHING_NEW}.",
+                      highlight=False)
+        return NOTHING_NEW
     results = Path(args.results)
     check_writable(results, "--results")
     where = history.folder(results, m.name)
@@ -80,6 +87,9 @@ class Watch:
             new = [c for c in m.cells if self.store.existing(c) is None or self.store.is_stale(c)]
             console.print(f"watch {shown(m.name)}" + (f" as of {self.as_of}" if self.as_of else "")
                           + f": {len(m.cells)} cell(s), {len(new)} new", highlight=False)
+            if getattr(m.resolver, "not_yet", None):
+                console.print("  no release yet in " + ", ".join(shown(r) for r in m.resolver.not_yet)
+                              + ": those environments wait for one", highlight=False)
             if new:
                 Runner(m, self.engine(), self.results, console, jobs=self.args.jobs).run(new)
             lines = []
@@ -121,7 +131,7 @@ class Watch:
         bisect (a new break) with the bundle of the first bad cell."""
         sources: dict[str, str] = {}
         at_after = [e for e in entries if self._in_series(e, change) and _version_of(e, change.package) == change.after]
-        bad = [e for e in at_after if e.get("status") != "ok"] or at_after
+        bad = [e for e in at_after if e.get("status") != status.OK] or at_after
         for n, e in enumerate(bad[:3], 1):
             link = f"history/{publish.file_name(self.m.name)}/evidence/{change.id}/{n}.json"
             sources[link] = str(self.store.run_dir / e["result"])

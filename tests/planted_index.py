@@ -17,10 +17,11 @@ from harness.cutoff import LoopbackIndex
 REAL_INDEX = "https://pypi.org/simple"
 
 
-def wheel(name: str, version: str, body: str) -> tuple[str, bytes]:
-    """A minimal pure-Python wheel holding `name/__init__.py` = body."""
-    dist = f"{name}-{version}"
-    files = {f"{name}/__init__.py": body,
+def wheel(name: str, version: str, body: str, module: str | None = None) -> tuple[str, bytes]:
+    """A minimal pure-Python wheel holding `module/__init__.py` = body (`module`: the name, unless
+    the project's module is named otherwise, as tensorflow-cpu's is `tensorflow`)."""
+    dist = f"{name.replace('-', '_')}-{version}"
+    files = {f"{module or name}/__init__.py": body,
              f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
              f"{dist}.dist-info/WHEEL": ("Wheel-Version: 1.0\nGenerator: planted\nRoot-Is-Purelib: true\n"
                                           "Tag: py3-none-any\n")}
@@ -38,10 +39,12 @@ def wheel(name: str, version: str, body: str) -> tuple[str, bytes]:
 
 
 class PlantedIndex(LoopbackIndex):
-    """`releases`: {name: {version: upload time (ISO 8601 UTC)}}; each release's module says its version."""
+    """`releases`: {name: {version: upload time (ISO 8601 UTC)}}; each release's module says its version.
+    `modules`: {name: the module a project installs}, where that is not its name."""
 
-    def __init__(self, releases: dict[str, dict[str, str]]):
+    def __init__(self, releases: dict[str, dict[str, str]], modules: dict[str, str] | None = None):
         self.files: dict[str, tuple[str, bytes, str]] = {}   # filename -> (project, bytes, uploaded)
+        self.modules = modules or {}
         for name, versions in releases.items():
             for version, uploaded in versions.items():
                 self.plant(name, version, uploaded)
@@ -81,5 +84,5 @@ class PlantedIndex(LoopbackIndex):
     def plant(self, name: str, version: str, uploaded: str) -> None:
         """One more release, served from the next request on, with whatever upload time it is given
         (an earlier one than the moment it appears, as a mirror catching up shows)."""
-        filename, data = wheel(name, version, f'__version__ = "{version}"\n')
+        filename, data = wheel(name, version, f'__version__ = "{version}"\n', self.modules.get(name))
         self.files[filename] = (name, data, uploaded)

@@ -179,7 +179,7 @@ timeouts: {wall: 60, progress: 30}
     subprocess.run(["scancel", f"{job}_1", f"{job}_2"], check=True, timeout=30)
     out = wait(matrix, results)
     assert "finished 1 (error 1)" in out and "missing 2" in out, out
-    assert out.count("CANCELLED") == 2, out
+    assert out.count("cancelled while pending") == 2, out
     first = by_cell(results)["tf2.15/fault-exception/none-c1/b1/r0"]
 
     out = submit(matrix, results).stdout
@@ -389,3 +389,17 @@ def test_bisect_runs_each_round_as_array_tasks(slurm, tmp_path):
     again = harness(*args, timeout=600)
     assert again.returncode == 0 and "first bad: packaging 22.0" in again.stdout, again.stdout[-3000:]
     assert len(submissions(run_dir)) == len(subs), "every cell already had its result"
+
+
+def test_a_task_cancelled_while_pending_is_said_to_be_cancelled():
+    """What a real Slurm's accounting prints for an array cancelled before any task started (one
+    record for the whole array, no node) once the queue has forgotten it: each task was
+    cancelled while pending -- never 'no record'."""
+    from harness.executors.slurm.board import missing_why
+    from harness.executors.slurm.queue import merge, task_state
+    states = merge("", "516|CANCELLED by 0|None assigned|00:00:00|0:0\n")
+    for task in ("516_0", "516_3"):
+        assert missing_why(task, task_state(states, task)) == f"cancelled while pending (task {task}): it never started"
+    started = merge("", "517_1|CANCELLED by 0|node1|00:00:04|0:15\n")
+    assert missing_why("517_1", task_state(started, "517_1")) == "CANCELLED (task 517_1) without a result"
+    assert "no record" in missing_why("518_0", task_state({}, "518_0"))

@@ -377,6 +377,9 @@ def test_a_genuine_leftover_is_still_ended(tmp_path, launch):
     argv = ["bash", "-c", 'sleep 300; : "$1"', "cell", str(spec) if launch == "fresh" else "x"]
     cell = subprocess.Popen(argv, start_new_session=True, cwd=folder if launch == "forked" else None,
                             env={**os.environ, OWNER_VARIABLE: "genuine-run"})
+    deadline = time.monotonic() + 10   # the child is bash only once it has exec'd: until then it is this python
+    while time.monotonic() < deadline and not Path(f"/proc/{cell.pid}/cmdline").read_bytes().startswith(b"bash"):
+        time.sleep(0.01)
     try:
         import socket
 

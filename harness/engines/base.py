@@ -18,7 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cellenv import CELL_ENV, INHERITED, INHERITED_PREFIXES, cell_variables, inherited  # noqa: F401 - re-exported
+from ..cellenv import (  # noqa: F401 - re-exported
+    CELL_ENV,
+    HOME_NOTE,
+    INHERITED,
+    INHERITED_PREFIXES,
+    LAUNCHER_HOME_NOTE,
+    cell_variables,
+    inherited,
+    own_home,
+)
 from ..cellgroup import CellGroup, leftovers
 from ..cells import Cell, Environment, size_bytes
 from ..launch import Launcher, Server, fresh_because, warm_settings
@@ -205,11 +214,13 @@ class ProcessEngine(Engine):
         env.update(CELL_ENV, PYTHONPATH=self.pythonpath(workloads_root.resolve()))
         if not gpus:
             env["CUDA_VISIBLE_DEVICES"] = ""
-        try:
-            proc = subprocess.run([self.interpreter(prepared), *argv], capture_output=True, text=True, env=env,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
-            return None, _text(exc.stdout), _text(exc.stderr)
+        with tempfile.TemporaryDirectory(prefix="harness-check-") as scratch:
+            env["HOME"] = own_home(scratch)  # the check sees what a cell sees: not the user's home
+            try:
+                proc = subprocess.run([self.interpreter(prepared), *argv], capture_output=True, text=True,
+                                      env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired as exc:
+                return None, _text(exc.stdout), _text(exc.stderr)
         return proc.returncode, proc.stdout, proc.stderr
 
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path,
@@ -241,6 +252,7 @@ class ProcessEngine(Engine):
         # over a matrix. Set after the launcher is chosen: it is not part of a launcher's key. A
         # harness killed with -9 cannot remove it: the next run does (store.clean_partials).
         env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix=ctx.scratch_prefix)  # named for its clean-up
+        env["HOME"] = home = own_home(scratch)  # likewise its home: never the user's (cellenv.HOME_NOTE)
         after: list[dict] = []
         try:
             with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
@@ -249,7 +261,7 @@ class ProcessEngine(Engine):
                     try:
                         proc = server.start_cell(workdir, cpus, limit,
                                                  cell.limits.wall + BACKSTOP_GRACE if cell.limits.wall else None,
-                                                 tmpdir=scratch, cgroup=group.procs_file)
+                                                 tmpdir=scratch, cgroup=group.procs_file, home=home)
                     except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
                         warmth.notes.append(f"launched fresh: the warm launcher did not answer ({exc})")
                         server = None
@@ -302,6 +314,7 @@ class ProcessEngine(Engine):
                           seconds=seconds + warmth.waited,
                           detail={"pid": proc.pid, "memory_limit_bytes": limit,
                                   "variables": sorted(env), **warmth.detail(server is not None),
+                                  "home": HOME_NOTE + ("; " + LAUNCHER_HOME_NOTE if server is not None else ""),
                                   "leftovers": leftovers(read_reaped(workdir), after, group, how="subreaper"
                                                          + (" in a cgroup" if group.path else "")),
                                   "memory": memory})

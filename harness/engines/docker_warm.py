@@ -38,6 +38,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import uuid
 from pathlib import Path
 
 from .. import beside
@@ -131,13 +132,16 @@ class ContainerServer(ServerBase):
             self.settled.set()
 
     def start_cell(self, workdir: Path, cpus, memory: int | None, backstop: float | None,
-                   tmpdir: str | None = None, cgroup: str | None = None) -> WarmChild:
+                   tmpdir: str | None = None, cgroup: str | None = None, home: str | None = None) -> WarmChild:
         """Fork the cell whose files are in the staging folder (``stage_in``): inside the container
-        its folder is ``/out`` and it runs from ``/tmp``, as a fresh container cell does."""
+        its folder is ``/out`` and it runs from ``/tmp``, as a fresh container cell does, with a
+        home of its own there (the launcher's cells share its /tmp, not their homes)."""
+        home = f"/tmp/home-{uuid.uuid4().hex[:12]}"
         return self.spawn({"spec": f"{OUT_MOUNT}/{SPEC_FILE}", "outdir": OUT_MOUNT, "cwd": "/tmp",
                            "stdout": f"{OUT_MOUNT}/{STDOUT_FILE}", "stderr": f"{OUT_MOUNT}/{STDERR_FILE}",
                            "cpus": sorted(cpus) if cpus else None, "memory": None,
-                           "backstop": int(backstop) if backstop else None, "env": {ENV_LAUNCH: "warm"},
+                           "backstop": int(backstop) if backstop else None,
+                           "env": {ENV_LAUNCH: "warm", "HOME": home},
                            "cgroup": None, "reaped": f"{OUT_MOUNT}/{REAPED_FILE}", "grace": LEFTOVER_GRACE})
 
     def _stderr(self) -> bytes:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .. import chains, names, releases
 from ..cells import Cell, Environment, Workload
+from ..errors import NothingReleasedYet
 from .checker import _Checker, _entries
 from .environment import _plain_cells
 from .expansion import _cells, _distinct_cells, _domains, _matchers, _within_cell_limit
@@ -66,6 +67,8 @@ def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver |
     _watch_options(check, raw.get("watch"))
     _bind(resolver, run_name)
     envs = _entries(check, raw, "environments", _environments)
+    if not envs and getattr(check.resolver, "not_yet", None) and not check.problems:
+        raise NothingReleasedYet(path, check.resolver.not_yet)
     workloads = _entries(check, raw, "workloads", _workload)
     _distinct_names(check, envs, workloads)
     batches = _batch_sizes(check, raw)

@@ -17,9 +17,14 @@ from ..errors import UserError
 
 
 def as_of_moment(text: str | None) -> str | None:
-    """'2024-06-20' or a UTC time -> the harness's form of a moment; exit 2 for anything else."""
-    if not text:
+    """'2024-06-20' or a UTC time -> the harness's form of a moment; None when the option is
+    left out; exit 2 for anything else -- an empty one included, which is what an unset variable
+    in a schedule's line gives (``--as-of "$DAY"``) and must not quietly mean "now"."""
+    if text is None:
         return None
+    if not text.strip():
+        raise UserError("--as-of '': empty (an unset variable?); give a date (2024-06-20) or a UTC time, "
+                        "or leave the option out to watch the index as it is now")
     try:
         return releases.utc_text(text)
     except ValueError:
@@ -36,6 +41,7 @@ class WatchResolver(releases.Resolver):
     def __init__(self, as_of: str | None = None, *, offline: bool = False):
         super().__init__(None, refresh=not offline, offline=offline)
         self.as_of = as_of
+        self.not_yet: list[str] = []   # ranges with no release yet: their environments wait (ranges.py)
 
     def expand(self, package: str, spec: str, python: str, options: releases.Options) -> releases.Expansion:
         found = releases.expand(package, spec, python, options, refresh=self.refresh, offline=self.offline,

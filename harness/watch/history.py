@@ -1,7 +1,8 @@
 """The watch's record of a matrix, beside its results: ``<results>/<matrix>/.watch/``.
 
 - ``history.jsonl`` -- one line per cell result, written by the watch that first saw it: the
-  release axis, status, failure family, metrics, timing (median/min/max), host, warm or fresh
+  release axis and, per range, the series the environment lies on (``release_cells.open_stack``),
+  status, failure family, metrics, timing (median/min/max), host, warm or fresh
   launch, the watch's id, when it ran and the date it replayed (``as_of``);
 - ``runs.jsonl``    -- one line per watch: when, as of when, what it expanded, ran and found;
 - ``changes.jsonl`` -- one line per change the first time a watch finds it (``changes.Change``
@@ -24,9 +25,10 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .. import status
+from .. import ownfiles, status
 from ..cells import Cell
 from ..paths import inside
+from ..release_cells import open_stack
 from ..result import Result
 from ..stats import spread_of, steady
 
@@ -39,25 +41,24 @@ class Busy(Exception):
 
 
 def folder(results_root: Path, matrix: str) -> Path:
+    """The matrix's record folder; each folder on the way below the results folder that exists
+    must be a real one, not a link (``ownfiles.check_folders``)."""
     root = Path(results_root)
-    return inside(root, root / matrix / FOLDER)
+    return inside(root, ownfiles.check_folders(root, root / matrix / FOLDER))
 
 
 def read(path: Path) -> list[dict]:
     """The records of one file, oldest first; a line that is not a JSON object (cut by a crash,
-    edited by hand) is left out rather than stopping the watch."""
+    edited by hand) is left out rather than stopping the watch. A link, a pipe or an outsized
+    file where the record should be is refused (``ownfiles``): exit 2, the path named."""
     out = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    data = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(data, dict):
-                    out.append(data)
-    except FileNotFoundError:
-        pass
+    for line in (ownfiles.read_bytes(path) or b"").splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            out.append(data)
     return out
 
 
@@ -67,7 +68,7 @@ def append(path: Path, records: Iterable[dict]) -> int:
     if not text:
         return 0
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = ownfiles.open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)   # never through a link
     try:
         os.write(fd, text.encode("utf-8"))
         os.fsync(fd)
@@ -82,7 +83,7 @@ def locked(where: Path, wait: bool) -> Iterator[None]:
     Busy with the holder's pid. The kernel drops the lock when its holder dies, so a killed
     watch never leaves the matrix locked."""
     where.mkdir(parents=True, exist_ok=True)
-    fd = os.open(where / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = ownfiles.open_file(where / LOCK, os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
@@ -99,16 +100,17 @@ def locked(where: Path, wait: bool) -> Iterator[None]:
 def result_id(folder_: Path) -> str:
     """Which stored result this is: a hash of its result.json (a re-run is another result)."""
     try:
-        return hashlib.sha256((folder_ / "result.json").read_bytes()).hexdigest()[:16]
-    except OSError:
+        data = ownfiles.read_bytes(folder_ / "result.json")
+    except (OSError, ownfiles.NotOwn):   # the store has quarantined such a result already
         return ""
+    return hashlib.sha256(data).hexdigest()[:16] if data is not None else ""
 
 
 def outcome_status(result: Result) -> str:
     """The word a release series compares: the status, or `drifted` for an ok cell that missed a
     value its matrix expects (a silent change)."""
     if result.status == status.OK and result.expected and any(v.met is False for v in result.expected.values):
-        return "drifted"
+        return status.DRIFTED
     return result.status
 
 
@@ -125,6 +127,7 @@ def entry(result: Result, cell: Cell, *, folder_: Path, watch: str, date: str, a
     return {
         "watch": watch, "date": date, "as_of": as_of, "cell": cell.id, "repeat": cell.repeat,
         "environment": env.name, "releases": [[p, s, v] for p, s, v in env.ranges],
+        "stacks": {p: open_stack(env, p) for p, _, _ in env.ranges},
         "uploaded_before": env.uploaded_before,
         "status": outcome_status(result), "family": result.failure_text[:300] or ("; ".join(missed)[:300] or None),
         "metrics": {k: v for k, v in (result.metrics or {}).items() if isinstance(v, (int, float))

@@ -10,16 +10,18 @@ same rules as the report's site (``harness.report.site``), whose styles it share
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 from collections import defaultdict
 from pathlib import Path
 
+from .. import ownfiles, status
 from ..htmlpage import e, page
+from ..paths import inside
 from . import changes as ch
 from . import history, publish, series
-
-STATUS_CLASS = {"ok": "ok", "drifted": "flag", "unsupported": "unsupported", "unavailable": "unavailable"}
 
 
 def load_changes(where: Path) -> list[tuple[ch.Change, dict]]:
@@ -36,7 +38,8 @@ def load_changes(where: Path) -> list[tuple[ch.Change, dict]]:
 
 
 def write_site(site: Path, results: Path, matrix: str, *, home_url: str = "") -> dict:
-    """Write (or bring up to date) the watch's files of `matrix` under `site`."""
+    """Write (or bring up to date) the watch's files of `matrix` under `site`: never through a
+    link or into a pipe there (``ownfiles``), and only evidence the watch itself recorded."""
     where = history.folder(results, matrix)
     entries = history.read(where / history.HISTORY)
     runs = history.read(where / history.RUNS)
@@ -45,24 +48,38 @@ def write_site(site: Path, results: Path, matrix: str, *, home_url: str = "") ->
     site.mkdir(parents=True, exist_ok=True)
     for _change, sources in found:
         for link, source in sources.items():
-            _copy(Path(source), site / link)
+            if isinstance(link, str) and isinstance(source, str):
+                _copy(Path(source), inside(site, site / link), results, site)
     badges = stack_badges(entries, found)
     feeds = publish.write(site, matrix, [c for c, _ in found], badges, home_url=home_url)
     target = site / publish.HISTORY_PAGE.format(matrix=name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(history_page(matrix, entries, runs, [c for c, _ in found], badges, feeds, site))
+    ownfiles.write_atomic(site, target, history_page(matrix, entries, runs, [c for c, _ in found], badges, feeds,
+                                                     site).encode("utf-8"))
     return {"page": target, "feeds": [p for p in feeds if p.suffix in (".json", ".xml")],
             "badges": sum(1 for p in feeds if p.suffix == ".svg")}
 
 
-def _copy(source: Path, target: Path) -> None:
-    if target.exists() or not source.exists():
+BUNDLE_FILES = ("README.md", "spec.json", "provenance.json")   # what every repro bundle holds (repro.py)
+
+
+def _copy(source: Path, target: Path, results: Path, site: Path) -> None:
+    """Copy one piece of evidence into the site, once. The record names it, and a record can be
+    edited: so only a result file inside the results folder, or a repro bundle, is copied, and
+    never a link -- a changes.jsonl pointed at any other file would publish it."""
+    if os.path.lexists(target) or not os.path.lexists(source):
         return  # evidence, once copied, is what the change was found on
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if source.is_dir():
-        shutil.copytree(source, target)
-    else:
-        shutil.copy2(source, target)
+    info = os.lstat(source)
+    bundle = stat.S_ISDIR(info.st_mode) and all((source / f).is_file() for f in BUNDLE_FILES)
+    result = stat.S_ISREG(info.st_mode) and source.name == "result.json"
+    if not (bundle or result):
+        raise ownfiles.NotOwn(source, "is not evidence the watch recorded (a result file or a repro bundle)")
+    if result:
+        inside(results, source)
+        ownfiles.write_atomic(site, target, ownfiles.read_bytes(source) or b"")
+        return
+    ownfiles.make_folders(site, target.parent)
+    shutil.copytree(source, target, symlinks=False,
+                    ignore=lambda folder, names: [n for n in names if os.path.islink(os.path.join(folder, n))])
 
 
 def badge_name(package: str, stack: str) -> str:
@@ -73,14 +90,16 @@ def stack_badges(entries: list[dict], found: list[tuple[ch.Change, dict]]) -> di
     """One badge per stack (the environment with its axis release left open): 'works with' the
     newest release whose cells were all ok, 'broken since' the first failing one after it."""
     latest = series.newest_per_cell(entries)
-    by: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    by: dict[series.Key, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    labels: dict[tuple[str, str], str] = {}
     for key, version, e_ in series.keyed(latest):
-        if e_.get("status") not in series.NOT_RUN:
-            by[(key.package, key.stack)][version].append(e_.get("status"))
+        if e_.get("status") not in status.NOT_RUN:
+            stack = labels.setdefault((key.package, key.spec), key.stack)
+            by[(key.package, key.spec, stack)][version].append(e_.get("status"))
     out = {}
-    for (package, stack), versions in sorted(by.items()):
+    for (package, _spec, stack), versions in sorted(by.items()):
         order = sorted(versions, key=series._order)
-        good = [v for v in order if all(s == "ok" for s in versions[v])]
+        good = [v for v in order if all(s == status.OK for s in versions[v])]
         if not good:
             out[badge_name(package, stack)] = publish.stack_badge(package, order[0] if order else None, False)
         elif good[-1] == order[-1]:
@@ -155,11 +174,13 @@ def grid(entries: list[dict], runs: list[dict]) -> str:
     if not order:
         return "<p>No watch has run yet.</p>"
     out = []
-    tables: dict[tuple, dict[str, dict[str, list[str]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    tables: dict[series.Key, dict[str, dict[str, list[str]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
     for w in order:
         for key, version, x in series.keyed(list(known[w].values())):
-            tables[(key.package, key.label, key.host)][version][w].append(x.get("status") or "?")
-    for (package, label, host), rows in sorted(tables.items()):
+            tables[key][version][w].append(x.get("status") or "?")   # the first key seen names the series
+    for key, rows in sorted(tables.items(), key=lambda kv: (kv[0].package, kv[0].label, kv[0].host)):
+        package, label, host = key.package, key.label, key.host
         out.append(f"<h3>{e(label)} across {e(package)} releases ({e(host)})</h3>")
         out.append("<table><thead><tr><th>" + e(package) + "</th>"
                    + "".join(f"<th>{e(dates[w])}</th>" for w in order) + "</tr></thead><tbody>")
@@ -168,15 +189,15 @@ def grid(entries: list[dict], runs: list[dict]) -> str:
             for w in order:
                 got = rows[version].get(w)
                 word = _word(got) if got else ""
-                cells.append(f'<td class="{STATUS_CLASS.get(word, "crash" if word else "")}">{e(word)}</td>')
+                cells.append(f'<td class="{status.css_class(word)}">{e(word)}</td>')
             out.append(f"<tr><td>{e(version)}</td>{''.join(cells)}</tr>")
         out.append("</tbody></table>")
     return "\n".join(out)
 
 
 def _word(statuses: list[str]) -> str:
-    if all(s == "ok" for s in statuses):
-        return "ok"
-    bad = [s for s in statuses if s != "ok"]
+    if all(s == status.OK for s in statuses):
+        return status.OK
+    bad = [s for s in statuses if s != status.OK]
     word = max(set(bad), key=bad.count)
     return word if len(bad) == len(statuses) else f"{word} ({len(bad)}/{len(statuses)})"

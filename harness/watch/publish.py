@@ -16,14 +16,15 @@ leaves the published folder untouched. Standard library only.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
+import urllib.parse
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .. import ownfiles
+from ..errors import UserError
 from .changes import Change
 
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
@@ -227,20 +228,16 @@ def file_name(name: str) -> str:
     return safe or "unnamed"
 
 
-def _put(path: Path, text: str) -> bool:
-    """Write atomically, only when the content differs; True when written."""
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return True
+def check_home_url(url: str | None) -> str:
+    """The site's address as ``--home-url`` gives it: an http(s) address with a host, or nothing.
+    Anything else (``javascript:``, ``file:``, a bare word) would be written into every feed's
+    links, where a reader opens it: exit 2 instead."""
+    if not url:
+        return ""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc or any(c in url for c in "\r\n\t <>\"'"):
+        raise UserError(f"--home-url {url!r}: not an http(s) address (e.g. https://example.org/compat/)")
+    return url
 
 
 def write(out_dir: Path, matrix: str, changes: Sequence[Change], badges: Mapping[str, tuple[str, str, str]], *,
@@ -261,13 +258,13 @@ def write(out_dir: Path, matrix: str, changes: Sequence[Change], badges: Mapping
     updated = ordered[0].first_seen if ordered else EMPTY_UPDATED
     json_path = out_dir / "feeds" / f"{stem}.json"
     atom_path = out_dir / "feeds" / f"{stem}.atom.xml"
-    _put(json_path, json.dumps(json_feed(ordered, title=title, home_url=page, feed_url=f"{base}feeds/{stem}.json"),
-                               indent=2, ensure_ascii=False) + "\n")
-    _put(atom_path, atom_feed(ordered, title=title, home_url=page, feed_url=f"{base}feeds/{stem}.atom.xml",
-                              updated=updated))
+    feed = json_feed(ordered, title=title, home_url=page, feed_url=f"{base}feeds/{stem}.json")
+    ownfiles.write_atomic(out_dir, json_path, (json.dumps(feed, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    atom = atom_feed(ordered, title=title, home_url=page, feed_url=f"{base}feeds/{stem}.atom.xml", updated=updated)
+    ownfiles.write_atomic(out_dir, atom_path, atom.encode("utf-8"))
     paths = [json_path, atom_path]
     for name, (label, message, color) in sorted(badges.items()):
         path = out_dir / "badges" / stem / f"{file_name(name)}.svg"
-        _put(path, badge_svg(label, message, color))
+        ownfiles.write_atomic(out_dir, path, badge_svg(label, message, color).encode("utf-8"))
         paths.append(path)
     return paths

@@ -211,6 +211,7 @@ class Stack(object):
             "keras": self.keras_version(),
             "keras_module": self.keras_module(),
             "keras_api": running_api(self.keras_module(), self.keras_version()),
+            "keras_config": self.keras_config(),
             "numpy": numpy.__version__,
             "api": self.api,
             # Keras 3 without a backend named runs on TensorFlow (KERAS_BACKEND is set so): say it
@@ -231,6 +232,15 @@ class Stack(object):
             except Exception as exc:  # noqa: BLE001 - provenance, not the experiment: say what failed
                 seen["gpu_devices"] = {"error": "%s: %s" % (type(exc).__name__, str(exc)[:200])}
         return seen
+
+    def keras_config(self):
+        """The float type and image layout Keras runs with: a keras.json can set both, so the
+        result says what they were, whatever set them."""
+        try:
+            backend = self.keras.backend
+            return {"floatx": backend.floatx(), "image_data_format": backend.image_data_format()}
+        except Exception as exc:  # noqa: BLE001 - provenance, not the experiment: say what failed
+            return {"error": "%s: %s" % (type(exc).__name__, str(exc)[:200])}
 
     def keras_module(self):
         """The name of the module that really provides Keras (tf.keras proxies name what they load)."""

@@ -339,6 +339,8 @@ def _cell(request, keep_out):
         if request.get("backstop"):
             signal.alarm(int(request["backstop"]))  # ends the cell if nobody else does
         os.environ.update(request.get("env") or {})
+        if (request.get("env") or {}).get("HOME"):  # a home of the cell's own, made here if new
+            os.makedirs(request["env"]["HOME"], mode=0o700, exist_ok=True)
         if "tempfile" in sys.modules:  # an import before the fork may have settled the temp folder
             sys.modules["tempfile"].tempdir = None
         sys.argv = [sys.argv[0], request["spec"], request["outdir"]]

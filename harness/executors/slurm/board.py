@@ -101,16 +101,25 @@ def _where(matrix: Matrix, store: ResultStore, cell: Cell, latest: tuple[Submiss
             console.print(f"[red]{written.status:>11}[/] {shown(cell.id)}  "
                           f"{shown(written.error['message'])}", highlight=False)
         return Entry(cell.id, FINISHED, written.status, task, state)
-    if task is None:
-        why = "its array was never sent to Slurm (the submission was interrupted) or its job id was lost"
-    elif state is None:
-        why = f"Slurm has no record of task {task} (accounting off, or the job was purged)"
-    else:
-        why = f"{state} (task {task}) without a result"
+    why = missing_why(task, info)
     keep = f"; the stored {result.status} result stands" if result else ""
     note = why + keep + "; it runs again on the next submission"
     return Entry(cell.id, FINISHED if result else MISSING, result.status if result else None, task, state,
                  note)
+
+
+def missing_why(task: str | None, info: dict | None) -> str:
+    """Why a submitted cell has no result, in Slurm's words where Slurm has any: a task cancelled
+    while it waited in the queue never started (no node, no time), which is not a lost record."""
+    state = info["state"] if info else None
+    if task is None:
+        return "its array was never sent to Slurm (the submission was interrupted) or its job id was lost"
+    if state is None:
+        return f"Slurm has no record of task {task} (accounting off, or the job was purged)"
+    if state == "CANCELLED" and (info.get("node") or "None assigned") == "None assigned" \
+            and (info.get("elapsed") or "0:00").strip("0:") == "":
+        return f"cancelled while pending (task {task}): it never started"
+    return f"{state} (task {task}) without a result"
 
 
 def show(entries: list[Entry], console: Console, run_dir: Path) -> None:
