@@ -169,6 +169,11 @@ def phases(rs: list[dict]) -> dict[str, float | None]:
         parts.setdefault("first epoch", []).append(t.get("first_epoch_seconds") or 0.0)
         parts.setdefault("steady epochs", []).append((t.get("steady_epoch_seconds") or 0.0) *
                                                      max(0, r["epochs_asked"] - 1))
+        # an epoch's seconds beyond its training (validation, callbacks): paid once per epoch,
+        # outside both the first epoch's and the steady epochs' training seconds above
+        parts.setdefault("validation", []).append(sum(max(0.0, (e.get("epoch_seconds") or 0.0) - (e.get("seconds")
+                                                                                                 or 0.0))
+                                                      for e in r.get("epochs") or []))
         parts.setdefault("teardown", []).append(t.get("teardown_seconds") or 0.0)
         parts.setdefault("total", []).append(t.get("total_seconds") or 0.0)
     return {k: _median(v) for k, v in parts.items()}
@@ -268,8 +273,13 @@ def report(a, engine: str, runs: dict) -> str:
     if fixed_f:
         print(f"fixed cost per cell: fresh median {statistics.median(fixed_f):.2f} s, "
               f"warm median {statistics.median(fixed_w):.2f} s [{min(fixed_w):.2f}-{max(fixed_w):.2f}]")
+    warm_cells = [r for rs in warm for r in rs.values()]
     print("where a warm cell's time goes, medians over its ok cells (s): " +
-          ", ".join(f"{k} {fmt(v)}" for k, v in phases([r for rs in warm for r in rs.values()]).items()))
+          ", ".join(f"{k} {fmt(v)}" for k, v in phases(warm_cells).items()))
+    batches = sorted({r.get("batch_size") for r in warm_cells if r.get("batch_size")})
+    for batch in batches if len(batches) > 1 else ():   # a fixed cost that depends on the batch shows here
+        print(f"  batch {batch}: " + ", ".join(f"{k} {fmt(v)}" for k, v in
+                                             phases([r for r in warm_cells if r.get("batch_size") == batch]).items()))
     for label, (wall, rs, record) in runs.items():
         n, what = divisor(record)
         b = bound(list(rs.values()), n)
