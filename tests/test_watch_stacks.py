@@ -13,6 +13,7 @@ import shutil
 
 import pytest
 
+from harness import releases
 from harness.matrix import load
 from harness.release_cells import open_stack
 from harness.result import Result
@@ -50,11 +51,18 @@ def index():
         yield served
 
 
+def _planted(monkeypatch, tmp_path, index) -> None:
+    """This process reads the planted index: pip's settings are read once per process, so the
+    ones an earlier test of this worker read are set aside for this test."""
+    monkeypatch.setenv("PIP_INDEX_URL", index.url)
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(releases, "_settings", None)
+
+
 def _entries(tmp_path, index, monkeypatch, matrix: str = MATRIX) -> list[dict]:
     """A history as the watch writes it (history.entry) for every cell of the matrix: ok, and
     `drifted` at 2.11.0 -- what a script whose value moves at that release gives."""
-    monkeypatch.setenv("PIP_INDEX_URL", index.url)
-    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    _planted(monkeypatch, tmp_path, index)
     (tmp_path / "value.py").write_text(SCRIPT)
     (tmp_path / "m.yaml").write_text(matrix)
     m = load(tmp_path / "m.yaml")
@@ -95,8 +103,7 @@ def test_a_history_written_before_stacks_were_recorded_joins_the_same_series(tmp
 
 
 def test_the_open_stack_is_everything_but_the_axis_release(tmp_path, index, monkeypatch):
-    monkeypatch.setenv("PIP_INDEX_URL", index.url)
-    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    _planted(monkeypatch, tmp_path, index)
     (tmp_path / "value.py").write_text(SCRIPT)
     (tmp_path / "m.yaml").write_text(MATRIX)
     envs = {e.name: e for e in load(tmp_path / "m.yaml").environments}
