@@ -37,6 +37,7 @@ from . import beside
 from .cellenv import own_home
 from .cells import BUILT_IN_MODELS, Cell
 from .errors import CellUnsupported
+from .supervise import Cancelled
 from .workloads.protocol import ENV_LAUNCH, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
 READY_SECONDS = 600.0   # importing TensorFlow on a loaded machine can take minutes
@@ -488,10 +489,12 @@ class Launcher:
         self.make = make or Server    # how the engine starts one server (a process; a container)
 
     def server(self, python: str, cell: Cell, env: dict[str, str], workloads: Path, log: Path,
-               cpus=(), where=None) -> ServerBase | str:
+               cpus=(), where=None, cancel: threading.Event | None = None) -> ServerBase | str:
         """The ready server for this cell's key (started on `cpus` if there is none and others
         follow, and waited for), or why the cell starts fresh. `where`: what else keys a server
-        on this engine (a container's devices), handed to `make`."""
+        on this engine (a container's devices), handed to `make`. A run interrupted while the
+        cell waits (`cancel`) ends the wait: ``Cancelled``, the cell leaves no folder -- an import
+        under load can outlast the run's patience for its workers."""
         preload = {"api": cell.environment.api, "backend": cell.environment.backend,
                    "device_kind": cell.parallelism.device_kind, "device_count": cell.parallelism.devices,
                    "imports": imports(cell)}
@@ -524,15 +527,18 @@ class Launcher:
                 self._servers[key] = server
                 if where is not None:  # the launcher holds its slot: its group's cells come back to it
                     self.plan.home(key, cell, cpus)
-        server.settled.wait()
+        while not server.settled.wait(0.25):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled
         if not server.ready:
             return server.refused or "refused"
         return server
 
     def for_cell(self, python: str, cell: Cell, env: dict[str, str], workloads: Path,
-                 warmth: Warmth, cpus=(), where=None) -> ServerBase | None:
+                 warmth: Warmth, cpus=(), where=None, cancel: threading.Event | None = None) -> ServerBase | None:
         """The server to fork this cell from, or None (start it fresh; `warmth.notes` says why).
-        `cpus`: the cell's cores, where a server it starts imports."""
+        `cpus`: the cell's cores, where a server it starts imports; `cancel`: the run's
+        interruption, which ends a wait for the server's import."""
         why = self.why(cell)
         if why:
             warmth.notes.append(f"launched fresh: {why}")
@@ -540,7 +546,7 @@ class Launcher:
         log = workloads.parent.parent / ".launch" / f"{cell.environment.name}.log"
         began = time.monotonic()
         try:
-            server = self.server(python, cell, env, workloads, log, cpus, where)
+            server = self.server(python, cell, env, workloads, log, cpus, where, cancel)
         finally:
             if self.plan is not None:
                 self.plan.settle(cell)  # its group's import is over: held-back cells may start

@@ -234,7 +234,7 @@ class ProcessEngine(Engine):
         limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
         cpus = ctx.slot.cpus
         server = self.launcher().for_cell(self.interpreter(prepared), cell, env, workloads_root, warmth,
-                                          cpus=cpus) if self.warm else None
+                                          cpus=cpus, cancel=ctx.cancel) if self.warm else None
 
         group = CellGroup.make()  # every process of the cell is born in it, where the host allows one
 

@@ -385,7 +385,7 @@ class DockerEngine(Engine):
                 prepared.handle, cell, environment, workloads_root.resolve(), warmth, cpus=ctx.slot.cpus,
                 where={"cpus": sorted(ctx.slot.cpus or ()), "gpus": [g.uuid or g.index for g in ctx.slot.gpus],
                        "memory": memory,
-                       "volumes": cache_volumes})
+                       "volumes": cache_volumes}, cancel=ctx.cancel)
             if server is not None:
                 raw = run_forked(server, prepared.handle, cell, workdir, ctx, warmth, memory)
                 if raw is not None:
