@@ -24,7 +24,7 @@ configuration (kept without a cut-off; left out under one, whose rule needs uplo
 harness cannot read itself, say one that asks for a login pip takes from a keyring).
 
 The cache is bounded: when a build's index closes, the files least recently served go until
-what is kept fits ``HARNESS_DOWNLOAD_CACHE_MAX`` (``4GB`` unless set; ``0`` keeps nothing past
+what is kept fits ``HARNESS_DOWNLOAD_CACHE_MAX`` (``4g`` unless set; ``0`` keeps nothing past
 the build that fetched it). TensorFlow's wheels run to hundreds of megabytes each, and a cache
 that only grows fills a disk that virtualenvs and images need as well -- as a cache of every
 wheel a matrix ever read once did in this project's own CI. What a build is being served
@@ -44,9 +44,10 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from . import buildlock, ledger
+from . import buildlock, ledger, samefiles
 from . import cutoff as cutoffs
 from .caches import private
+from .cells import size_bytes
 from .cutoff import ISOLATED, NOT_FOUND, LoopbackIndex, applied_cutoff, before, cutoff_note, send_html, simple_page
 from .errors import UserError
 from .paths import cache_dir, inside
@@ -54,8 +55,7 @@ from .releases import TIMEOUT, File, ReleasesUnavailable, opener, pip_settings, 
 
 VARIABLE = "HARNESS_DOWNLOAD_CACHE"
 MAX_VARIABLE = "HARNESS_DOWNLOAD_CACHE_MAX"
-DEFAULT_MAX = 4 * 10**9
-UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+DEFAULT_MAX = 4 << 30
 SHA256 = re.compile(r"[0-9a-f]{64}")
 FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,250}")
 CHUNK = 1 << 20
@@ -77,15 +77,16 @@ def folder() -> Path:
 
 
 def max_bytes() -> int:
-    """The cache's bound in bytes, from ``HARNESS_DOWNLOAD_CACHE_MAX`` (``4GB``, ``500MB``,
-    ``0``); a value that is not a size is an error naming the variable, not a silent default."""
+    """The cache's bound in bytes, from ``HARNESS_DOWNLOAD_CACHE_MAX`` in the sizes a matrix's
+    ``memory_limit`` takes (``4g``, ``500m``, ``0``); a value that is not one is an error naming
+    the variable, not a silent default."""
     raw = os.environ.get(MAX_VARIABLE, "").strip()
     if not raw:
         return DEFAULT_MAX
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?B?)", raw.upper())
-    if not m:
-        raise UserError(f"{MAX_VARIABLE}={raw!r}: not a size (say 4GB, 500MB or 0)")
-    return int(float(m.group(1)) * UNITS[m.group(2) if m.group(2) in UNITS else m.group(2) + "B"])
+    size = size_bytes(raw)
+    if size is None:
+        raise UserError(f"{MAX_VARIABLE}={raw!r}: not a size (say 4g, 500m or 0)")
+    return size
 
 
 def trim(limit: int | None = None) -> list[Path]:
@@ -145,14 +146,10 @@ def obtain(f: File) -> Path:
 
 
 def _sha256(path: Path) -> str | None:
-    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(CHUNK):
-                digest.update(chunk)
+        return samefiles.file_sha256(path)
     except OSError:
         return None
-    return digest.hexdigest()
 
 
 def _fetch(f: File, path: Path) -> None:

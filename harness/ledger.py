@@ -21,11 +21,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import ownfiles
 from .paths import cache_dir
 
 FILE = "ledger.jsonl"
@@ -38,12 +38,11 @@ def append(kind: str, folder: Path | None = None, **fields) -> None:
     line = json.dumps({"kind": kind, "at": round(time.time(), 3), **fields}, sort_keys=True, default=str) + "\n"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError:
+        fd = ownfiles.open_file(folder / FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except (OSError, ownfiles.NotOwn):  # not ours to write through (a link, a pipe): the line is skipped
         return
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.write(fd, line.encode())
+        os.write(fd, line.encode())
     except OSError:
         pass
     finally:
@@ -65,12 +64,10 @@ def read(folder: Path | None = None, since: float | None = None) -> list[dict]:
     """The ledger's entries (those from `since` on, Unix time), oldest first; [] without one."""
     folder = Path(folder) if folder else cache_dir()
     try:
-        fd = os.open(folder / FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        fd = ownfiles.open_file(folder / FILE, os.O_RDONLY)
+    except (OSError, ownfiles.NotOwn):
         return []
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return []
         with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read(MAX_READ)
     finally:

@@ -29,7 +29,8 @@ CHUNK = 1 << 20
 STORE = ".files"
 
 
-def _digest(path: str) -> str:
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's content, read in chunks (the download cache checks its files with it too)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(CHUNK):
@@ -49,7 +50,7 @@ def share(folder: Path, store: Path) -> dict:
             info = os.lstat(path)
             if not stat.S_ISREG(info.st_mode) or info.st_size < MIN_BYTES or info.st_nlink > 1:
                 continue
-            key = f"{_digest(path)}-{stat.S_IMODE(info.st_mode):o}"
+            key = f"{file_sha256(path)}-{stat.S_IMODE(info.st_mode):o}"
             kept = store / key[:2] / key
             try:
                 kept.parent.mkdir(exist_ok=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import ownfiles
+from harness.errors import UserError
 from harness.result import Quarantined, load
 from harness.watch import page, publish
 
@@ -135,7 +136,7 @@ def test_only_evidence_the_watch_recorded_is_copied_into_the_site(tmp_path):
     assert not list(site.rglob("1.json"))
     (where / "changes.jsonl").write_text(json.dumps({"change": change, "sources": {
         "../../escaped.json": str(secret)}}) + "\n")         # and never outside the site
-    with pytest.raises(Exception, match="outside"):
+    with pytest.raises(UserError, match="outside"):
         page.write_site(site, results, "m")
     assert not (tmp_path / "escaped.json").exists()
 

@@ -135,13 +135,14 @@ class ContainerServer(ServerBase):
                    tmpdir: str | None = None, cgroup: str | None = None, home: str | None = None) -> WarmChild:
         """Fork the cell whose files are in the staging folder (``stage_in``): inside the container
         its folder is ``/out`` and it runs from ``/tmp``, as a fresh container cell does, with a
-        home of its own there (the launcher's cells share its /tmp, not their homes)."""
-        home = f"/tmp/home-{uuid.uuid4().hex[:12]}"
+        home of its own there (the launcher's cells share its /tmp, not their homes; `home`, a
+        host folder, means nothing inside the container)."""
+        inside_home = f"/tmp/home-{uuid.uuid4().hex[:12]}"
         return self.spawn({"spec": f"{OUT_MOUNT}/{SPEC_FILE}", "outdir": OUT_MOUNT, "cwd": "/tmp",
                            "stdout": f"{OUT_MOUNT}/{STDOUT_FILE}", "stderr": f"{OUT_MOUNT}/{STDERR_FILE}",
                            "cpus": sorted(cpus) if cpus else None, "memory": None,
                            "backstop": int(backstop) if backstop else None,
-                           "env": {ENV_LAUNCH: "warm", "HOME": home},
+                           "env": {ENV_LAUNCH: "warm", "HOME": inside_home},
                            "cgroup": None, "reaped": f"{OUT_MOUNT}/{REAPED_FILE}", "grace": LEFTOVER_GRACE})
 
     def _stderr(self) -> bytes:

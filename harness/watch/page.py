@@ -90,14 +90,15 @@ def stack_badges(entries: list[dict], found: list[tuple[ch.Change, dict]]) -> di
     """One badge per stack (the environment with its axis release left open): 'works with' the
     newest release whose cells were all ok, 'broken since' the first failing one after it."""
     latest = series.newest_per_cell(entries)
-    by: dict[series.Key, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    labels: dict[tuple[str, str], str] = {}
+    by: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    labels: dict[tuple[str, str], str] = {}   # (package, open stack) -> the name of its first entry
     for key, version, e_ in series.keyed(latest):
         if e_.get("status") not in status.NOT_RUN:
-            stack = labels.setdefault((key.package, key.spec), key.stack)
-            by[(key.package, key.spec, stack)][version].append(e_.get("status"))
+            labels.setdefault((key.package, key.spec), key.stack)
+            by[(key.package, key.spec)][version].append(e_.get("status"))
     out = {}
-    for (package, _spec, stack), versions in sorted(by.items()):
+    for (package, spec), versions in sorted(by.items(), key=lambda kv: (kv[0][0], labels[kv[0]], kv[0][1])):
+        stack = labels[(package, spec)]
         order = sorted(versions, key=series._order)
         good = [v for v in order if all(s == status.OK for s in versions[v])]
         if not good:
