@@ -103,6 +103,24 @@ def bisect(session: nox.Session) -> None:
 
 
 @nox.session
+def diverge(session: nox.Session) -> None:
+    """Where two cells' models part, layer by layer: -- MATRIX CELL_A CELL_B [--engine venv]."""
+    install(session, "runtime")
+    if len(session.posargs) < 3:
+        session.error("usage: nox -s diverge -- MATRIX CELL_A CELL_B [--rows N] [--epochs N] [--out DIR] [--json]")
+    session.run("python", "-m", "harness", "diverge", *session.posargs, success_codes=[0, 1])
+
+
+@nox.session
+def reduce(session: nox.Session) -> None:
+    """The smallest script that still breaks on one side only: -- MATRIX GOOD_CELL BAD_CELL (or CELL --package ...)."""
+    install(session, "runtime")
+    if len(session.posargs) < 2:
+        session.error("usage: nox -s reduce -- MATRIX GOOD_CELL BAD_CELL, or MATRIX CELL --package P --good A --bad B")
+    session.run("python", "-m", "harness", "reduce", *session.posargs)
+
+
+@nox.session
 def report(session: nox.Session) -> None:
     """Publish results: nox -s report -- [RESULTS...] [--out DIR]; or -- compare RUN_A RUN_B"""
     install(session, "runtime")

@@ -226,7 +226,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
         ) -> tuple[Found, Path | None]:
     """Search `versions` of `package` for the first bad release of `base_cells`; each round's
     cells run on this host, or with `slurm` (SlurmOptions) as array tasks (`_on_slurm`)."""
-    cells = _Releases(base_cells, package, resolver or releases.Resolver(), repeats, cutoff, margin_days)
+    cells = ReleaseCells(base_cells, package, resolver or releases.Resolver(), repeats, cutoff, margin_days)
     rounds = _Rounds(m, cells, versions, engine, results_root, console, criteria, slurm, engine_args)
     started = time.monotonic()
     found = search(versions, rounds.oracle, jobs=jobs, on_step=rounds.show_step)
@@ -245,7 +245,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
     return found, bundle
 
 
-class _Releases:
+class ReleaseCells:
     """The cells that test one release of `package`: each base cell with the release pinned
     (and, with a cut-off, the other packages as of its upload), built once per release; `derived`
     says how a Slurm task rebuilds each of them from the matrix."""
@@ -278,7 +278,7 @@ class _Rounds:
     or on Slurm), keeps their results, and judges each release -- the good end on its own, then
     the others against the good end's evidence."""
 
-    def __init__(self, m, cells_for: _Releases, versions: list[str], engine, results_root: Path,
+    def __init__(self, m, cells_for: ReleaseCells, versions: list[str], engine, results_root: Path,
                  console: Console, criteria: Criteria, slurm, engine_args: dict | None):
         self.matrix = dataclasses.replace(m, cells=[])
         self.cells_for, self.versions, self.engine, self.results_root = cells_for, versions, engine, results_root

@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {list,run,build,status,repro,report,bisect,watch} ...``.
+"""Command line: ``python -m harness {list,run,build,status,repro,report,bisect,diverge,reduce,watch} ...``.
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -14,13 +14,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from . import argtypes, status, values
 from . import matrix as matrix_mod
-from . import status, values
 from .engines import CHOICES as ENGINE_CHOICES
 from .errors import UserError
-from .outputs import check_output_folder
+from .outputs import check_apart, check_output_folder
 from .paths import check_writable
-from .resources import parse_gpu_list
 from .store import scan
 from .terminal import shown, visible
 
@@ -50,7 +49,11 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                         "(default: PIP_CERT, SSL_CERT_FILE or REQUESTS_CA_BUNDLE)")
 
 
-def _add_release_args(p: argparse.ArgumentParser) -> None:
+def _add_release_args(p: argparse.ArgumentParser, results: bool = False) -> None:
+    """How version ranges expand; with `results`, also --results (the run whose expansion is reused)."""
+    if results:
+        p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
+                       help="version ranges expand as this results folder recorded them (default: results)")
     p.add_argument("--refresh-releases", action="store_true",
                    help="version ranges: ask the package index again instead of reusing the expansion this "
                         "results folder recorded (new releases become new cells)")
@@ -86,40 +89,7 @@ def _load(args, console: Console | None = None) -> matrix_mod.Matrix:
     return m
 
 
-def _whole(low: int, high: int):
-    """An argparse type: a whole number from `low` to `high` (a typo like 1e9 cores is
-    an error here, not an hour later)."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {visible(repr(text))}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {value}")
-        return value
-    return parse
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: seconds, finite, from 0 to a week."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {visible(repr(text))}") from None
-    if not 0 <= value <= MAX_SECONDS:  # NaN fails every comparison
-        raise argparse.ArgumentTypeError(f"expected seconds from 0 to {MAX_SECONDS:.0f}, got {text}")
-    return value
-
-
-def _gpu_list(text: str) -> str:
-    try:
-        parse_gpu_list(text)
-    except UserError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-MAX_SECONDS = 7 * 24 * 3600.0
+_whole, _seconds, _gpu_list = argtypes.whole, argtypes.seconds, argtypes.gpu_list
 _positive = _whole(1, 4_096)  # cells at once, cores per cell
 
 
@@ -261,6 +231,48 @@ def _subcommand_bisect(sub) -> None:
     _add_slurm_args(p, "one Slurm job-array task per cell, each round submitted and waited for")
 
 
+def _subcommand_diverge(sub) -> None:
+    p = sub.add_parser("diverge", help="where two cells' models part, layer by layer",
+                       description="Compare cell A's and cell B's models layer by layer (configurations, weights, "
+                                   "outputs, gradients, a short training) above a floor measured on A's own stack. "
+                                   "Exit 0: no divergence above the floor; 1: a divergence; 2: an error.")
+    p.add_argument("matrix", metavar="MATRIX")
+    p.add_argument("cell_a", metavar="CELL_A", help="the reference cell: an id, a prefix or a glob naming one cell")
+    p.add_argument("cell_b", metavar="CELL_B", help="the cell compared with it")
+    p.add_argument("--rows", type=_whole(1, 65_536), metavar="N",
+                   help="rows of the batch compared (default: cell A's batch size)")
+    p.add_argument("--epochs", type=_whole(1, 1_000), metavar="N",
+                   help="epochs of the training compared (default: cell A's)")
+    p.add_argument("--out", default="diverge", metavar="DIR",
+                   help="where the sides' cells, the record and the page go (default: diverge)")
+    p.add_argument("--rerun", action="store_true", help="run the sides again instead of reusing finished ones")
+    p.add_argument("--json", action="store_true", help="print the record as JSON instead of the table")
+    _add_engine_args(p)
+    _add_release_args(p, results=True)
+
+
+def _subcommand_reduce(sub) -> None:
+    p = sub.add_parser("reduce", help="shrink a script while it still passes on one cell and breaks on the other; "
+                                      "write a bundle and an upstream issue draft",
+                       description="Shrink the script of two cells (the last good and the first bad release) while "
+                                   "both sides hold; write the reduced script, run.sh per side and ISSUE.md under "
+                                   "--out. The original file is never written.")
+    p.add_argument("matrix", metavar="MATRIX")
+    p.add_argument("cells", nargs="+", metavar="CELL",
+                   help="GOOD_CELL BAD_CELL (each an id, a prefix or a glob naming one cell); or one CELL with "
+                        "--package, --good and --bad: that cell on the two releases (as bisect names them)")
+    p.add_argument("--package", metavar="NAME", help="with one CELL: the package whose releases differ")
+    p.add_argument("--good", metavar="VERSION", help="with --package: the last good release")
+    p.add_argument("--bad", metavar="VERSION", help="with --package: the first bad release")
+    p.add_argument("--budget", type=_seconds, default=120.0, metavar="SECONDS",
+                   help="each candidate's time on each side: over it, the candidate is rejected (default 120)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start every candidate in a new interpreter instead of forking it from a warm launcher")
+    p.add_argument("--out", default="reduced", metavar="DIR", help="where the result goes (default: reduced)")
+    _add_engine_args(p)
+    _add_release_args(p, results=True)
+
+
 def _subcommand_watch(sub) -> None:
     p = sub.add_parser("watch", help="run what is new in a matrix since its last watch, find changes, publish them",
                        description="Expand MATRIX's version ranges against the index now (or --as-of a date), "
@@ -300,6 +312,8 @@ def _subcommand_report(sub) -> None:
     p.add_argument("--out", default="site", metavar="DIR", help="where the site goes (default: site)")
     p.add_argument("--markdown", metavar="FILE", help="also write the Markdown report here, plots beside it")
     p.add_argument("--title", default="Compatibility report")
+    p.add_argument("--diverge", default="diverge", metavar="DIR",
+                   help="also publish a page for every `diverge` record below DIR (default: diverge, if present)")
 
 
 # The subcommands' parsers, in the order --help lists them: a new subcommand is one function and one line here.
@@ -310,6 +324,8 @@ SUBCOMMANDS = (
     _subcommand_build,
     _subcommand_repro,
     _subcommand_bisect,
+    _subcommand_diverge,
+    _subcommand_reduce,
     _subcommand_watch,
     _subcommand_report,
 )
@@ -426,7 +442,8 @@ def cmd_report(args, console: Console) -> int:
     notes: list[str] = []
     with console.status("writing the report"):
         written = report.publish(roots, Path(args.out), title=args.title,
-                                 markdown_path=Path(args.markdown) if args.markdown else None, notes=notes.append)
+                                 markdown_path=Path(args.markdown) if args.markdown else None, notes=notes.append,
+                                 divergences=[Path(args.diverge)])
     for note in notes:
         _quarantined(console)(note)
     for note in written["notes"]:
@@ -500,6 +517,30 @@ def cmd_bisect(args, console: Console) -> int:
     return 0 if not found.problem else 1
 
 
+def cmd_diverge(args, console: Console) -> int:
+    from . import diverge
+    from .engines import select_engine
+    check_apart(Path(args.out), "--out", [Path(args.results)])  # its own cells live there, not among a run's
+    check_writable(Path(args.out), "--out")
+    talk = Console(stderr=True, soft_wrap=True) if args.json else console  # --json: stdout is the record's
+    m = _load(args, talk)
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=talk) as engine:
+        return diverge.command(args, m, engine, console, talk)
+
+
+def cmd_reduce(args, console: Console) -> int:
+    from .engines import select_engine
+    from .reduce import reduce, show, sides
+    check_apart(Path(args.out), "--out", [Path(args.results)])  # its own cells live there
+    check_writable(Path(args.out), "--out")
+    m = _load(args, console)
+    good, bad = sides(m, args)
+    with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console) as engine:
+        engine.warm = engine.warm and not args.fresh
+        show(reduce(m, good, bad, engine, Path(args.out), console, budget=args.budget), console)
+    return 0
+
+
 def cmd_watch(args, console: Console) -> int:
     from .engines import select_engine
     from .watch.publish import check_home_url
@@ -523,7 +564,8 @@ def cmd_watch(args, console: Console) -> int:
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "build": cmd_build, "status": cmd_status, "repro": cmd_repro,
-            "report": cmd_report, "bisect": cmd_bisect,
+            "report": cmd_report, "bisect": cmd_bisect, "diverge": cmd_diverge,
+            "reduce": cmd_reduce,
             "watch": cmd_watch}
 
 

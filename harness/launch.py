@@ -96,17 +96,26 @@ FORKABLE = (*BUILT_IN_MODELS, "user")
 
 def fresh_because(cell: Cell) -> str | None:
     """Why this cell must start in a new interpreter even on a warm run; None when it may fork."""
-    if cell.workload.model in BARE_WORKLOADS:
+    model = cell.workload.model
+    if model in BARE_WORKLOADS:
         return None
-    if cell.workload.model == "script":
+    if model == "script" and not is_trial(cell):
         return "a script is its own interpreter's __main__: it starts fresh"
-    if cell.workload.model not in FORKABLE:
+    if model not in FORKABLE and model != "script":  # a trial script imports its environment's stack
         return "a workload the harness does not know the imports of starts fresh"
     if cell.limits.memory:
         # RLIMIT_AS counts address space: a preloaded stack's would count against the cell
         # before it began, and an import that fails under the limit would not fail
         return "a memory limit on a process engine is an address-space limit: the cell starts fresh"
     return None
+
+
+def is_trial(cell: Cell) -> bool:
+    """A candidate of `harness reduce` (its workload's `trial`): one of the many variants of one
+    script tried in turn. It forks from its stack's launcher, a script too (run as __main__ in
+    the forked child), and a launcher starts for it even alone in its run: more follow. Only the
+    reduction's answer is then checked fresh, as every other script cell runs."""
+    return bool(cell.workload.params.get("trial"))
 
 
 def forks(cell: Cell, why: Callable[[Cell], str | None] = fresh_because) -> bool:
@@ -515,7 +524,7 @@ class Launcher:
             if server is None:
                 if self.plan is None:
                     return NO_PLAN
-                if self.plan.left(cell) < 1:
+                if self.plan.left(cell) < 1 and not is_trial(cell):
                     return ONLY_CELL
                 try:
                     server = self.make(python, env, preload, workloads, log, cpus=cpus, name=cell.environment.name,

@@ -57,9 +57,9 @@ def _holds_results(folder: Path) -> Path | None:
     return None
 
 
-def check_output_folder(out: Path, what: str, results: list[Path] = ()) -> Path:
-    """`out`, once it is known to be no results folder, not inside one and holding none
-    (`results`: the folders the command reads, checked whether or not they exist yet)."""
+def check_apart(out: Path, what: str, results: list[Path]) -> Path:
+    """`out`, once it is known to be none of `results`, neither inside one nor holding one. A
+    command that keeps cells of its own there (`diverge`) asks only this."""
     out = Path(out)
     resolved = out.resolve()
     for root in results:
@@ -68,6 +68,14 @@ def check_output_folder(out: Path, what: str, results: list[Path] = ()) -> Path:
             relation = "is" if resolved == r else ("lies inside" if r in resolved.parents else "contains")
             raise UserError(f"{what} {visible(out)} {relation} the results folder {visible(root)}: "
                             "write it somewhere else")
+    return out
+
+
+def check_output_folder(out: Path, what: str, results: list[Path] = ()) -> Path:
+    """`out`, once it is known to be no results folder, not inside one and holding none
+    (`results`: the folders the command reads, checked whether or not they exist yet)."""
+    out = check_apart(out, what, results)
+    resolved = out.resolve()
     for folder in (resolved, *resolved.parents):
         if folder.is_dir() and _is_run_or_results(folder):
             raise UserError(f"{what} {visible(out)}: {visible(folder)} is a results folder; write it somewhere else")

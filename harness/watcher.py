@@ -32,6 +32,7 @@ from .watch import expand, history, page, publish, series
 
 NOTHING_NEW, CHANGED, ERROR, BUSY = 0, 1, 2, 3
 BISECTED_KINDS = ("broke", "expectation", "family-changed")
+DIVERGED_KINDS = ("accuracy", "expectation")  # a value moved: `diverge` says where in the model
 
 
 def command(args, console: Console, engine_factory) -> int:
@@ -67,6 +68,7 @@ class Watch:
         self.store = ResultStore(results.resolve(), m.name)
         self.stack = contextlib.ExitStack()
         self._engine = None
+        self.why: dict[str, str | None] = {}  # change id -> the diverge command that explains it
 
     def engine(self):
         if self._engine is None:
@@ -144,7 +146,22 @@ class Watch:
                 change.evidence.append(f"{link}/README.md")
         if change.bisected_to:
             change.summary = ch.describe(change)
+        if change.kind in DIVERGED_KINDS and change.before:
+            self.why[change.id] = self._diverge_command(change)
         return {"change": change.to_dict(), "sources": sources, "watch": self.id}
+
+    def _diverge_command(self, change: ch.Change) -> str | None:
+        """The `diverge` that says why a value moved between the two releases: a cell of the last
+        release before the change against the same cell of the first one after it."""
+        from .diverge import layerdiff_models
+        after = [c for c in self.m.cells if self._cell_in(c, change) and c.workload.model in layerdiff_models()]
+        for cell in after:
+            label = cell.id.split("/", 1)[1]
+            before = [c for c in self.m.cells if self._cell_in(c, change, change.before) and
+                      c.id.split("/", 1)[1] == label]
+            if before:
+                return f"python -m harness diverge {self.m.path} {before[0].id} {cell.id}"
+        return None
 
     def _in_series(self, e: dict, change: ch.Change) -> bool:
         return any(key.package == change.package and (change.cell == key.label
@@ -176,9 +193,10 @@ class Watch:
             change.bisected_to = found.first_bad or " or ".join(found.candidates)
         return bundle
 
-    def _cell_in(self, cell: Cell, change: ch.Change) -> bool:
+    def _cell_in(self, cell: Cell, change: ch.Change, release: str | None = None) -> bool:
+        """Whether `cell` is of `change`'s series at `release` (default: the first release after it)."""
         for package, _spec, version in cell.environment.ranges:
-            if package != change.package or version != change.after:
+            if package != change.package or version != (release or change.after):
                 continue
             parts = cell.id.split("/")
             label = f"{series.blank(cell.environment.name, version)}/{'/'.join(parts[1:-1])}"
@@ -200,6 +218,8 @@ class Watch:
         for change in fresh[:15]:
             colour = "red" if change.kind in ("broke", "slower", "expectation", "accuracy") else "yellow"
             c.print(f"[{colour}]{change.kind}[/] {shown(change.summary)}", highlight=False)
+            if self.why.get(change.id):
+                c.print(f"  why, layer by layer: {shown(self.why[change.id])}", highlight=False)
         if len(fresh) > 15:
             c.print(f"... and {len(fresh) - 15} more (the feeds list every one)")
         c.print(f"published: {shown(written['page'])}; feeds {shown(', '.join(str(p) for p in written['feeds']))}; "

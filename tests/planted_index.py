@@ -40,11 +40,14 @@ def wheel(name: str, version: str, body: str, module: str | None = None) -> tupl
 
 class PlantedIndex(LoopbackIndex):
     """`releases`: {name: {version: upload time (ISO 8601 UTC)}}; each release's module says its version.
-    `modules`: {name: the module a project installs}, where that is not its name."""
+    `modules`: {name: the module a project installs}, where that is not its name; `bodies`: code a
+    release's module holds besides its version (an API that one release has and the next lacks)."""
 
-    def __init__(self, releases: dict[str, dict[str, str]], modules: dict[str, str] | None = None):
+    def __init__(self, releases: dict[str, dict[str, str]], modules: dict[str, str] | None = None,
+                 bodies: dict[tuple[str, str], str] | None = None):
         self.files: dict[str, tuple[str, bytes, str]] = {}   # filename -> (project, bytes, uploaded)
         self.modules = modules or {}
+        self.bodies = bodies or {}   # {(name, version): the module's code after its __version__}
         for name, versions in releases.items():
             for version, uploaded in versions.items():
                 self.plant(name, version, uploaded)
@@ -84,5 +87,6 @@ class PlantedIndex(LoopbackIndex):
     def plant(self, name: str, version: str, uploaded: str) -> None:
         """One more release, served from the next request on, with whatever upload time it is given
         (an earlier one than the moment it appears, as a mirror catching up shows)."""
-        filename, data = wheel(name, version, f'__version__ = "{version}"\n', self.modules.get(name))
+        body = f'__version__ = "{version}"\n' + self.bodies.get((name, version), "")
+        filename, data = wheel(name, version, body, self.modules.get(name))
         self.files[filename] = (name, data, uploaded)

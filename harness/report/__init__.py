@@ -19,7 +19,7 @@ from ..outputs import Manifest
 from ..result import Provenance, Result, Seen
 from ..store import read_all
 from ..workloads.protocol import cuda_version_text, cudnn_version_text
-from . import plots, reported, site, tables
+from . import divergence, plots, reported, site, tables
 from .markdown import md_escape, md_table
 
 CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devices", "batch_size", "repeat",
@@ -176,7 +176,10 @@ def markdown(results: list[dict], title: str, plot_links: list[tuple[str, str]],
 
 
 def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
-            markdown_path: Path | None = None, notes: Callable[[str], None] | None = None) -> dict:
+            markdown_path: Path | None = None, notes: Callable[[str], None] | None = None,
+            divergences: list[Path] = ()) -> dict:
+    """The site, Markdown, CSV and JSON of the results below `roots`; with `divergences`, a page
+    for every `harness diverge` record below those folders, linked from the index."""
     found = load(roots, notes)
     results = [r for _, r in found]
     out.mkdir(parents=True, exist_ok=True)
@@ -204,6 +207,11 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
         text = site.cell_page(entries[0][1], entries[0][0]) if len(entries) == 1 else site.cells_page(entries)
         written.add(out / "cells" / f"{tables.slug(cell_id)}.html").write_text(text)
     watched = _watch_pages(roots, out)
+    for _, made in divergence.pages(list(divergences), out):
+        for path in (made, made.parent / divergence.PLOT):
+            if path.exists():
+                written.add(path)
+        watched.append(os.path.relpath(made, out))
     written.add(out / "index.html").write_text(site.index(title, provenance_lines(results), report_tables(results), rel,
                                                ["report.md", "results.csv", "results.json", *watched]))
     written.save()

@@ -39,7 +39,7 @@ RNN_CELLS = ("gru", "cudnn_gru", "lstm", "cudnn_lstm")
 WRAPPERS = ("none", "multi_gpu_model", "ratio", "make_parallel", "mirrored", "data_parallel")
 FEEDS = ("arrays", "dataset")
 # Known traps a matrix can plant on purpose to prove they are caught.
-TRAPS = ("clear_session",)
+TRAPS = ("clear_session", "loss_times_devices")
 
 # Environment variables the host sets for the cell process.
 ENV_WALL_DEADLINE = "HARNESS_WALL_DEADLINE"   # epoch seconds after which the cell ends itself
@@ -56,6 +56,12 @@ ENV_METRICS = "HARNESS_METRICS"   # append JSON lines {"name": ..., "value": ...
 ENV_OUTPUT = "HARNESS_OUTPUT"     # a folder: files left here are handed to the cells that need this one
 ENV_INPUT = "HARNESS_INPUT"       # the (first) producer's files; HARNESS_INPUT_<NAME> for each
 ENV_SPEC = "HARNESS_SPEC"         # the cell's spec.json (batch size, devices, wrapper, params)
+
+# `harness diverge` (workloads/layerwise.py, harness/diverge.py): what each side leaves under
+# OUTPUT_DIR, and the name the reference's files are handed to the other side under.
+DIVERGE_LAYERS = "layers.json"
+DIVERGE_ARRAYS = "layers.npz"
+DIVERGE_REFERENCE = "reference"
 
 # The message that marks a multi-device run that did not use its devices.
 NOT_ENGAGED = "parallelism not engaged: asked %d, ran on %d"

@@ -111,9 +111,13 @@ def _train(spec, log, record, outdir):
             model, (train, val), loss = models.build(stack, workload, int(spec["seed"]))
         _phase(record, "data_and_model")
         record["parameters"] = int(model.count_params())
+        if workload.get("diverge"):  # `harness diverge`: the model layer by layer, not a training run
+            from . import layerwise
+            layerwise.run(stack, plan, spec, model, train, loss, log, record, outdir)
+            return
         trainable = plan.wrap(model)
         trainable.compile(optimizer=stack.adam(float(workload.get("learning_rate", 0.001))),
-                          loss=loss, metrics=["accuracy"], **plan.compile_options)
+                          loss=plan.loss(loss), metrics=["accuracy"], **plan.compile_options)
     _phase(record, "compiled")
     batch = int(spec["batch_size"])
     fit, rows, probe = _inputs(stack, train, val, batch, par.get("feed", "arrays"), int(spec["seed"]))

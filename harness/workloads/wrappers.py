@@ -64,6 +64,7 @@ class Plan(object):
         self.n = int(parallelism["devices"])
         self.ratios = [int(r) for r in (parallelism.get("ratios") or [1] * self.n)]
         self.compile_options = {}
+        self.trap = trap
         self._scope = _NoScope()
         self.devices = None
         if self.name == "none":
@@ -95,6 +96,19 @@ class Plan(object):
 
     def scope(self):
         return self._scope
+
+    def loss(self, loss):
+        """The loss to compile with: `loss` itself, unless a matrix planted the trap of a
+        replicated loss summed instead of averaged (`trap: loss_times_devices`): the loss,
+        and so every gradient, N times what one device computes. Planted to prove that
+        `harness diverge` finds a wrapper's scaling, never set by the harness on its own."""
+        if self.trap != "loss_times_devices" or self.n < 2:
+            return loss
+        base, n = self.stack.keras.losses.get(loss), float(self.n)
+
+        def summed_over_replicas(y_true, y_pred):
+            return base(y_true, y_pred) * n
+        return summed_over_replicas
 
     def wrap(self, model):
         if self.name in ("none", "mirrored", "data_parallel"):

@@ -1,0 +1,369 @@
+"""`harness reduce`: the smallest script that still shows a break -- on both sides.
+
+`bisect` names the release that broke a user's script; upstream's issue templates then ask
+for *standalone code to reproduce it*. `reduce` takes the two cells the break lies between
+(the last good and the first bad: two environments of one matrix, as `diverge` takes them)
+and shrinks the user's script while **both sides hold**: the bad side still fails in the
+same family (status, exception type and message; not the line, which moves as lines go) --
+or, for a value, still misses the matrix's expectation -- and the good side still passes.
+A one-sided reduction is not a repro of a regression.
+
+- **The reducer** is pysource-minimize, an AST-level Python reducer: every candidate it
+  asks about parses (no time spent on broken syntax), and it removes statements, branches,
+  arguments and expressions, not lines. shrinkray (the other one made for this) has no
+  usable release on the package index -- its PyPI project is a 0.0.2 placeholder -- so it
+  cannot be pinned in this project's lock.
+- **Candidates run as cells** through the ordinary Runner, both sides at once on the host's
+  slots, each bounded by `--budget` seconds (a hang or an interpreter crash is a rejected
+  candidate, its time the budget). They are *trial* cells (launch.is_trial): a script trial
+  forks from its stack's warm launcher, run as ``__main__`` in the forked child, so a
+  candidate pays no import. The answer is then checked again fresh, as every script runs.
+- **Nothing of the user's is lost**: the original file is never written; candidates live in
+  the output folder; the answer's bundle holds the reduced script alone when it holds
+  without the rest of the code folder, and says which files it still needs when not (the
+  user's data never travels unless the reduced script cannot do without it, and then the
+  draft says so).
+
+Written under `--out`: `reduced/<script>`, `original/<script>`, `good/` and `bad/` bundles
+(each a `run.sh` that needs no harness, as `repro` writes them), `ISSUE.md` (a draft for the
+upstream tracker) and `reduce.json` (what was tried, kept, and how long it took).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from . import status, usercode
+from .cells import Cell
+from .errors import UserError
+from .names import file_name
+from .paths import inside
+from .result import Result
+
+RECORD = "reduce.json"
+DEFAULT_BUDGET = 120.0
+
+
+@dataclass
+class Family:
+    """What the bad side must keep showing: its status and its failure without the place."""
+
+    status: str
+    text: str
+
+    @classmethod
+    def of(cls, result: Result) -> Family:
+        if result.status == status.OK and result.met is False:  # a value: which ones it missed, not the numbers
+            exp = result.get("expectation") or {}
+            missed = sorted(v.get("metric") or "?" for v in exp.get("values") or [] if v.get("met") is False)
+            return cls(status.DRIFTED, ", ".join(missed))
+        error = result.error or {}
+        sig = error.get("signature") or result.reason or ""
+        where = error.get("where")
+        if where:
+            sig = sig.replace(f" at {where}", "")
+        return cls(result.status, sig)
+
+    @staticmethod
+    def passes(result: Result) -> bool:
+        """ok, and every value the matrix expects of it met."""
+        return result.status == status.OK and result.met is not False
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.text}" if self.text else self.status
+
+
+@dataclass
+class Tally:
+    tried: int = 0
+    kept: int = 0
+    rejected: dict = field(default_factory=dict)   # why -> count
+    seconds: float = 0.0
+    forked: int = 0
+    cell_runs: int = 0
+    fresh_notes: dict = field(default_factory=dict)  # why trials started fresh -> how many
+
+
+def sides(m, args) -> tuple[Cell, Cell]:
+    """The good and the bad cell: two cells named, or one cell on two releases of a package (the
+    cells `bisect` ran for its last good and first bad release, made the same way)."""
+    from .diverge import one_cell
+    by_release = (args.package, args.good, args.bad)
+    if len(args.cells) == 2:
+        if any(by_release):
+            raise UserError("give GOOD_CELL BAD_CELL, or one CELL with --package, --good and --bad; not both")
+        return (one_cell(args.cells[0], m.cells, "GOOD_CELL", args.matrix),
+                one_cell(args.cells[1], m.cells, "BAD_CELL", args.matrix))
+    if len(args.cells) != 1 or not all(by_release):
+        raise UserError("give GOOD_CELL BAD_CELL, or one CELL with --package, --good and --bad")
+    from . import releases
+    from .bisect import ReleaseCells, bounds
+    cell = one_cell(args.cells[0], m.cells, "CELL", args.matrix)
+    resolver = releases.Resolver(offline=getattr(args, "offline", False))
+    listed = bounds(args.package, cell.environment.python, good=args.good, bad=args.bad, spec=None, pre=False,
+                    resolver=resolver)  # both are releases of the package, the good one older
+    made = ReleaseCells([cell], args.package, resolver, None, cutoff=True, margin_days=releases.CUTOFF_MARGIN_DAYS)
+    return made(listed[0])[0], made(listed[-1])[0]
+
+
+def script_of(cell: Cell) -> Path:
+    if cell.workload.model != "script" or cell.workload.code is None:
+        raise UserError(f"{cell.id}: reduce shrinks a user's script (a `script:` workload); this cell's workload "
+                        f"is '{cell.workload.model}'")
+    return Path(cell.workload.code.source) / cell.workload.params["script"]
+
+
+class Trials:
+    """Runs one version of the script on both sides and says whether the break still holds."""
+
+    def __init__(self, m, good: Cell, bad: Cell, engine, work: Path, budget: float, console: Console):
+        self.m, self.good, self.bad, self.engine, self.work = m, good, bad, engine, work
+        self.budget, self.console = budget, console
+        self.script = good.workload.params["script"]
+        self.folder = Path(good.workload.code.source)
+        self.tally = Tally()
+        self.family: Family | None = None
+        self._n = 0
+        from .runner import Runner
+        # one runner for every candidate: one run, so its cells' variables (the run's id among them)
+        # stay the same and each side's warm launcher serves every candidate, not one each
+        self.runner = Runner(dataclasses.replace(m, cells=[]), engine, work / "cells",
+                             Console(file=io.StringIO(), soft_wrap=True), rerun=frozenset({"all"}))
+
+    def cells(self, source: str, alone: bool, trial: bool) -> tuple[Cell, Cell]:
+        """The two sides with `source` as the script: in a copy of the code folder, or (`alone`)
+        in a folder that holds the script only."""
+        self._n += 1
+        folder = self.work / "candidates" / str(self._n)
+        shutil.rmtree(folder, ignore_errors=True)
+        if alone:
+            folder.mkdir(parents=True)
+        else:
+            shutil.copytree(self.folder, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        target = folder / self.script
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source)
+        code = usercode.load(folder, folder)
+        out = []
+        for cell in (self.good, self.bad):
+            params = {**cell.workload.params, "code": code.spec()}
+            params.pop("trial", None)
+            if trial:
+                params["trial"] = True
+            workload = dataclasses.replace(cell.workload, code=code, params=params)
+            limits = dataclasses.replace(cell.limits, wall=min(cell.limits.wall, self.budget),
+                                         progress=min(cell.limits.progress, self.budget))
+            out.append(dataclasses.replace(cell, workload=workload, limits=limits, expect=cell.expect))
+        return out[0], out[1]
+
+    def run(self, source: str, alone: bool = False, trial: bool = True) -> tuple[Result | None, Result | None]:
+        good, bad = self.cells(source, alone, trial)
+        got = {r.cell: r for r in self.runner.run([good, bad])}
+        self.tally.cell_runs += 2
+        results = got.get(good.id), got.get(bad.id)
+        for r in results:
+            if r is None:
+                continue
+            if r.warmth and r.warmth.launch == "warm":
+                self.tally.forked += 1
+            elif trial:  # why a trial did not fork (said once per reason)
+                for note in (r.get("exit") or {}).get("launch_notes") or []:
+                    self.tally.fresh_notes[note] = self.tally.fresh_notes.get(note, 0) + 1
+        return results
+
+    def holds(self, source: str) -> bool:
+        """pysource-minimize's question: does this candidate still show the break on both sides?"""
+        started = time.monotonic()
+        good, bad = self.run(source)
+        self.tally.tried += 1
+        why = self.why_not(good, bad)
+        self.tally.seconds += time.monotonic() - started
+        if why is None:
+            self.tally.kept += 1
+        else:
+            self.tally.rejected[why] = self.tally.rejected.get(why, 0) + 1
+        if self.tally.tried % 10 == 0:
+            self.console.print(f"  {self.tally.tried} candidates tried, {self.tally.kept} kept, "
+                               f"{self.tally.seconds:.0f} s", highlight=False)
+        return why is None
+
+    def why_not(self, good: Result | None, bad: Result | None) -> str | None:
+        if good is None or bad is None:
+            return "no result"
+        if bad.status == status.TIMEOUT or good.status == status.TIMEOUT:
+            return "over its time budget"
+        if not Family.passes(good):
+            return f"the good side {good.status if good.status != status.OK else status.DRIFTED}"
+        if self.family is not None and Family.of(bad) != self.family:
+            return "the bad side " + ("passes" if Family.passes(bad) else "fails otherwise")
+        return None
+
+
+def start(trials: Trials, source: str) -> Family:
+    """The original on both sides: the bad side must fail (or miss its value) and the good side
+    pass, or there is nothing to reduce; the family the bad side shows is what must hold."""
+    good, bad = trials.run(source, trial=False)
+    if bad is None or good is None:
+        raise UserError("the two sides left no result (interrupted?); run the command again")
+    if not Family.passes(good):
+        swapped = " (and the bad side passes: are the two swapped?)" if Family.passes(bad) else ""
+        raise UserError(f"the good side {trials.good.id} does not pass with the original script: it ended "
+                        f"{Family.of(good)}{swapped}; a reduction needs one side that passes")
+    if Family.passes(bad):
+        raise UserError(f"the bad side {trials.bad.id} does not fail with the original script (it ended ok, its "
+                        "values as expected): nothing to reduce; is it the cell the bisect named?")
+    if bad.status in (status.UNAVAILABLE, status.UNSUPPORTED):
+        raise UserError(f"the bad side {trials.bad.id} could not run ({bad.status}: {bad.reason})")
+    return Family.of(bad)
+
+
+def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget: float = DEFAULT_BUDGET) -> dict:
+    """Shrink the script of `good`/`bad` (one script, two environments); write the bundle."""
+    from pysource_minimize import minimize
+
+    path = script_of(good)
+    if script_of(bad) != path:
+        raise UserError(f"{good.id} and {bad.id} run different scripts ({path} and {script_of(bad)}): reduce takes "
+                        "one script in two environments")
+    source = path.read_text()
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        raise UserError(f"{path}:{exc.lineno}: the reducer cannot parse the script ({exc.msg})") from None
+    folder = inside(out, out / file_name(bad.id))
+    work = folder / ".work"
+    trials = Trials(m, good, bad, engine, work, budget, console)
+    began = time.monotonic()
+    console.print(f"checking the original on both sides: {good.id} (good) and {bad.id} (bad)", highlight=False)
+    trials.family = start(trials, source)
+    console.print(f"the break to keep: {trials.family}", highlight=False)
+    reduced = minimize(source, trials.holds)
+    # the answer, checked as every script runs (fresh), alone if it can be, else with its folder
+    alone = True
+    good_r, bad_r = trials.run(reduced, alone=True, trial=False)
+    if trials.why_not(good_r, bad_r) is not None:
+        alone = False
+        good_r, bad_r = trials.run(reduced, alone=False, trial=False)
+        why = trials.why_not(good_r, bad_r)
+        if why is not None:
+            raise UserError(f"the reduced script does not hold when run fresh ({why}); the candidates are under "
+                            f"{work}")
+    record = _write(folder, trials, source, reduced, alone, good_r, bad_r, time.monotonic() - began)
+    return record
+
+
+def _needs(folder: Path, script: str, reduced: str) -> list[str]:
+    """The other files of the code folder the reduced script names (a string equal to a path)."""
+    import ast
+    names = {node.value for node in ast.walk(ast.parse(reduced)) if isinstance(node, ast.Constant)
+             and isinstance(node.value, str)}
+    have = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+    return sorted(h for h in have if h != script and (h in names or Path(h).name in names or Path(h).stem in names))
+
+
+def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: bool, good: Result, bad: Result,
+           seconds: float) -> dict:
+    from .repro import write_bundle
+    script = trials.script
+    for part, text in (("original", original), ("reduced", reduced)):
+        (folder / part / script).parent.mkdir(parents=True, exist_ok=True)
+        (folder / part / script).write_text(text)
+    cells = trials.cells(reduced, alone, trial=False)
+    for side, cell, result in (("good", cells[0], good), ("bad", cells[1], bad)):
+        write_bundle(folder / side, cell, trials.engine, result.provenance, [result])
+    lines = lambda text: len([x for x in text.splitlines() if x.strip()])  # noqa: E731 - one use, named
+    t = trials.tally
+    record = {"good": trials.good.id, "bad": trials.bad.id, "script": script, "family": str(trials.family),
+              "lines": {"original": lines(original), "reduced": lines(reduced)},
+              "alone": alone, "needs": [] if alone else _needs(trials.folder, script, reduced),
+              "candidates": {"tried": t.tried, "kept": t.kept, "rejected": t.rejected, "forked_cell_runs": t.forked,
+                             "cell_runs": t.cell_runs, "fresh_because": t.fresh_notes},
+              "seconds": round(seconds, 1), "candidate_seconds": round(t.seconds, 1),
+              "stacks": {"good": _stack(good), "bad": _stack(bad)},
+              "signature": bad.failure_text or str(trials.family), "good_status": str(Family.of(good)),
+              "bad_status": str(Family.of(bad))}
+    exp = bad.get("expectation") or {}
+    record["values"] = [{"metric": v.get("metric"), "expected": v.get("want"),
+                         "good": (good.metrics or {}).get(v.get("metric")), "bad": v.get("got")}
+                        for v in exp.get("values") or [] if v.get("met") is False]
+    (folder / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    (folder / "ISSUE.md").write_text(issue(record, reduced))
+    shutil.rmtree(folder / ".work" / "candidates", ignore_errors=True)
+    return {**record, "folder": str(folder)}
+
+
+def _stack(result: Result) -> dict:
+    """The versions one side ran: what the cell saw of its stack, then the environment's pins."""
+    seen = result.seen or {}
+    keep = ("python", "tensorflow", "keras", "jax", "torch", "numpy") + (("backend",) if seen.get("keras") else ())
+    out = {k: seen.get(k) for k in keep if seen.get(k)}
+    for package, _range, version in result.releases:
+        out.setdefault(str(package), str(version))
+    for req in (result.provenance or {}).get("requirements") or []:
+        name, sep, version = str(req).partition("==")
+        if sep and ";" not in version:
+            out.setdefault(name.strip(), version.strip())
+    return out
+
+
+REPORT_IMPORT = "from workloads.metrics import report"
+REPORT_SHIM = "def report(name, value):  # the value the two versions disagree on\n    print(name, value)"
+
+
+def issue(record: dict, reduced: str) -> str:
+    """A draft for the upstream tracker: what TensorFlow's and Keras's templates ask for first.
+    A value the script reported to the harness is printed instead, so the code needs no harness."""
+    reduced = reduced.replace(REPORT_IMPORT, REPORT_SHIM)
+    values = record.get("values") or []
+    expected = ([f"- expected (as with the first versions): {v['metric']} = {v['good']!r} (the matrix expects "
+                 f"{v['expected']!r})" for v in values] + [f"- actual: {v['metric']} = {v['bad']!r}" for v in values]
+                if values else
+                [f"- expected (as with the first versions): it runs to the end ({record['good_status']})",
+                 f"- actual: {record['signature']}"])
+    good, bad = record["stacks"]["good"], record["stacks"]["bad"]
+    changed = sorted(k for k in set(good) | set(bad) if good.get(k) != bad.get(k))
+    title = ", ".join(f"{k} {good.get(k)} -> {bad.get(k)}" for k in changed) or "a change between two environments"
+    versions = ["| package | works | fails |", "|---|---|---|"] + [
+        f"| {k} | {good.get(k, '-')} | {bad.get(k, '-')} |" for k in sorted(set(good) | set(bad))]
+    needs = record["needs"]
+    return "\n".join([
+        f"# {record['family'].split(':')[0]} after upgrading: {title}", "",
+        "## Describe the problem", "",
+        f"This script works with the first set of versions below and fails with the second: "
+        f"**{record['signature']}**.", "",
+        "## Versions", "", *versions, "",
+        "## Standalone code to reproduce", "",
+        "```python", reduced.rstrip(), "```", "",
+        *(["It reads these files of the original project, not included here: " + ", ".join(needs), ""]
+          if needs else []),
+        "## Expected and actual", "", *expected, "",
+        "## How this was found", "",
+        f"The original script ({record['lines']['original']} lines) was reduced to {record['lines']['reduced']} lines "
+        f"while both sides held: it still fails in the same way with the second versions and still passes with the "
+        f"first ({record['candidates']['tried']} candidates tried, {record['candidates']['kept']} kept). "
+        "`good/run.sh` and `bad/run.sh` beside this file rebuild each environment from exact pins and run it.", ""])
+
+
+def show(record: dict, console: Console) -> None:
+    c = record["candidates"]
+    console.rule("reduced")
+    console.print(f"{record['script']}: {record['lines']['original']} -> [bold]{record['lines']['reduced']}[/] lines; "
+                  f"still {record['family']} on {record['bad']}, still ok on {record['good']}", highlight=False)
+    rate = c["tried"] / max(record["candidate_seconds"], 1e-9)
+    console.print(f"{c['tried']} candidates tried, {c['kept']} kept, in {record['candidate_seconds']:.0f} s "
+                  f"({rate:.2f} candidates/s; {c['forked_cell_runs']} of {c['cell_runs']} cell runs forked warm); "
+                  "rejected: "
+                  + (", ".join(f"{why} {n}" for why, n in sorted(c["rejected"].items())) or "none"), highlight=False)
+    if record["needs"]:
+        console.print("[yellow]note[/]: it still needs these files of the code folder: " + ", ".join(record["needs"]),
+                      highlight=False)
+    console.print(f"written: {record['folder']} (reduced/, good/run.sh, bad/run.sh, ISSUE.md; "
+                  f"{record['seconds']:.0f} s)", highlight=False)
