@@ -45,7 +45,7 @@ from .cells import Cell
 from .errors import UserError
 from .names import file_name
 from .paths import inside
-from .release_cells import derivation, derived_cell, with_release
+from .release_cells import derivation, derived_cell, with_nightly, with_release
 from .result import Result
 from .stats import Spread, spread_of, steady
 from .terminal import shown
@@ -80,6 +80,7 @@ class Found:
     candidates: list[str] = field(default_factory=list)  # first bad is one of these (skips hide which)
     problem: str = ""    # why there is no answer (the bounds do not bracket a change)
     warnings: list[str] = field(default_factory=list)
+    nightly: dict | None = None  # the search below the releases (`below`), when asked
 
 
 class BoundsError(Exception):
@@ -222,11 +223,13 @@ def judge(results: list[Result], good: dict | None, criteria: Criteria = Criteri
 def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine, results_root: Path,
         console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = Criteria(),
         cutoff: bool = True, margin_days: float = releases.CUTOFF_MARGIN_DAYS, bundles: Path = Path("bundles"),
-        resolver: releases.Resolver | None = None, slurm=None, engine_args: dict | None = None
-        ) -> tuple[Found, Path | None]:
+        resolver: releases.Resolver | None = None, slurm=None, engine_args: dict | None = None,
+        nightly: str | None = None, as_of: str | None = None) -> tuple[Found, Path | None]:
     """Search `versions` of `package` for the first bad release of `base_cells`; each round's
-    cells run on this host, or with `slurm` (SlurmOptions) as array tasks (`_on_slurm`)."""
-    cells = ReleaseCells(base_cells, package, resolver or releases.Resolver(), repeats, cutoff, margin_days)
+    cells run on this host, or with `slurm` (SlurmOptions) as array tasks (`_on_slurm`). With
+    `nightly` (a nightly distribution's name), go on below the releases (`below`)."""
+    resolver = resolver or releases.Resolver()
+    cells = ReleaseCells(base_cells, package, resolver, repeats, cutoff, margin_days)
     rounds = _Rounds(m, cells, versions, engine, results_root, console, criteria, slurm, engine_args)
     started = time.monotonic()
     found = search(versions, rounds.oracle, jobs=jobs, on_step=rounds.show_step)
@@ -241,8 +244,49 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
                       f"earlier runs); a linear sweep tests all {len(versions)} releases; "
                       f"{time.monotonic() - started:.0f} s")
         bundle = _bundle_first_bad(found, rounds, engine, results_root / m.name, bundles, console)
+        if nightly and found.first_bad:
+            try:
+                found.nightly = below(found, ReleaseCells(base_cells, package, resolver, repeats, cutoff, margin_days,
+                                                          nightly=nightly),
+                                      lambda cells_for, nights: _Rounds(m, cells_for, nights, engine, results_root,
+                                                                        console, criteria, None, None),
+                                      console, jobs, as_of)
+            except UserError as exc:  # no night to search: the release answer stands, and says so
+                found.nightly = {"nightly": nightly, "problem": str(exc)}
+                console.print(f"[red]no night searched[/]: {shown(str(exc))}", highlight=False)
     _record(found, package, results_root / m.name, rounds.runs, bundle)
     return found, bundle
+
+
+def below(found: Found, cells_for: ReleaseCells, rounds_of, console: Console, jobs: int, as_of: str | None) -> dict:
+    """The first bad night between the last good and the first bad release (harness/nightly.py):
+    the same search, over the nightly distribution's builds, as of the same cut-off."""
+    from . import nightly as nightly_mod
+
+    package, name = cells_for.package, cells_for.nightly
+    python = cells_for.template.python
+    win = nightly_mod.window(package, name, found.last_good, found.first_bad, python,
+                             offline=cells_for.resolver.offline, as_of=as_of)
+    console.rule(f"below the releases: {name}")
+    console.print(f"{len(win.nights)} builds of {name} for Python {python}, {win.day(win.nights[0])} to "
+                  f"{win.day(win.nights[-1])}: between {package} {win.good} ({win.since[:10]}) and {win.bad} "
+                  f"({win.until[:10]}), and the nearest build on each side", highlight=False)
+    rounds = rounds_of(cells_for, win.nights)
+    got = search(win.nights, rounds.oracle, jobs=jobs, on_step=rounds.show_step)
+    out = {"nightly": name, "window": win.nights, "uploaded": win.uploaded, "first_bad": got.first_bad,
+           "last_good": got.last_good, "candidates": got.candidates, "problem": got.problem, "history": None}
+    if got.problem:
+        out["problem"] += (" -- the change is not between two nights of the main branch: it may have reached the "
+                           "release through its release branch (a cherry-pick, or a change of the branch alone)")
+        console.print(f"[red]no night found[/]: {shown(out['problem'])}", highlight=False)
+        return out
+    bad_night = got.first_bad or got.candidates[-1]
+    out["history"] = nightly_mod.history_url(package, win.day(got.last_good), win.day(bad_night))
+    console.print(f"[bold]first bad night: {shown(name)} {shown(bad_night)}[/] (uploaded {win.day(bad_night)})   "
+                  f"last good night: {shown(got.last_good)} ({win.day(got.last_good)})", highlight=False)
+    if out["history"]:
+        console.print(f"the upstream history of those days: {shown(out['history'])}", highlight=False)
+    return out
 
 
 class ReleaseCells:
@@ -251,8 +295,8 @@ class ReleaseCells:
     says how a Slurm task rebuilds each of them from the matrix."""
 
     def __init__(self, base_cells: list[Cell], package: str, resolver: releases.Resolver,
-                 repeats: int | None, cutoff: bool, margin_days: float):
-        self.base_cells, self.package, self.resolver = base_cells, package, resolver
+                 repeats: int | None, cutoff: bool, margin_days: float, nightly: str | None = None):
+        self.base_cells, self.package, self.resolver, self.nightly = base_cells, package, resolver, nightly
         self.repeats, self.cutoff, self.margin_days = repeats, cutoff, margin_days
         self.template = base_cells[0].environment
         self.of: dict[str, list[Cell]] = {}
@@ -260,13 +304,14 @@ class ReleaseCells:
 
     def __call__(self, version: str) -> list[Cell]:
         if version not in self.of:
-            env = with_release(self.template, self.package, version, None)
+            env = (with_nightly(self.template, self.package, self.nightly, version, None) if self.nightly
+                   else with_release(self.template, self.package, version, None))
             cut = (releases.cutoff_of([self.resolver.uploaded(p, v) for p, v in releases.exact_pins(env)],
                                       self.margin_days) if self.cutoff else None)
             out = {}
             for c in self.base_cells:
                 for r in (range(self.repeats) if self.repeats else [c.repeat]):
-                    cell = derived_cell(c, self.package, version, cut, r)
+                    cell = derived_cell(c, self.package, version, cut, r, nightly=self.nightly)
                     out.setdefault(cell.id, cell)
                     self.derived.setdefault(cell.id, derivation(cell, c, self.package, version))
             self.of[version] = list(out.values())
@@ -283,7 +328,7 @@ class _Rounds:
         self.matrix = dataclasses.replace(m, cells=[])
         self.cells_for, self.versions, self.engine, self.results_root = cells_for, versions, engine, results_root
         self.console, self.criteria, self.slurm, self.engine_args = console, criteria, slurm, engine_args
-        self.package = cells_for.package
+        self.package = cells_for.nightly or cells_for.package  # what the steps name: a night is its build
         self.results_of: dict[str, list[Result]] = {}
         self.good_evidence: dict | None = None
         self.runs = {"cells": 0, "ran": 0}
@@ -404,13 +449,32 @@ def _record(found: Found, package: str, run_dir: Path, runs: dict, bundle: Path 
     data = {"package": package, "versions": found.versions, "first_bad": found.first_bad,
             "last_good": found.last_good, "candidates": found.candidates, "problem": found.problem,
             "warnings": found.warnings, "cells": runs["cells"], "cells_run": runs["ran"],
-            "bundle": str(bundle) if bundle else None,
+            "bundle": str(bundle) if bundle else None, "nightly": found.nightly,
             "tested": {v: {"verdict": t.kind, "why": t.why, "flaky": t.flaky, "evidence": plain(t.evidence)}
                        for v, t in found.tested.items()},
             "steps": [{"round": s.round, "tested": [v for v, _ in s.tested], "last_good": s.last_good,
                        "first_bad": s.first_bad, "left": s.left} for s in found.steps]}
     path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     return path
+
+
+def checked(args) -> str | None:
+    """The command line's own checks, before anything loads: the criteria are numbers in range,
+    one way of naming the bounds, and the nightly distribution to search below them (or None)."""
+    import math
+
+    from .nightly import nightly_of
+    for name in ("accuracy_drop", "speed_drop"):
+        value = getattr(args, name)
+        if value is not None and (not math.isfinite(value) or value < 0 or (name == "speed_drop" and value >= 100)):
+            raise UserError(f"--{name.replace('_', '-')} expects a number >= 0"
+                            + (" and < 100" if name == "speed_drop" else "") + f", got {value}")
+    if args.spec and (args.good or args.bad):
+        raise UserError("give either --range or --good/--bad, not both")
+    nightly = nightly_of(args.package, args.nightly) if args.nightly else None
+    if nightly and args.executor == "slurm":
+        raise UserError("--nightly searches on this host: leave out --executor slurm")
+    return nightly
 
 
 def bounds(package: str, python: str, *, good: str | None, bad: str | None, spec: str | None, pre: bool,

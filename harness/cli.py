@@ -222,6 +222,9 @@ def _subcommand_bisect(sub) -> None:
                    help="also bad: steady samples/s more than PERCENT %% below the good end's median and "
                         "outside its min-max range")
     p.add_argument("--pre", action="store_true", help="include pre-releases")
+    p.add_argument("--nightly", nargs="?", const="auto", metavar="PACKAGE",
+                   help="then search the nightly builds between the last good and the first bad release "
+                        "(tf-nightly, keras-nightly, tf-keras-nightly; or the PACKAGE named)")
     p.add_argument("--no-cutoff", action="store_true",
                    help="resolve the other packages as of today, not as of each release's upload time")
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
@@ -474,19 +477,12 @@ def cmd_repro(args, console: Console) -> int:
 
 
 def cmd_bisect(args, console: Console) -> int:
-    import math
 
     from . import bisect, releases
     from .engines import select_engine
     from .runner import select
 
-    for name in ("accuracy_drop", "speed_drop"):
-        value = getattr(args, name)
-        if value is not None and (not math.isfinite(value) or value < 0 or (name == "speed_drop" and value >= 100)):
-            raise UserError(f"--{name.replace('_', '-')} expects a number >= 0"
-                            + (" and < 100" if name == "speed_drop" else "") + f", got {value}")
-    if args.spec and (args.good or args.bad):
-        raise UserError("give either --range or --good/--bad, not both")
+    nightly = bisect.checked(args)
     m = _load(args, console)
     slurm = None
     if args.executor == "slurm":
@@ -513,7 +509,8 @@ def cmd_bisect(args, console: Console) -> int:
                               results_root=Path(args.results), console=console, jobs=args.jobs,
                               repeats=args.repeats, cutoff=not args.no_cutoff, bundles=Path(args.out),
                               criteria=bisect.Criteria(args.accuracy_drop, args.speed_drop), resolver=resolver,
-                              slurm=slurm, engine_args={"pythons": _pythons(args.python), "ca_bundle": args.ca_bundle})
+                              slurm=slurm, engine_args={"pythons": _pythons(args.python), "ca_bundle": args.ca_bundle},
+                              nightly=nightly)
     return 0 if not found.problem else 1
 
 

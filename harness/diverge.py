@@ -10,8 +10,10 @@ where their models part. It runs three derived cells through the ordinary Runner
 * the **other side**: cell B in its environment, handed the reference's files through
   a chain (harness/chains.py: the `needs:` machinery), mapping the reference's weights
   onto its own layers and measuring the same things;
-* the **floor**: cell A's stack again, following the reference exactly as B did: what
-  the reference's own stack scatters, so a difference is claimed only above it.
+* the **floor**: cell A's stack again, following the reference as B did but taking each
+  batch's rows in reverse order (the same sums, added in another order): what the
+  reference's own stack scatters -- float rounding, and what training makes of it -- so a
+  difference is claimed only above it.
 
 The comparison itself is harness/layerdiff.py; what is written is a JSON record, an
 HTML page with a per-layer plot (`page`), and a table in the terminal. Derived cells
@@ -67,7 +69,8 @@ def _side(cell: Cell, role: str, rows: int | None, epochs: int | None, reference
         raise UserError(f"{cell.id}: diverge compares models the harness builds -- a built-in workload or your "
                         f"factory (model: user); this cell's workload is '{cell.workload.model}'"
                         + (" (a script builds its model itself)" if cell.workload.model == "script" else ""))
-    how = {"role": "reference" if reference is None else "follow", "rows": rows, "epochs": epochs}
+    how = {"role": "reference" if reference is None else "follow", "rows": rows, "epochs": epochs,
+           **({"reorder": True} if role == "floor" else {})}  # the floor: each batch's rows in another order
     suffix = {"reference": "ref", "floor": "floor", "other": "other"}[role]
     params = {**cell.workload.params, "diverge": how}
     params.pop("needs", None)  # the side's only input is the reference

@@ -16,11 +16,12 @@ its layers.json and layers.npz. Five verdicts, in the order a difference propaga
 5. training -- the first epoch whose loss parts, from the same weights, data in order.
 
 The floor is measured: a third cell ran the reference's own stack again, following the
-reference exactly as the other side did, and each side read its gradients twice with two
-step sizes. A difference is claimed only above ``FACTOR`` times that scatter and above
-float32's resolution for the quantity (``RESOLUTION``): a stack that gives bit-identical
-repeats has a measured floor of 0, and float32 arithmetic in another order (another
-kernel, another device) moves results by about 1e-6 of their size, not 1e-3.
+reference as the other side did but taking each batch's rows in reverse order (the same sums,
+added in another order: float rounding, and what training makes of it over epochs), and each
+side read its gradients twice with two step sizes. A difference is claimed only above
+``FACTOR`` times that scatter and above float32's resolution for the quantity
+(``RESOLUTION``): float32 arithmetic in another order (another kernel, another device) moves
+one step's results by about 1e-6 of their size, not 1e-3.
 """
 
 from __future__ import annotations

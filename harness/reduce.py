@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -90,6 +91,7 @@ class Tally:
     forked: int = 0
     cell_runs: int = 0
     fresh_notes: dict = field(default_factory=dict)  # why trials started fresh -> how many
+    repeated: int = 0   # candidates the reducer asked about again (answered from memory)
 
 
 def sides(m, args) -> tuple[Cell, Cell]:
@@ -131,6 +133,7 @@ class Trials:
         self.folder = Path(good.workload.code.source)
         self.tally = Tally()
         self.family: Family | None = None
+        self.answers: dict[str, bool] = {}  # candidate source -> whether it held
         self._n = 0
         from .runner import Runner
         # one runner for every candidate: one run, so its cells' variables (the run's id among them)
@@ -143,11 +146,14 @@ class Trials:
         in a folder that holds the script only."""
         self._n += 1
         folder = self.work / "candidates" / str(self._n)
+        shutil.rmtree(self.work / "candidates" / str(self._n - 2), ignore_errors=True)  # what ran before last
         shutil.rmtree(folder, ignore_errors=True)
         if alone:
             folder.mkdir(parents=True)
-        else:
-            shutil.copytree(self.folder, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:  # the folder's other files as links: a data file is not copied once per candidate
+            shutil.copytree(self.folder, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                            copy_function=_link_or_copy)
+            (folder / self.script).unlink(missing_ok=True)  # written below, never through a link
         target = folder / self.script
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(source)
@@ -180,7 +186,15 @@ class Trials:
         return results
 
     def holds(self, source: str) -> bool:
-        """pysource-minimize's question: does this candidate still show the break on both sides?"""
+        """pysource-minimize's question: does this candidate still show the break on both sides?
+        A source asked about again is answered from memory, not run again."""
+        if source in self.answers:
+            self.tally.repeated += 1
+            return self.answers[source]
+        self.answers[source] = answer = self._holds(source)
+        return answer
+
+    def _holds(self, source: str) -> bool:
         started = time.monotonic()
         good, bad = self.run(source)
         self.tally.tried += 1
@@ -205,6 +219,13 @@ class Trials:
         if self.family is not None and Family.of(bad) != self.family:
             return "the bad side " + ("passes" if Family.passes(bad) else "fails otherwise")
         return None
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def start(trials: Trials, source: str) -> Family:
@@ -285,7 +306,8 @@ def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: boo
               "lines": {"original": lines(original), "reduced": lines(reduced)},
               "alone": alone, "needs": [] if alone else _needs(trials.folder, script, reduced),
               "candidates": {"tried": t.tried, "kept": t.kept, "rejected": t.rejected, "forked_cell_runs": t.forked,
-                             "cell_runs": t.cell_runs, "fresh_because": t.fresh_notes},
+                             "cell_runs": t.cell_runs, "fresh_because": t.fresh_notes,
+                             "asked_again": t.repeated},
               "seconds": round(seconds, 1), "candidate_seconds": round(t.seconds, 1),
               "stacks": {"good": _stack(good), "bad": _stack(bad)},
               "signature": bad.failure_text or str(trials.family), "good_status": str(Family.of(good)),

@@ -107,11 +107,39 @@ def open_stack(env: Environment, package: str) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def derived_cell(base: Cell, package: str, version: str, cutoff: str | None, repeat: int) -> Cell:
-    """`base` (a cell of the matrix) with `package` at `version`, resolving as of `cutoff`: the
-    cell a search tests. One definition for the search and for a Slurm task, which rebuilds the
-    cell from the matrix it loads and its submission's record (`derivation`)."""
-    env = dataclasses.replace(with_release(base.environment, package, version, None), uploaded_before=cutoff)
+def with_nightly(env: Environment, package: str, nightly: str, version: str, cutoff: str | None) -> Environment:
+    """`env` with `package` replaced by one build of its nightly distribution (`nightly`, e.g.
+    keras-nightly, which installs the same module): in TensorFlow's place (its package named),
+    beside the Keras API the environment had (keras-nightly is Keras 3 whatever its number), or
+    for the package's own pin. Named with the build in place of the release."""
+    fld = _field_of(env, package)
+    pin = f"{nightly}=={version}"
+    if fld == "tensorflow":
+        new = dataclasses.replace(env, tensorflow=version, tensorflow_package=nightly)
+    elif fld == "keras":
+        new = dataclasses.replace(env, keras=None, keras_api=env.api, packages=(*env.packages, pin))
+    else:
+        kept = [p for p in env.packages if canonicalize_name(Requirement(p).name) != canonicalize_name(package)]
+        new = dataclasses.replace(env, packages=(*kept, pin))
+    old = current_version(env, package)
+    mine = _token(package, old, fld) if old else None
+    tokens = env.name.split("-")
+    token = f"{nightly}{version}"
+    tokens = [token if t == mine else t for t in tokens] if mine in tokens else [*tokens, token]
+    ranges = [r for r in env.ranges if canonicalize_name(r[0]) != canonicalize_name(package)]
+    return dataclasses.replace(new, name="-".join(tokens), uploaded_before=cutoff,
+                               ranges=(*ranges, (nightly, "nightly", version)))
+
+
+def derived_cell(base: Cell, package: str, version: str, cutoff: str | None, repeat: int,
+                 nightly: str | None = None) -> Cell:
+    """`base` (a cell of the matrix) with `package` at `version` (or, with `nightly`, that build of
+    its nightly distribution), resolving as of `cutoff`: the cell a search tests. One definition
+    for the search and for a Slurm task, which rebuilds the cell from the matrix it loads and its
+    submission's record (`derivation`)."""
+    env = (with_nightly(base.environment, package, nightly, version, None) if nightly
+           else with_release(base.environment, package, version, None))
+    env = dataclasses.replace(env, uploaded_before=cutoff)
     return dataclasses.replace(base, environment=env, repeat=repeat, expect=_values_only(base.expect))
 
 

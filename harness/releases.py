@@ -481,8 +481,8 @@ def exact_pins(env) -> list[tuple[str, str]]:
     """(package, version) for every release an environment pins exactly: its cut-off
     must admit them all, so it is taken from the newest of them."""
     pins = []
-    if env.tensorflow:
-        pins.append(("tensorflow", env.tensorflow))
+    if env.tensorflow:  # as the package named installs it (tf-nightly's builds are its own)
+        pins.append((env.tensorflow_package or "tensorflow", env.tensorflow))
     if env.keras:
         pins.append((keras_package(env.api) or "keras", env.keras))
     for text in env.packages:

@@ -23,7 +23,7 @@ from rich.console import Console
 from . import matrix as matrix_mod
 from . import releases, status
 from .cells import Cell
-from .errors import NothingReleasedYet
+from .errors import NothingReleasedYet, UserError
 from .paths import check_writable
 from .store import ResultStore
 from .terminal import shown
@@ -185,10 +185,18 @@ class Watch:
         except Exception as exc:  # noqa: BLE001 - a bisect that cannot start leaves the change unbisected
             self.console.print(f"[yellow]not bisected[/]: {shown(str(exc))}", highlight=False)
             return None
+        nightly = None
+        if self.m.watch_nightly:
+            from .nightly import nightly_of
+            try:
+                nightly = nightly_of(change.package, self.m.watch_nightly)
+            except UserError as exc:  # a package without a nightly distribution: the release bisect only
+                self.console.print(f"[yellow]no nightly search[/]: {shown(str(exc))}", highlight=False)
         found, bundle = bisect.run(m=self.m, base_cells=cells, package=change.package, versions=versions,
                                    engine=self.engine(), results_root=self.results, console=self.console,
                                    jobs=self.args.bisect_jobs, cutoff=env.uploaded_before is not None,
-                                   bundles=Path(self.args.bundles), resolver=resolver)
+                                   bundles=Path(self.args.bundles), resolver=resolver, nightly=nightly,
+                                   as_of=self.as_of)
         if not found.problem:
             change.bisected_to = found.first_bad or " or ".join(found.candidates)
         return bundle

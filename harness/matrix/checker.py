@@ -40,6 +40,7 @@ class _Checker:
         self.problems: list[str] = []
         self.resolver = resolver
         self.release_options = releases.Options()
+        self.watch_nightly: str | None = None  # `watch: {nightly: ...}` (ranges._watch_options)
         self.ranges = 0    # version ranges seen so far (MAX_RANGES)
         self.expanded = 0  # environments they expanded to (MAX_RANGE_ENVIRONMENTS)
 

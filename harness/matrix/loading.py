@@ -34,6 +34,7 @@ class Matrix:
     cells: list[Cell]
     slurm: dict = field(default_factory=dict)  # the validated `slurm:` section, as written
     resolver: releases.Resolver | None = None  # what its version ranges expanded to (None: it has none)
+    watch_nightly: str | None = None  # `watch: {nightly: ...}`: "auto", a distribution's name, or None
 
     @property
     def environments(self) -> list[Environment]:
@@ -88,7 +89,8 @@ def parse(raw: dict, path: Path, sha256: str = "", resolver: releases.Resolver |
     check.stop()
     return Matrix(path=path, name=run_name, description=raw.get("description", ""),
                   sha256=sha256, cells=cells, slurm=_slurm_section(raw),
-                  resolver=check.resolver if check.resolver and check.resolver.used else None)
+                  resolver=check.resolver if check.resolver and check.resolver.used else None,
+                  watch_nightly=check.watch_nightly)
 
 
 def _run_name(check: _Checker, raw: dict, path: Path):

@@ -46,12 +46,18 @@ def _release_options(check: _Checker, raw) -> releases.Options:
 def _watch_options(check: _Checker, raw) -> None:
     """`watch: {pre: true}`: when `harness watch` expands the ranges (its resolver says
     `watching`), pre-releases count too -- rc's, and the dev releases that are all nightly packages
-    such as tf-nightly publish; `run`, `list` and `bisect` keep `releases:` as written."""
+    such as tf-nightly publish; `run`, `list` and `bisect` keep `releases:` as written.
+    `watch: {nightly: true}` (or a nightly distribution's name): a new break the watch bisects is
+    followed below the releases into the nightly builds (`bisect --nightly`)."""
     if raw is None or not isinstance(raw, dict):
         return  # absent; a non-mapping is reported by the top-level type check
     check.keys("watch", raw, WATCH_KEYS)
     if raw.get("pre") is True and getattr(check.resolver, "watching", False):
         check.release_options = dataclasses.replace(check.release_options, pre=True)
+    nightly = raw.get("nightly")
+    if isinstance(nightly, str):
+        check.name("watch.nightly", nightly)
+    check.watch_nightly = "auto" if nightly is True else (nightly or None)  # `bisect --nightly` for a new break
 
 
 def _ranges_of(check: _Checker, where: str, raw: dict) -> list[tuple[str, int | None, str, str]]:

@@ -96,7 +96,7 @@ TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": 
 # How version ranges expand (harness.releases.Options); the README's "Version ranges" lists them.
 RELEASES_KEYS = {"pre": bool, "every": str, "cutoff": bool, "margin_days": (int, float)}
 # How `harness watch` expands this matrix (harness/watch); other commands ignore it.
-WATCH_KEYS = {"pre": bool}
+WATCH_KEYS = {"pre": bool, "nightly": (bool, str)}
 TIMEOUT_KEYS = {"wall": (int, float), "progress": (int, float)}
 
 # How a version or a range is written (harness.releases), for the messages.

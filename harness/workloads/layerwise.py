@@ -72,11 +72,13 @@ def run(stack, plan, spec, model, train, loss, log, record, outdir):
     trainable = plan.wrap(twin)
     start = [layer.get_weights() for layer in layers]
     doc["loss"] = None
+    # the floor's run takes the batch's rows in reverse: the same sums, added in another order
+    xs, ys = (x[::-1], y[::-1]) if how.get("reorder") else (x, y)
     for k, lr in enumerate(STEPS):
         trainable.compile(optimizer=stack.keras.optimizers.SGD(lr), loss=plan.loss(loss), **plan.compile_options)
         if k == 0:
             doc["loss"] = _scalar(trainable.test_on_batch(x, y))
-        trainable.train_on_batch(x, y)
+        trainable.train_on_batch(xs, ys)
         for i, layer in enumerate(layers):
             for j, (before, after) in enumerate(zip(start[i], layer.get_weights())):
                 arrays["g%d/%d/%d" % (k, i, j)] = (before.astype("float64") - after.astype("float64")) / lr
@@ -252,7 +254,9 @@ def _forward(stack, model, layers, x, arrays):
 def _curve(stack, plan, trainable, train, loss, spec, how):
     """Per-epoch loss from the shared weights, the data in order (no shuffle), whole batches
     only: a last short batch is cut, so that no side fails or differs on its remainder alone
-    (the ordinary run of the cell says what a remainder does)."""
+    (the ordinary run of the cell says what a remainder does). The floor's run (`reorder`) takes
+    each batch's rows in reverse: the same training, its sums added in another order, so the
+    curves' own scatter -- float rounding, amplified by training -- is measured, not assumed."""
     from .compat import metric
     from .user import Feed
     epochs = int(how.get("epochs") or spec["epochs"])
@@ -263,8 +267,10 @@ def _curve(stack, plan, trainable, train, loss, spec, how):
     else:
         batch = int(spec["batch_size"])
         whole = max(batch, len(train[0]) // batch * batch)
-        hist = trainable.fit(train[0][:whole], train[1][:whole], batch_size=batch, epochs=epochs,
-                             shuffle=False, verbose=0)
+        x, y = train[0][:whole], train[1][:whole]
+        if how.get("reorder") and whole % batch == 0:  # each batch's rows reversed: its sums in another order
+            x, y = (a.reshape((whole // batch, batch) + a.shape[1:])[:, ::-1].reshape(a.shape) for a in (x, y))
+        hist = trainable.fit(x, y, batch_size=batch, epochs=epochs, shuffle=False, verbose=0)
     logs = hist.history
     return [{"epoch": e + 1, "loss": metric(dict((k, v[e]) for k, v in logs.items()), "loss"),
              "accuracy": metric(dict((k, v[e]) for k, v in logs.items()), "accuracy")}
