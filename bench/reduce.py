@@ -27,7 +27,7 @@ from pathlib import Path
 from _common import ROOT, spread
 
 from tests.planted_index import PlantedIndex  # noqa: E402 - after _common put the project on the path
-from tests.reduce_planted import BODIES, LOOP, MATRIX, RELEASES, TRAIN, VALUE  # noqa: E402
+from tests.reduce_planted import BODIES, RELEASES, TRAIN, write_case  # noqa: E402
 
 
 def reduce(root: Path, env: dict, out: Path, *extra: str) -> tuple[float, dict]:
@@ -49,10 +49,7 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-reduce-") as tmp, PlantedIndex(RELEASES, bodies=BODIES) as served:
         root = Path(tmp)
-        (root / "code").mkdir()
-        for name, text in (("train.py", TRAIN), ("value.py", VALUE), ("loop.py", LOOP)):
-            (root / "code" / name).write_text(text)
-        (root / "m.yaml").write_text(MATRIX)
+        write_case(root)
         env = {"PIP_INDEX_URL": served.url, "HARNESS_CACHE": str(root / "cache")}
         subprocess.run([sys.executable, "-m", "harness", "build", str(root / "m.yaml"), "--engine", "venv"],
                        cwd=ROOT, capture_output=True, env={**os.environ, **env}, check=True)

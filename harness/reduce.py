@@ -74,9 +74,9 @@ class Family:
         return cls(result.status, sig)
 
     @staticmethod
-    def passes(result: Result) -> bool:
-        """ok, and every value the matrix expects of it met."""
-        return result.status == status.OK and result.met is not False
+    def passes(result: Result, values: bool = True) -> bool:
+        """ok, and (`values`) every value the matrix expects of it met."""
+        return result.status == status.OK and (not values or result.met is not False)
 
     def __str__(self) -> str:
         return f"{self.status}: {self.text}" if self.text else self.status
@@ -214,7 +214,10 @@ class Trials:
             return "no result"
         if bad.status == status.TIMEOUT or good.status == status.TIMEOUT:
             return "over its time budget"
-        if not Family.passes(good):
+        # the good side must pass as the break is judged: with its values for a value that moved, and
+        # only by running for a failure (a script cut down to its failing call need not compute the rest)
+        values = self.family is None or self.family.status == status.DRIFTED
+        if not Family.passes(good, values):
             return f"the good side {good.status if good.status != status.OK else status.DRIFTED}"
         if self.family is not None and Family.of(bad) != self.family:
             return "the bad side " + ("passes" if Family.passes(bad) else "fails otherwise")
@@ -234,7 +237,8 @@ def start(trials: Trials, source: str) -> Family:
     good, bad = trials.run(source, trial=False)
     if bad is None or good is None:
         raise UserError("the two sides left no result (interrupted?); run the command again")
-    if not Family.passes(good):
+    values = Family.passes(bad) or Family.of(bad).status == status.DRIFTED  # as `why_not` judges the good side
+    if not Family.passes(good, values):
         swapped = " (and the bad side passes: are the two swapped?)" if Family.passes(bad) else ""
         raise UserError(f"the good side {trials.good.id} does not pass with the original script: it ended "
                         f"{Family.of(good)}{swapped}; a reduction needs one side that passes")
@@ -310,12 +314,14 @@ def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: boo
                              "asked_again": t.repeated},
               "seconds": round(seconds, 1), "candidate_seconds": round(t.seconds, 1),
               "stacks": {"good": _stack(good), "bad": _stack(bad)},
-              "signature": bad.failure_text or str(trials.family), "good_status": str(Family.of(good)),
+              "signature": bad.failure_text or str(trials.family),
+              "good_status": str(Family.of(good)) if trials.family.status == status.DRIFTED else good.status,
               "bad_status": str(Family.of(bad))}
-    exp = bad.get("expectation") or {}
+    exp = (bad.get("expectation") or {}) if trials.family.status == status.DRIFTED else {}
     record["values"] = [{"metric": v.get("metric"), "expected": v.get("want"),
                          "good": (good.metrics or {}).get(v.get("metric")), "bad": v.get("got")}
                         for v in exp.get("values") or [] if v.get("met") is False]
+    record["what"] = str((bad.error or {}).get("type") or "").rsplit(".", 1)[-1] or trials.family.status
     (folder / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     (folder / "ISSUE.md").write_text(issue(record, reduced))
     shutil.rmtree(folder / ".work" / "candidates", ignore_errors=True)
@@ -325,7 +331,8 @@ def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: boo
 def _stack(result: Result) -> dict:
     """The versions one side ran: what the cell saw of its stack, then the environment's pins."""
     seen = result.seen or {}
-    keep = ("python", "tensorflow", "keras", "jax", "torch", "numpy") + (("backend",) if seen.get("keras") else ())
+    keep = ("python", "tensorflow", "keras", "jax", "torch", "numpy") + (("backend",) if seen.get("api") == "keras3"
+                                                                          else ())
     out = {k: seen.get(k) for k in keep if seen.get(k)}
     for package, _range, version in result.releases:
         out.setdefault(str(package), str(version))
@@ -357,7 +364,7 @@ def issue(record: dict, reduced: str) -> str:
         f"| {k} | {good.get(k, '-')} | {bad.get(k, '-')} |" for k in sorted(set(good) | set(bad))]
     needs = record["needs"]
     return "\n".join([
-        f"# {record['family'].split(':')[0]} after upgrading: {title}", "",
+        f"# {record.get('what') or record['family'].split(':')[0]} after upgrading: {title}", "",
         "## Describe the problem", "",
         f"This script works with the first set of versions below and fails with the second: "
         f"**{record['signature']}**.", "",

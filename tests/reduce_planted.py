@@ -162,15 +162,20 @@ print("attempts", attempts)
 '''
 
 
-def planted_case(tmp_path_factory):
-    """A module's fixture: the matrix, the code folder and the index, as (root, the variables a
-    harness process needs); its own cache, so the planted releases stay out of the user's."""
-    root = tmp_path_factory.mktemp("reduce")
+def write_case(root: Path) -> None:
+    """The matrix and its code folder under `root` (the tests' fixture and bench/reduce.py)."""
     (root / "code").mkdir()
     for name, text in (("train.py", TRAIN), ("value.py", VALUE), ("loop.py", LOOP)):
         (root / "code" / name).write_text(text)
     (root / "code" / "same.py").write_text("import plantedlib\nprint(plantedlib.scale(2))\n")
     (root / "m.yaml").write_text(MATRIX)
+
+
+def planted_case(tmp_path_factory):
+    """A module's fixture: the matrix, the code folder and the index, as (root, the variables a
+    harness process needs); its own cache, so the planted releases stay out of the user's."""
+    root = tmp_path_factory.mktemp("reduce")
+    write_case(root)
     with PlantedIndex(RELEASES, bodies=BODIES) as served:
         yield root, {"PIP_INDEX_URL": served.url, "HARNESS_CACHE": str(root / "cache")}
 
