@@ -221,10 +221,12 @@ def test_the_report_links_each_watched_matrix_history(watched):
 def test_the_watch_key_of_a_matrix_is_checked_like_every_other(world, tmp_path):
     root, env = world
     bad = tmp_path / "bad.yaml"
-    bad.write_text((root / "project" / "matrix.yaml").read_text() + "watch: {pre: yes-please, nightly: true}\n")
+    bad.write_text((root / "project" / "matrix.yaml").read_text()
+                   + "watch: {pre: yes-please, nightly: 3, hourly: true}\n")
     proc = harness("list", str(bad), "--results", str(tmp_path / "r"), env=env, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "watch.pre: expected" in proc.stderr and "watch.nightly: unknown key" in proc.stderr
+    assert "watch.pre: expected" in proc.stderr and "watch.nightly: expected" in proc.stderr
+    assert "watch.hourly: unknown key" in proc.stderr
 
 
 def test_pre_releases_count_for_the_watch_only_when_the_matrix_asks(tmp_path):

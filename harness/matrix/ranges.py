@@ -57,7 +57,7 @@ def _watch_options(check: _Checker, raw) -> None:
     nightly = raw.get("nightly")
     if isinstance(nightly, str):
         check.name("watch.nightly", nightly)
-    check.watch_nightly = "auto" if nightly is True else (nightly or None)  # `bisect --nightly` for a new break
+    check.watch_nightly = "auto" if nightly is True else (nightly if isinstance(nightly, str) else None)
 
 
 def _ranges_of(check: _Checker, where: str, raw: dict) -> list[tuple[str, int | None, str, str]]:
