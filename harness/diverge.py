@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from pathlib import Path
 
@@ -33,17 +32,17 @@ from rich.console import Console
 from rich.table import Table
 
 from . import chains, layerdiff, status
-from .cells import Cell
+from .cells import BUILT_IN_MODELS, Cell
 from .errors import UserError
 from .names import file_name
 from .paths import inside
+from .report.divergence import PAGE, RECORD, write_page
 from .result import Result
 from .terminal import shown
 from .workloads.protocol import DIVERGE_REFERENCE
 
 DEFAULT_OUT = "diverge"
-RECORD = "divergence.json"
-PAGE = "index.html"
+MODELS = (*BUILT_IN_MODELS, "user")  # what diverge compares: models the harness builds (not a script)
 ROLES = ("reference", "floor", "other")
 
 
@@ -65,7 +64,7 @@ class Plan:
 def _side(cell: Cell, role: str, rows: int | None, epochs: int | None, reference: Cell | None = None) -> Cell:
     """`cell` as one side of a divergence: its workload asks for the layer-by-layer run
     (`diverge:` in its spec) and, for a follower, needs the reference's files."""
-    if cell.workload.model not in layerdiff_models():
+    if cell.workload.model not in MODELS:
         raise UserError(f"{cell.id}: diverge compares models the harness builds -- a built-in workload or your "
                         f"factory (model: user); this cell's workload is '{cell.workload.model}'"
                         + (" (a script builds its model itself)" if cell.workload.model == "script" else ""))
@@ -82,11 +81,6 @@ def _side(cell: Cell, role: str, rows: int | None, epochs: int | None, reference
         side = dataclasses.replace(side, needs=({"cell": reference.id, "as": DIVERGE_REFERENCE,
                                                   "spec_sha256": chains.spec_sha256(reference)},))
     return side
-
-
-def layerdiff_models() -> tuple[str, ...]:
-    from .cells import BUILT_IN_MODELS
-    return (*BUILT_IN_MODELS, "user")
 
 
 def plan(a: Cell, b: Cell, rows: int | None = None, epochs: int | None = None) -> Plan:
@@ -153,8 +147,7 @@ def run(m, a: Cell, b: Cell, engine, out: Path, console: Console, *, rows: int |
     found["seconds"] = round(seconds, 2)
     folder = folder_of(out, m.name, a, b)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / RECORD).write_text(json.dumps(found, indent=2, sort_keys=True, default=_json) + "\n")
-    from .report.divergence import write_page
+    (folder / RECORD).write_text(json.dumps(found, indent=2, sort_keys=True, default=str) + "\n")
     write_page(found, folder)
     return found, folder
 
@@ -176,12 +169,6 @@ def _stack(result: Result | None) -> dict:
 def _seconds(result: Result | None) -> float | None:
     timing = (result.get("timing") or {}) if result else {}
     return timing.get("total_seconds") or timing.get("wall_seconds")
-
-
-def _json(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return str(value)
 
 
 # -- the terminal --------------------------------------------------------------------------

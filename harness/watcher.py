@@ -153,8 +153,8 @@ class Watch:
     def _diverge_command(self, change: ch.Change) -> str | None:
         """The `diverge` that says why a value moved between the two releases: a cell of the last
         release before the change against the same cell of the first one after it."""
-        from .diverge import layerdiff_models
-        after = [c for c in self.m.cells if self._cell_in(c, change) and c.workload.model in layerdiff_models()]
+        from .diverge import MODELS
+        after = [c for c in self.m.cells if self._cell_in(c, change) and c.workload.model in MODELS]
         for cell in after:
             label = cell.id.split("/", 1)[1]
             before = [c for c in self.m.cells if self._cell_in(c, change, change.before) and

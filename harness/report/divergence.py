@@ -13,6 +13,7 @@ from ..names import file_name
 
 PLOT = "layers.png"
 RECORD = "divergence.json"
+PAGE = "index.html"
 
 
 def _value(v):
@@ -119,7 +120,7 @@ def body(found: dict, plot_src: str | None) -> str:
 
 def write_page(found: dict, folder: Path) -> Path:
     drawn = plot(found, folder / PLOT)
-    path = folder / "index.html"
+    path = folder / PAGE
     path.write_text(page(f"Divergence: {found['reference']} vs {found['other']}", body(found, PLOT if drawn else None)))
     return path
 
