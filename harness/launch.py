@@ -28,7 +28,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,109 +124,18 @@ def forks(cell: Cell, why: Callable[[Cell], str | None] = fresh_because) -> bool
     return why(cell) is None and not preflight.unsupported(cell)
 
 
-def group(cell: Cell) -> tuple:
-    """The cells that one launcher can serve, as the scheduler sees them before any cell has its
-    slot: the environment, the device kind and count, what it imports. (A GPU launcher is also
-    keyed by the GPUs the cell is given, known only when it gets them.)"""
-    p = cell.parallelism
-    return (cell.environment.name, cell.environment.content_hash(), p.device_kind, p.devices,
-            tuple(imports(cell)))
+# What a cell's slot sets that its stack reads only when a device starts, never at import: a
+# launcher shared by the slots of a GPU group is started without them, and each fork sets them.
+SLOT_VARIABLES = ("CUDA_VISIBLE_DEVICES",)
 
 
-class Plan:
-    """Which launchers a warm run starts, and when cells wait for one (the scheduler's side).
-
-    - **Only where it pays.** A launcher starts only for a group (``group``) with at least two
-      cells still to run: a single cell forked from a launcher pays the same import a fresh cell
-      pays, plus the launcher's. `left` counts the cells not yet handed to a slot.
-    - **Its import takes a slot.** A launcher imports in the slot of the first cell that needs
-      it, pinned to that slot's cores, and that cell waits for it, then forks (its wait counts
-      in its time). So the import is scheduled exactly like a cell: it holds cores no measured
-      cell runs on, and it holds them for no longer than the fresh cell it replaces would have
-      spent importing the same stack. (On a GPU host the slot is the cell's GPUs with their
-      share of cores; the GPUs idle for the import as they would for a fresh cell's.)
-    - **The rest wait, off the cores.** While a CPU group's launcher imports, the scheduler
-      holds its other cells back (`holding`) and gives free slots to other cells. Waiting is
-      never the dearer choice: the launcher started before any of them could start fresh, so
-      what is left of its import is shorter than a whole fresh import, and a held-back cell
-      holds no slot while it waits. (Starting fresh beside it would also put a second import of
-      the same stack on the machine.) A GPU group is not held back: each GPU set has a launcher
-      of its own, and the import of one set's launcher holds that set's GPUs, so no other cell
-      can be given them meanwhile.
-    - A launcher that refuses costs the one import; its cells then start fresh and say why.
-    - **Home slots.** Where a launcher is its slot's (a launcher container holds its cores), a
-      group's cells go back to that slot when it is free (`homes`): a cell given other cores
-      would find no launcher there and start fresh, or import a second one. The scheduler gives
-      a free slot first to a cell at home there or with no home; a cell whose home is busy takes
-      another slot only when no other cell can use it, so no core idles for a preference.
-    """
-
-    def __init__(self, cells: list[Cell], why: Callable[[Cell], str | None] = fresh_because):
-        self._why = why  # the engine's reasons a cell starts fresh (Engine.fresh_because)
-        self._left = Counter(group(c) for c in cells if forks(c, why))
-        self._importing: set[tuple] = set()
-        self._settled: set[tuple] = set()
-        self._lock = threading.Lock()
-        self._homes: dict[str, tuple[tuple, tuple[int, ...]]] = {}  # launcher key -> (group, its cores)
-        self.on_settle: Callable[[], None] | None = None
-
-    def begin(self, cell: Cell, runs: bool = True) -> bool:
-        """The scheduler hands `cell` a slot (`runs`) or records it without running it. True: it
-        is the first cell of a CPU group with others to follow, whose launcher it starts; the
-        scheduler calls `settle(cell)` when the cell ends, whatever became of it."""
-        if not forks(cell, self._why):
-            return False
-        g = group(cell)
-        with self._lock:
-            self._left[g] = max(0, self._left[g] - 1)
-            if (runs and cell.parallelism.device_kind != "gpu" and self._left[g] >= 1
-                    and g not in self._importing and g not in self._settled):
-                self._importing.add(g)
-                return True
-        return False
-
-    def left(self, cell: Cell) -> int:
-        """Cells of the cell's group still to be given a slot (the cell itself not counted)."""
-        with self._lock:
-            return self._left[group(cell)]
-
-    def holding(self, cell: Cell) -> bool:
-        """Whether the scheduler should hold the cell back: its group's launcher is importing."""
-        if cell.parallelism.device_kind == "gpu" or not forks(cell, self._why):
-            return False
-        with self._lock:
-            return group(cell) in self._importing
-
-    def home(self, key: str, cell: Cell, cpus) -> None:
-        """A launcher that holds its slot (`key`, as the Launcher names it) started on `cpus`."""
-        if cell.parallelism.device_kind != "gpu" and cpus:
-            with self._lock:
-                self._homes[key] = (group(cell), tuple(sorted(cpus)))
-
-    def leave(self, key: str) -> None:
-        """That launcher is gone (refused, died, closed)."""
-        with self._lock:
-            self._homes.pop(key, None)
-
-    def homes(self, cell: Cell) -> list[tuple[int, ...]]:
-        """The cores of the launchers that hold a slot and serve the cell's group ([] for a GPU
-        cell, or on an engine whose launchers serve any slot)."""
-        if cell.parallelism.device_kind == "gpu" or not self._homes:
-            return []
-        g = group(cell)
-        with self._lock:
-            return [cpus for owner, cpus in self._homes.values() if owner == g]
-
-    def settle(self, cell: Cell) -> None:
-        """The cell's group is done importing (ready, refused, or never started): release it."""
-        g = group(cell)
-        with self._lock:
-            if g not in self._importing:
-                return
-            self._importing.discard(g)
-            self._settled.add(g)
-        if self.on_settle:
-            self.on_settle()
+def shares_gpus(cell: Cell, where=None) -> bool:
+    """Whether one process launcher serves the cell's group on every GPU set. Its imports touch
+    no device (the server checks), and a GPU stack reads which GPUs it has when it starts one, in
+    the fork: so the GPUs need not key a launcher -- one import serves GPU 0 and GPU 1, where a
+    launcher per set would make the first cell on each set wait for an import of its own. A
+    container launcher (`where`: its devices) holds its GPUs and keeps its key."""
+    return cell.parallelism.device_kind == "gpu" and where is None
 
 
 def imports(cell: Cell) -> list[str]:
@@ -438,13 +346,15 @@ class Server(ServerBase):
             return b""
 
     def start_cell(self, workdir: Path, cpus, memory: int | None, backstop: float | None,
-                   tmpdir: str | None = None, cgroup: str | None = None, home: str | None = None) -> WarmChild:
+                   tmpdir: str | None = None, cgroup: str | None = None, home: str | None = None,
+                   slot: dict[str, str] | None = None) -> WarmChild:
         """Fork the cell whose spec is in `workdir`: it runs there, writes its logs there, on
         `cpus`, under an address-space limit of `memory`, with `tmpdir` as its temp folder and
         `home` as its home, and ends itself after `backstop` s. `cgroup`: the cgroup.procs file
         the child enters first (cellgroup.py); the child is the cell's subreaper, the cell runs
-        below it."""
-        env = {ENV_LAUNCH: "warm", **({"TMPDIR": tmpdir} if tmpdir else {}), **({"HOME": home} if home else {})}
+        below it. `slot`: its SLOT_VARIABLES (its GPUs), set in the fork."""
+        env = {ENV_LAUNCH: "warm", **({"TMPDIR": tmpdir} if tmpdir else {}), **({"HOME": home} if home else {}),
+               **(slot or {})}
         return self.spawn({"spec": str(workdir / SPEC_FILE), "outdir": str(workdir), "cwd": str(workdir),
                            "stdout": str(workdir / STDOUT_FILE), "stderr": str(workdir / STDERR_FILE),
                            "cpus": sorted(cpus) if cpus else None, "memory": memory,
@@ -481,10 +391,10 @@ NO_PLAN = "no schedule said other cells of its environment follow (a launcher st
 class Launcher:
     """The warm servers of one engine, closed with the engine.
 
-    A server starts only when the run's schedule (`plan`, a `Plan`) says at
+    A server starts only when the run's schedule (`plan`, a `warmplan.Plan`) says at
     least one more cell of the cell's group follows; it imports on the cell's
     own cores while that cell waits, and the cell then forks from it (see
-    `Plan` for why this is the cheaper schedule). Without a plan (a Slurm
+    `warmplan.Plan` for why this is the cheaper schedule). Without a plan (a Slurm
     task: one cell) no server starts and the cell starts fresh.
     """
 
@@ -493,7 +403,7 @@ class Launcher:
         self._servers: dict[str, ServerBase] = {}
         self._lock = threading.Lock()
         self.refusals: dict[str, str] = {}
-        self.plan: Plan | None = None
+        self.plan = None              # the run's schedule (warmplan.Plan), set on a warm run
         self.why = why                # the engine's reasons a cell starts fresh
         self.make = make or Server    # how the engine starts one server (a process; a container)
 
@@ -504,9 +414,32 @@ class Launcher:
         on this engine (a container's devices), handed to `make`. A run interrupted while the
         cell waits (`cancel`) ends the wait: ``Cancelled``, the cell leaves no folder -- an import
         under load can outlast the run's patience for its workers."""
+        server = self._started(python, cell, env, workloads, log, cpus, where)
+        if isinstance(server, str):
+            return server
+        while not server.settled.wait(0.25):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled
+        if not server.ready:
+            return server.refused or "refused"
+        return server
+
+    def ahead(self, python: str, cell: Cell, env: dict[str, str], workloads: Path) -> None:
+        """Start the server `cell` will fork from now, and do not wait for it: the scheduler
+        foresaw its group's cells (warmplan.Plan.ahead), and its import runs while other cells
+        train instead of while the first of them waits on its GPUs."""
+        self._started(python, cell, env, workloads, workloads.parent.parent / ".launch" /
+                      f"{cell.environment.name}.log")
+
+    def _started(self, python: str, cell: Cell, env: dict[str, str], workloads: Path, log: Path,
+                 cpus=(), where=None) -> ServerBase | str:
+        """The server for this cell's key, started (not waited for) if there is none, or why
+        the cell starts fresh."""
         preload = {"api": cell.environment.api, "backend": cell.environment.backend,
                    "device_kind": cell.parallelism.device_kind, "device_count": cell.parallelism.devices,
                    "imports": imports(cell)}
+        if shares_gpus(cell, where):  # one launcher for every GPU set of its group
+            env = {k: v for k, v in env.items() if k not in SLOT_VARIABLES}
         key = json.dumps([python, sorted(env.items()), preload, str(workloads), where], default=str)
         with self._lock:
             if key in self.refusals:
@@ -536,11 +469,6 @@ class Launcher:
                 self._servers[key] = server
                 if where is not None:  # the launcher holds its slot: its group's cells come back to it
                     self.plan.home(key, cell, cpus)
-        while not server.settled.wait(0.25):
-            if cancel is not None and cancel.is_set():
-                raise Cancelled
-        if not server.ready:
-            return server.refused or "refused"
         return server
 
     def for_cell(self, python: str, cell: Cell, env: dict[str, str], workloads: Path,

@@ -35,7 +35,6 @@ from .engines.base import Engine, Prepared
 from .errors import EnvironmentUnavailable, EnvironmentUnsupported  # noqa: F401 - re-exported
 from .executors.local import Hooks, execute
 from .gpumon import GpuMonitor
-from .launch import Plan
 from .lifecycle import WORKLOADS_SRC, Lifecycle, stage_workloads  # noqa: F401 - re-exported
 from .matrix import Matrix
 from .report.analysis import Group
@@ -44,6 +43,7 @@ from .resources import Pool, Slot
 from .result import Result
 from .store import Claim, ResultStore
 from .terminal import shown
+from .warmplan import Plan
 
 
 def select(cells: Iterable[Cell], patterns: list[str] | None) -> list[Cell]:
@@ -100,7 +100,7 @@ class Runner:
             self.console.print(f"[yellow]quarantined[/] {shown(note)}", highlight=False)
 
     def _plan(self, todo: list[Cell]) -> Plan | None:
-        """The warm launchers' schedule over every cell this run has still to run (launch.Plan):
+        """The warm launchers' schedule over every cell this run has still to run (warmplan.Plan):
         every engine has launchers (a container engine's are containers); only a warm run has one."""
         if not self.engine.warm:
             return None

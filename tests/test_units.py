@@ -191,7 +191,7 @@ def test_a_group_goes_back_to_the_slot_its_launcher_holds(tmp_path):
     import threading
 
     from harness.executors.local import Hooks, execute
-    from harness.launch import Plan
+    from harness.warmplan import Plan
 
     env = Environment("e", "3.11", "2.15.0")
     group = [Cell(env, Workload("g", "idle", {"seconds": 0.3}), Parallelism("none", 1, "cpu"), 1, 1, repeat=r)
@@ -261,3 +261,70 @@ def test_reading_a_results_folder_while_a_run_churns_its_scratch_space(tmp_path)
         churner.join()
         live.release()
     assert not failed, failed
+
+
+def test_one_process_launcher_serves_every_gpu_set_of_its_group(tmp_path):
+    """On a GPU host the first cell on each GPU set used to wait for a launcher of its own (the
+    GPUs were part of the key): one real launcher now serves GPU 0 and GPU 1, and each fork is
+    handed its own GPUs; a container launcher (`where`: its devices) still has one per set."""
+    import sys
+    from pathlib import Path
+
+    from harness.launch import Launcher, Server
+    from harness.warmplan import Plan
+
+    env = Environment("e", "3.11", keras="3.15.1", backend="jax", device="gpu")
+
+    def cell(devices: int, repeat: int) -> Cell:
+        return Cell(env, Workload("w", "idle", {"seconds": 0.1}), Parallelism("data_parallel", devices, "gpu"), 1, 1,
+                    repeat=repeat)
+
+    cells = [cell(1, 0), cell(1, 1), cell(1, 2), cell(1, 3), cell(1, 4)]
+    made: list = []
+
+    def make(*args, where=None, **kwargs):  # a real process launcher, whatever keyed it
+        made.append(where)
+        return Server(*args, **kwargs)
+
+    launcher = Launcher(why=lambda c: None, make=make)
+    launcher.plan = Plan(cells, why=lambda c: None)
+    workloads = Path(__file__).resolve().parent.parent / "harness"
+    try:
+        for c, gpus in zip(cells[:3], ("0", "1", "0"), strict=True):
+            launcher.plan.begin(c)
+            variables = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(workloads), "CUDA_VISIBLE_DEVICES": gpus}
+            server = launcher.server(sys.executable, c, variables, workloads, tmp_path / f"{gpus}.log")
+            assert not isinstance(server, str) and server.ready, server
+        assert made == [None], "one launcher for both GPUs"
+        launcher.plan.begin(cells[3])
+        for where in ("gpu 0", "gpu 1"):
+            launcher.server(sys.executable, cells[3], {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(workloads)},
+                            workloads, tmp_path / "c.log", where=where)
+        assert made == [None, "gpu 0", "gpu 1"]
+    finally:
+        launcher.close()
+
+
+def test_the_launchers_of_the_next_gpu_groups_start_while_a_cell_trains():
+    """When a GPU cell forks, the schedule names one cell of each other GPU group of its
+    environment with two or more cells to come, once: their launchers import beside it instead
+    of while the group's first cell holds its GPUs. A group with one cell left, another
+    environment's group and CPU cells get none."""
+    from harness.warmplan import Plan
+
+    env, other_env = (Environment(n, "3.11", keras="3.15.1", backend="jax", device="gpu") for n in ("e", "f"))
+
+    def cell(environment, model: str, devices: int, repeat: int, kind: str = "gpu") -> Cell:
+        return Cell(environment, Workload(model, model, {}), Parallelism("data_parallel", devices, kind), 1, 1,
+                    repeat=repeat)
+
+    idle = [cell(env, "idle", 1, r) for r in range(2)]
+    dense = [cell(env, "dense", 1, r) for r in range(2)] + [cell(env, "dense", 2, 0)]
+    lonely = [cell(env, "convnet", 1, 0)]
+    elsewhere = [cell(other_env, "dense", 1, r) for r in range(2)]
+    cpu = [cell(env, "dense", 1, r, "cpu") for r in range(2)]
+    plan = Plan(idle + dense + lonely + elsewhere + cpu, why=lambda c: None)
+    plan.begin(idle[0])
+    assert plan.ahead(idle[0]) == [dense[0]], "dense on 1 GPU"
+    assert plan.ahead(idle[1]) == [], "each group once"
+    assert plan.ahead(cpu[0]) == []

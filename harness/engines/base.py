@@ -30,7 +30,8 @@ from ..cellenv import (  # noqa: F401 - re-exported
 )
 from ..cellgroup import CellGroup, leftovers
 from ..cells import Cell, Environment, size_bytes
-from ..launch import Launcher, Server, fresh_because, warm_settings
+from ..errors import CellUnsupported
+from ..launch import SLOT_VARIABLES, Launcher, Server, fresh_because, warm_settings
 from ..outcome import signal_name
 from ..paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
 from ..resources import Slot
@@ -223,6 +224,25 @@ class ProcessEngine(Engine):
                 return None, _text(exc.stdout), _text(exc.stderr)
         return proc.returncode, proc.stdout, proc.stderr
 
+    def _launch_ahead(self, prepared: Prepared, cell: Cell, ctx: RunContext, workloads_root: Path) -> None:
+        """Start the launchers of this environment's next GPU groups now (warmplan.Plan.ahead),
+        with the variables their cells will get. Their GPUs are not known yet, and a shared
+        launcher is keyed without them (launch.shares_gpus); the GPU model that keys their
+        compile caches is this cell's. A wrong guess costs an import, never a cell: a cell whose
+        variables differ finds no launcher of its key and starts one, as before."""
+        plan = self.launcher().plan
+        for other in plan.ahead(cell) if plan is not None and ctx.slot.gpus else []:
+            gpus = ctx.slot.gpus
+            slot = Slot(gpus=tuple(gpus[i % len(gpus)] for i in range(other.parallelism.devices)), cpus=ctx.slot.cpus)
+            try:
+                warmth = warm_settings(self, other, slot)
+            except CellUnsupported:
+                continue
+            env = self.environ(other, slot, workloads_root)
+            env.update(warmth.variables)
+            env.update(ctx.variables)
+            self.launcher().ahead(self.interpreter(prepared), other, env, workloads_root)
+
     def run(self, prepared: Prepared, cell: Cell, workdir: Path, workloads_root: Path,
             ctx: RunContext | None = None) -> RawOutcome:
         ctx = ctx or RunContext()
@@ -235,6 +255,8 @@ class ProcessEngine(Engine):
         cpus = ctx.slot.cpus
         server = self.launcher().for_cell(self.interpreter(prepared), cell, env, workloads_root, warmth,
                                           cpus=cpus, cancel=ctx.cancel) if self.warm else None
+        if server is not None:
+            self._launch_ahead(prepared, cell, ctx, workloads_root)
 
         group = CellGroup.make()  # every process of the cell is born in it, where the host allows one
 
@@ -261,7 +283,8 @@ class ProcessEngine(Engine):
                     try:
                         proc = server.start_cell(workdir, cpus, limit,
                                                  cell.limits.wall + BACKSTOP_GRACE if cell.limits.wall else None,
-                                                 tmpdir=scratch, cgroup=group.procs_file, home=home)
+                                                 tmpdir=scratch, cgroup=group.procs_file, home=home,
+                                                 slot={k: env[k] for k in SLOT_VARIABLES if k in env})
                     except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
                         warmth.notes.append(f"launched fresh: the warm launcher did not answer ({exc})")
                         server = None

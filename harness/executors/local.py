@@ -8,7 +8,7 @@ resources are free starts at once, each in a worker thread that supervises
 one cell process; the biggest GPU cells are started first and smaller ones
 fill the gaps (largest-first packing keeps the makespan short).
 
-On a warm run the schedule also decides the warm launchers (``launch.Plan``):
+On a warm run the schedule also decides the warm launchers (``warmplan.Plan``):
 one starts only for a group of two or more cells still to run, its import
 takes the slot of the first of them, and the group's other CPU cells are held
 back (their slots go to other cells) until it has imported. Where a launcher
@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..cells import Cell, Environment
-from ..launch import Plan
 from ..resources import Pool, Slot, gpus_needed
 from ..store import Claim, ResultStore
+from ..warmplan import Plan
 
 
 @dataclass
@@ -65,7 +65,7 @@ class _Preparer(threading.Thread):
 
 def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, plan: Plan | None = None) -> None:
     """Run `cells` (already known to need running) with the pool's resources; `plan`: the warm
-    launchers' schedule (launch.Plan) on a warm run of a process engine, else None."""
+    launchers' schedule (warmplan.Plan) on a warm run of a process engine, else None."""
     wake: queue.Queue = queue.Queue()
     if plan is not None:
         plan.on_settle = lambda: wake.put(("settled", None))
@@ -93,7 +93,7 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
         while pending or running or elsewhere:
             started_any = False
             deferred = False
-            for lenient in (False, True):  # launch.Plan's home slots: a busy home defers a cell one pass
+            for lenient in (False, True):  # warmplan.Plan's home slots: a busy home defers a cell one pass
                 if lenient and not deferred:
                     break
                 for cell in list(pending):
