@@ -134,6 +134,9 @@ class Trials:
         self.tally = Tally()
         self.family: Family | None = None
         self.answers: dict[str, bool] = {}  # candidate source -> whether it held
+        self.kept: list[str] = []           # the candidates that held, in the order they were kept
+        self.fallback = 0                   # kept candidates given back because the smallest held by chance
+        self.seeded: set[str] = set()       # the random-number seeders the original calls with a seed (start)
         self._n = 0
         from .runner import Runner
         # one runner for every candidate: one run, so its cells' variables (the run's id among them)
@@ -196,12 +199,17 @@ class Trials:
 
     def _holds(self, source: str) -> bool:
         started = time.monotonic()
-        good, bad = self.run(source)
         self.tally.tried += 1
-        why = self.why_not(good, bad)
+        if self.seeded and unseeded(source, self.seeded):
+            why = "it drops a seed the original gives"   # it would hold, or not, by chance: never run
+        else:
+            why = self.why_not(*self.run(source))
+        if why is None:  # once more: a cut that leaves the script's randomness to chance another way
+            why = self.why_not(*self.run(source)) and "it held once, not twice (by chance)"
         self.tally.seconds += time.monotonic() - started
         if why is None:
             self.tally.kept += 1
+            self.kept.append(source)
         else:
             self.tally.rejected[why] = self.tally.rejected.get(why, 0) + 1
         if self.tally.tried % 10 == 0:
@@ -269,20 +277,82 @@ def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget
     began = time.monotonic()
     console.print(f"checking the original on both sides: {good.id} (good) and {bad.id} (bad)", highlight=False)
     trials.family = start(trials, source)
+    trials.seeded = seeders(source)
     console.print(f"the break to keep: {trials.family}", highlight=False)
     reduced = minimize(source, trials.holds)
-    # the answer, checked as every script runs (fresh), alone if it can be, else with its folder
-    alone = True
-    good_r, bad_r = trials.run(reduced, alone=True, trial=False)
-    if trials.why_not(good_r, bad_r) is not None:
-        alone = False
-        good_r, bad_r = trials.run(reduced, alone=False, trial=False)
-        why = trials.why_not(good_r, bad_r)
-        if why is not None:
-            raise UserError(f"the reduced script does not hold when run fresh ({why}); the candidates are under "
-                            f"{work}")
+    answer = _fresh(trials, reduced)
+    if isinstance(answer, str):
+        answer = _last_that_holds(trials, source, answer)
+    reduced, alone, good_r, bad_r = answer
     record = _write(folder, trials, source, reduced, alone, good_r, bad_r, time.monotonic() - began)
     return record
+
+
+FRESH_CHECKS = 3  # the answer holds fresh this many times in a row, or it held by chance
+# What seeds random numbers (numpy's RandomState / default_rng / seed, random.seed, TF's and Keras's
+# set_seed, JAX's PRNGKey / key): called with a seed in the original, called with none in a
+# candidate, the candidate's outcome is chance -- the reducer likes that cut, as it is shorter.
+SEEDERS = frozenset({"RandomState", "default_rng", "seed", "set_seed", "set_random_seed", "PRNGKey", "key",
+                     "Generator", "SeedSequence"})
+
+
+def _calls(source: str):
+    import ast
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name in SEEDERS:
+                yield name, bool(node.args or node.keywords)
+
+
+def seeders(source: str) -> set[str]:
+    """The seeders the script calls with a seed."""
+    return {name for name, seeded in _calls(source) if seeded}
+
+
+def unseeded(source: str, seeded: set[str]) -> bool:
+    """Whether a candidate calls one of those seeders with no seed."""
+    return any(name in seeded and not given for name, given in _calls(source))
+
+
+def _fresh(trials: Trials, source: str) -> tuple[str, bool, Result, Result] | str:
+    """The answer checked as every script runs (fresh, FRESH_CHECKS times), alone if it can be,
+    else with its folder: (source, alone, good, bad), or why it does not hold."""
+    why = "no run"
+    for alone in (True, False):
+        for _ in range(FRESH_CHECKS):
+            good_r, bad_r = trials.run(source, alone=alone, trial=False)
+            why = trials.why_not(good_r, bad_r)
+            if why is not None:
+                break
+        else:
+            return source, alone, good_r, bad_r
+    return why
+
+
+def _last_that_holds(trials: Trials, original: str, why: str) -> tuple[str, bool, Result, Result]:
+    """The smallest candidate held only by chance (a cut that left the script's randomness
+    unseeded passes some runs): search the candidates kept on the way, by halves, for the last
+    that holds fresh -- the original held at the start -- and say so."""
+    chain = [original, *trials.kept]
+    trials.console.print(f"[yellow]the smallest candidate does not hold when run fresh[/] ({why}): it held by chance; "
+                         f"looking back over the {len(trials.kept)} kept on the way", highlight=False)
+    good, bad = 0, len(chain) - 1   # chain[good] holds (the original held), chain[bad] does not
+    found = None
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        answer = _fresh(trials, chain[mid])
+        if isinstance(answer, str):
+            bad = mid
+        else:
+            good, found = mid, answer
+    if found is None:
+        found = _fresh(trials, original)
+        if isinstance(found, str):
+            raise UserError(f"the original script does not hold when run fresh ({found}): it shows the break only "
+                            f"by chance; the candidates are under {trials.work}")
+    trials.fallback = len(trials.kept) - good
+    return found
 
 
 def _needs(folder: Path, script: str, reduced: str) -> list[str]:
@@ -306,14 +376,15 @@ def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: boo
         write_bundle(folder / side, cell, trials.engine, result.provenance, [result])
     lines = lambda text: len([x for x in text.splitlines() if x.strip()])  # noqa: E731 - one use, named
     t = trials.tally
+    stacks = {"good": _stack(good), "bad": _stack(bad)}
     record = {"good": trials.good.id, "bad": trials.bad.id, "script": script, "family": str(trials.family),
               "lines": {"original": lines(original), "reduced": lines(reduced)},
               "alone": alone, "needs": [] if alone else _needs(trials.folder, script, reduced),
               "candidates": {"tried": t.tried, "kept": t.kept, "rejected": t.rejected, "forked_cell_runs": t.forked,
                              "cell_runs": t.cell_runs, "fresh_because": t.fresh_notes,
-                             "asked_again": t.repeated},
+                             "asked_again": t.repeated, "given_back": trials.fallback},
               "seconds": round(seconds, 1), "candidate_seconds": round(t.seconds, 1),
-              "stacks": {"good": _stack(good), "bad": _stack(bad)},
+              "stacks": stacks, "also_changed": _also_changed(stacks, folder),
               "signature": bad.failure_text or str(trials.family),
               "good_status": str(Family.of(good)) if trials.family.status == status.DRIFTED else good.status,
               "bad_status": str(Family.of(bad))}
@@ -326,6 +397,29 @@ def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: boo
     (folder / "ISSUE.md").write_text(issue(record, reduced))
     shutil.rmtree(folder / ".work" / "candidates", ignore_errors=True)
     return {**record, "folder": str(folder)}
+
+
+def _also_changed(stacks: dict, folder: Path) -> dict:
+    """Every other package whose exact pin differs between the two bundles' locks, per side: what
+    else moved with the release (jaxlib following jax; an environment resolved as of a later day)."""
+    locks = {side: _pins(folder / side / "environment" / "requirements.lock") for side in ("good", "bad")}
+    names = [n for n in sorted(set(locks["good"]) | set(locks["bad"])) if locks["good"].get(n) != locks["bad"].get(n)
+             and n not in stacks["good"] and n not in stacks["bad"]]
+    return {side: {n: locks[side].get(n, "-") for n in names} for side in locks}
+
+
+def _pins(lock: Path) -> dict[str, str]:
+    """`name==version` lines of a pip lock (none where the engine keeps no lock)."""
+    try:
+        text = lock.read_text()
+    except OSError:
+        return {}
+    pins = {}
+    for line in text.splitlines():
+        name, sep, version = line.split("#")[0].split(";")[0].partition("==")
+        if sep and name.strip() and not name.strip().startswith("-"):
+            pins[name.strip().lower()] = version.strip().rstrip("\\").strip()
+    return pins
 
 
 def _stack(result: Result) -> dict:
@@ -362,6 +456,11 @@ def issue(record: dict, reduced: str) -> str:
     title = ", ".join(f"{k} {good.get(k)} -> {bad.get(k)}" for k in changed) or "a change between two environments"
     versions = ["| package | works | fails |", "|---|---|---|"] + [
         f"| {k} | {good.get(k, '-')} | {bad.get(k, '-')} |" for k in sorted(set(good) | set(bad))]
+    also = record.get("also_changed") or {}
+    if also.get("good"):
+        versions += ["", "Also different between the two environments (each resolved as of its release's day):", "",
+                     "| package | works | fails |", "|---|---|---|"] + [
+            f"| {k} | {also['good'][k]} | {also['bad'][k]} |" for k in sorted(also["good"])]
     needs = record["needs"]
     return "\n".join([
         f"# {record.get('what') or record['family'].split(':')[0]} after upgrading: {title}", "",
@@ -375,10 +474,15 @@ def issue(record: dict, reduced: str) -> str:
           if needs else []),
         "## Expected and actual", "", *expected, "",
         "## How this was found", "",
-        f"The original script ({record['lines']['original']} lines) was reduced to {record['lines']['reduced']} lines "
+        f"The original script ({_lines(record['lines']['original'])}) was reduced to "
+        f"{_lines(record['lines']['reduced'])} "
         f"while both sides held: it still fails in the same way with the second versions and still passes with the "
         f"first ({record['candidates']['tried']} candidates tried, {record['candidates']['kept']} kept). "
         "`good/run.sh` and `bad/run.sh` beside this file rebuild each environment from exact pins and run it.", ""])
+
+
+def _lines(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
 
 
 def show(record: dict, console: Console) -> None:
@@ -391,6 +495,9 @@ def show(record: dict, console: Console) -> None:
                   f"({rate:.2f} candidates/s; {c['forked_cell_runs']} of {c['cell_runs']} cell runs forked warm); "
                   "rejected: "
                   + (", ".join(f"{why} {n}" for why, n in sorted(c["rejected"].items())) or "none"), highlight=False)
+    if c.get("given_back"):
+        console.print(f"[yellow]note[/]: the {c['given_back']} last kept candidate(s) held only by chance (not when "
+                      "run fresh); the answer is the last that held fresh", highlight=False)
     if record["needs"]:
         console.print("[yellow]note[/]: it still needs these files of the code folder: " + ", ".join(record["needs"]),
                       highlight=False)

@@ -72,3 +72,36 @@ def test_a_nightly_distribution_without_a_build_in_the_window_says_so(planted):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]   # the release answer stands
     assert "first bad: plantedlib 2.0" in proc.stdout
     assert "no build of plantedlib-sparse" in proc.stdout, proc.stdout[-3000:]
+
+
+WATCHED = """\
+name: nightly-watch
+environments:
+  - {python: "3.11", packages: [{plantedlib: ">=1.0"}]}
+workloads:
+  - {name: legacy, script: code/legacy.py, path: code}
+watch: {nightly: plantedlib-nightly}
+timeouts: {wall: 120, progress: 100}
+"""
+
+
+@pytest.mark.slow
+def test_a_watch_asked_for_nightlies_bisects_a_break_to_its_night(planted):
+    """`watch: {nightly: ...}` in the matrix: a watch that finds a break bisects it below the
+    releases too, and the history records the first bad release; the night is in the bisect's
+    record, found as a bisect --nightly finds it."""
+    root, env = planted
+    (root / "w.yaml").write_text(WATCHED)
+
+    def watch(as_of: str):
+        return harness("watch", str(root / "w.yaml"), "--engine", "venv", "--results", str(root / "rw"),
+                       "--site", str(root / "site"), "--bundles", str(root / "wb"), "--as-of", as_of,
+                       env=env, timeout=1200)
+
+    first = watch("2024-01-15")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    second = watch("2024-06-15")
+    assert second.returncode == 1, second.stdout[-3000:] + second.stderr[-3000:]   # a break: exit 1
+    assert "first bad night: plantedlib-nightly 1.1.dev20240301" in second.stdout, second.stdout[-3000:]
+    record = json.loads(next((root / "rw" / "nightly-watch" / ".bisect").glob("plantedlib-*.json")).read_text())
+    assert (record["nightly"]["last_good"], record["nightly"]["first_bad"]) == ("1.1.dev20240201", "1.1.dev20240301")

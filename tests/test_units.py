@@ -328,3 +328,19 @@ def test_the_launchers_of_the_next_gpu_groups_start_while_a_cell_trains():
     assert plan.ahead(idle[0]) == [dense[0]], "dense on 1 GPU"
     assert plan.ahead(idle[1]) == [], "each group once"
     assert plan.ahead(cpu[0]) == []
+
+
+def test_a_reduction_never_keeps_a_cut_that_drops_a_seed():
+    """A candidate that calls a seeder the original seeded with no seed passes or fails by chance
+    (the reducer prefers it: it is shorter); it is refused before it runs. Other seeders, and a
+    seeder the original itself called bare, are the candidate's business."""
+    from harness.reduce import seeders, unseeded
+
+    original = ("import random\nimport numpy as np\nimport tensorflow as tf\nrng = np.random.RandomState(0)\n"
+                "tf.random.set_seed(seed=1)\nrandom.seed()\nx = rng.normal(size=3)\n")
+    seeded = seeders(original)
+    assert seeded == {"RandomState", "set_seed"}
+    assert unseeded(original.replace("RandomState(0)", "RandomState()"), seeded)
+    assert unseeded(original.replace("set_seed(seed=1)", "set_seed()"), seeded)
+    assert not unseeded(original, seeded)
+    assert not unseeded("import random\nrandom.seed()\n", seeded), "the original called random.seed() bare"
