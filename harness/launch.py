@@ -3,9 +3,11 @@ already imported the stack) or fresh (a new interpreter, as always).
 
 The server is ``workloads/forkserver.py`` (asv's ``launch_method =
 forkserver``). One server per key: the interpreter, every variable the cell
-process gets (its devices, XLA flags, Keras switches, caches: a server
-freezes its environment at start, so cells that differ in any of them never
-share one), what it imports and the virtual device count. A server that
+process reads at import (XLA flags, Keras switches, caches: a server freezes
+its environment at start, so cells that differ in any of them never share
+one), what it imports and the virtual device count. Which GPUs a cell has is
+read only when its stack starts a device, in the fork: each fork is handed
+them (`SLOT_VARIABLES`), so one server serves every GPU set. A server that
 finds its imports unsafe to fork (a thread started, a device runtime
 touched) refuses; its key is remembered and those cells start fresh.
 

@@ -3,8 +3,9 @@
     python -m workloads.forkserver SOCKET PRELOAD.json [WORKLOADS]
 
 The host starts one server per environment and per set of everything a cell
-process reads at start (its variables, its devices: the host keys servers by
-them), with exactly the variables its cells get. The server imports the
+process reads at import (its variables: the host keys servers by them), with
+exactly the variables its cells get; what is read only when a device starts
+(which GPUs) each request's ``env`` sets in the fork. The server imports the
 stack -- modules only: no TF session or context, no device listing, no JAX
 backend -- and then checks that the imports started no thread and touched
 no device. Only then does it say ``{"ready": ...}`` on stdout; otherwise it
