@@ -26,13 +26,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
 from . import names, status
 from .result import Result, load_folder
+from .samefiles import link_or_copy
 from .store import read_json, write_json
 from .workloads.protocol import INPUTS_DIR, OUTPUT_DIR
 
@@ -234,10 +234,7 @@ def hand_over(cell, run_dir: Path, work: Path) -> None:
                     target.mkdir(parents=True, exist_ok=True)
                     continue
                 target.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    os.link(path, target)
-                except OSError:
-                    shutil.copy2(path, target)
+                link_or_copy(path, target)
                 os.chmod(target, 0o444)
                 count += 1
         dest.mkdir(parents=True, exist_ok=True)

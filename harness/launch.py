@@ -430,8 +430,7 @@ class Launcher:
         """Start the server `cell` will fork from now, and do not wait for it: the scheduler
         foresaw its group's cells (warmplan.Plan.ahead), and its import runs while other cells
         train instead of while the first of them waits on its GPUs."""
-        self._started(python, cell, env, workloads, workloads.parent.parent / ".launch" /
-                      f"{cell.environment.name}.log")
+        self._started(python, cell, env, workloads, _log(workloads, cell))
 
     def _started(self, python: str, cell: Cell, env: dict[str, str], workloads: Path, log: Path,
                  cpus=(), where=None) -> ServerBase | str:
@@ -482,7 +481,7 @@ class Launcher:
         if why:
             warmth.notes.append(f"launched fresh: {why}")
             return None
-        log = workloads.parent.parent / ".launch" / f"{cell.environment.name}.log"
+        log = _log(workloads, cell)
         began = time.monotonic()
         try:
             server = self.server(python, cell, env, workloads, log, cpus, where, cancel)
@@ -503,6 +502,11 @@ class Launcher:
             servers, self._servers = list(self._servers.values()), {}
         for server in servers:
             server.close()
+
+
+def _log(workloads: Path, cell: Cell) -> Path:
+    """Where the launchers of a cell's environment write: beside the run's workloads folder."""
+    return workloads.parent.parent / ".launch" / f"{cell.environment.name}.log"
 
 
 def warmth_record(workload: dict, raw, spawned: float | None = None) -> dict | None:

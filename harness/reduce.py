@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from .errors import UserError
 from .names import file_name
 from .paths import inside
 from .result import Result
+from .samefiles import link_or_copy
 
 RECORD = "reduce.json"
 DEFAULT_BUDGET = 120.0
@@ -85,7 +85,6 @@ class Family:
 @dataclass
 class Tally:
     tried: int = 0
-    kept: int = 0
     rejected: dict = field(default_factory=dict)   # why -> count
     seconds: float = 0.0
     forked: int = 0
@@ -155,7 +154,7 @@ class Trials:
             folder.mkdir(parents=True)
         else:  # the folder's other files as links: a data file is not copied once per candidate
             shutil.copytree(self.folder, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-                            copy_function=_link_or_copy)
+                            copy_function=link_or_copy)
             (folder / self.script).unlink(missing_ok=True)  # written below, never through a link
         target = folder / self.script
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -208,12 +207,11 @@ class Trials:
             why = self.why_not(*self.run(source)) and "it held once, not twice (by chance)"
         self.tally.seconds += time.monotonic() - started
         if why is None:
-            self.tally.kept += 1
             self.kept.append(source)
         else:
             self.tally.rejected[why] = self.tally.rejected.get(why, 0) + 1
         if self.tally.tried % 10 == 0:
-            self.console.print(f"  {self.tally.tried} candidates tried, {self.tally.kept} kept, "
+            self.console.print(f"  {self.tally.tried} candidates tried, {len(self.kept)} kept, "
                                f"{self.tally.seconds:.0f} s", highlight=False)
         return why is None
 
@@ -230,13 +228,6 @@ class Trials:
         if self.family is not None and Family.of(bad) != self.family:
             return "the bad side " + ("passes" if Family.passes(bad) else "fails otherwise")
         return None
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 def start(trials: Trials, source: str) -> Family:
@@ -380,8 +371,8 @@ def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: boo
     record = {"good": trials.good.id, "bad": trials.bad.id, "script": script, "family": str(trials.family),
               "lines": {"original": lines(original), "reduced": lines(reduced)},
               "alone": alone, "needs": [] if alone else _needs(trials.folder, script, reduced),
-              "candidates": {"tried": t.tried, "kept": t.kept, "rejected": t.rejected, "forked_cell_runs": t.forked,
-                             "cell_runs": t.cell_runs, "fresh_because": t.fresh_notes,
+              "candidates": {"tried": t.tried, "kept": len(trials.kept), "rejected": t.rejected,
+                             "forked_cell_runs": t.forked, "cell_runs": t.cell_runs, "fresh_because": t.fresh_notes,
                              "asked_again": t.repeated, "given_back": trials.fallback},
               "seconds": round(seconds, 1), "candidate_seconds": round(t.seconds, 1),
               "stacks": stacks, "also_changed": _also_changed(stacks, folder),
@@ -408,18 +399,21 @@ def _also_changed(stacks: dict, folder: Path) -> dict:
     return {side: {n: locks[side].get(n, "-") for n in names} for side in locks}
 
 
+def _pin(line: str) -> tuple[str, str] | None:
+    """(name, version) of a `name==version` line (a comment, a marker, a continuation left out)."""
+    name, sep, version = line.split("#")[0].split(";")[0].partition("==")
+    if not sep or not name.strip() or name.strip().startswith("-"):
+        return None
+    return name.strip(), version.strip().rstrip("\\").strip()
+
+
 def _pins(lock: Path) -> dict[str, str]:
-    """`name==version` lines of a pip lock (none where the engine keeps no lock)."""
+    """The pins of a pip lock, by lower-case name (none where the engine keeps no lock)."""
     try:
         text = lock.read_text()
     except OSError:
         return {}
-    pins = {}
-    for line in text.splitlines():
-        name, sep, version = line.split("#")[0].split(";")[0].partition("==")
-        if sep and name.strip() and not name.strip().startswith("-"):
-            pins[name.strip().lower()] = version.strip().rstrip("\\").strip()
-    return pins
+    return {pin[0].lower(): pin[1] for pin in map(_pin, text.splitlines()) if pin}
 
 
 def _stack(result: Result) -> dict:
@@ -431,9 +425,9 @@ def _stack(result: Result) -> dict:
     for package, _range, version in result.releases:
         out.setdefault(str(package), str(version))
     for req in (result.provenance or {}).get("requirements") or []:
-        name, sep, version = str(req).partition("==")
-        if sep and ";" not in version:
-            out.setdefault(name.strip(), version.strip())
+        pin = _pin(str(req)) if ";" not in str(req) else None  # a pin for some platforms only: not this one's
+        if pin:
+            out.setdefault(*pin)
     return out
 
 

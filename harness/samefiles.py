@@ -21,12 +21,22 @@ import contextlib
 import errno
 import hashlib
 import os
+import shutil
 import stat
 from pathlib import Path
 
 MIN_BYTES = 64 << 10   # smaller files are most of the count and little of the size
 CHUNK = 1 << 20
 STORE = ".files"
+
+
+def link_or_copy(src: str | Path, dst: str | Path) -> None:
+    """`dst` as a hard link to `src` (no second copy of its bytes), or a copy where the filesystem
+    refuses a link; shutil.copytree's `copy_function` signature."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def file_sha256(path: str | Path) -> str:
