@@ -66,10 +66,14 @@ from _common import harness, results, run_records
 
 
 def fixed_cost(r: dict) -> float | None:
+    """The seconds a cell held its slot beyond its steady work: its process's life, or, for a
+    cell that prepared beside another and was handed its GPUs when that one ended
+    (`timing.standby`), the time from the hand-over (`timing.held_seconds`)."""
     t = r.get("timing") or {}
-    if t.get("total_seconds") is None or t.get("steady_epoch_seconds") is None:
+    held = t.get("held_seconds") if t.get("held_seconds") is not None else t.get("total_seconds")
+    if held is None or t.get("steady_epoch_seconds") is None:
         return None
-    return t["total_seconds"] - t["steady_epoch_seconds"] * r["epochs_asked"]
+    return held - t["steady_epoch_seconds"] * r["epochs_asked"]
 
 
 def bound(rs: list[dict], divisor: int) -> float:
@@ -160,12 +164,18 @@ def phases(rs: list[dict]) -> dict[str, float | None]:
         marks = t.get("phases") or {}
         if r["status"] != "ok" or not marks:
             continue
-        parts.setdefault("interpreter start", []).append(t.get("interpreter_start_seconds") or 0.0)
+        standby = t.get("standby") or {}
+        if standby:  # it prepared while another cell trained on its GPUs: apart, and off them
+            parts.setdefault("prepared ahead (cells that stood by)", []).append(standby["prepared_seconds"])
         last = 0.0
-        for label, key in PHASES:
-            if marks.get(key) is not None:
-                parts.setdefault(label, []).append(marks[key] - last)
-                last = marks[key]
+        for label, key in (("interpreter start", None), *PHASES):
+            part = (t.get("interpreter_start_seconds") or 0.0) if key is None else None
+            if key is not None and marks.get(key) is not None:
+                part, last = marks[key] - last, marks[key]
+            if key == "compiled" and part is not None:
+                part -= standby.get("waited_seconds") or 0.0  # its wait for the GPUs falls in this part
+            if part is not None and (not standby or key == "compiled"):
+                parts.setdefault(label, []).append(part)
         parts.setdefault("first epoch", []).append(t.get("first_epoch_seconds") or 0.0)
         parts.setdefault("steady epochs", []).append((t.get("steady_epoch_seconds") or 0.0) *
                                                      max(0, r["epochs_asked"] - 1))
@@ -175,7 +185,7 @@ def phases(rs: list[dict]) -> dict[str, float | None]:
                                                                                                  or 0.0))
                                                       for e in r.get("epochs") or []))
         parts.setdefault("teardown", []).append(t.get("teardown_seconds") or 0.0)
-        parts.setdefault("total", []).append(t.get("total_seconds") or 0.0)
+        parts.setdefault("total (held)", []).append(t.get("held_seconds") or t.get("total_seconds") or 0.0)
     return {k: _median(v) for k, v in parts.items()}
 
 
@@ -285,8 +295,12 @@ def report(a, engine: str, runs: dict) -> str:
         b = bound(list(rs.values()), n)
         ratio = f"{record['wall_seconds'] / b:.2f}x the bound" if b else "no steady work"
         busy = sum(1 for r in rs.values() if (r.get("warmth") or {}).get("beside"))
+        stood = sum(1 for r in rs.values() if (r.get("timing") or {}).get("standby"))
+        occ = record.get("gpu_occupancy") or {}
+        busy_gpus = f"; {occ['mean_busy_gpus']} of {occ['gpus']} GPUs busy on average" if occ else ""
         print(f"run {label:>7}: command {wall:.1f} s, cells' run {record['wall_seconds']:.1f} s; steady-work bound "
-              f"{b:.1f} s ({n} {what}): {ratio}; {busy} of {len(rs)} cell(s) ran beside the harness's own work")
+              f"{b:.1f} s ({n} {what}): {ratio}; {busy} of {len(rs)} cell(s) ran beside the harness's own work; "
+              f"{stood} stood by for their GPUs{busy_gpus}")
     return acceptance(a, engine, runs)
 
 

@@ -18,6 +18,9 @@ the matrix's ``env:`` (the matrix wins). TensorFlow's own reservation
 measured on GPUs this way.
 
 A result records what was set (``warmth.settings``), beside the caches.
+
+The same question decides whether the next cell may prepare on a GPU set
+while another cell trains there (standby.py): `shares_memory`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .cells import Cell
 from .resources import Slot
 
 PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
+TF_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
 
 
 def variables(cell: Cell, slot: Slot) -> dict[str, str]:
@@ -36,3 +40,20 @@ def variables(cell: Cell, slot: Slot) -> dict[str, str]:
     if env.api != "keras3" or env.backend != "jax" or not on_gpu or PREALLOCATE in dict(env.env):
         return {}
     return {PREALLOCATE: "false"}
+
+
+def shares_memory(cell: Cell) -> bool:
+    """Whether a warm cell of this stack leaves its GPUs' memory to others: it takes what it
+    uses (JAX without its reservation, as `variables` asks; TensorFlow only with memory growth
+    asked in the matrix's `env:`; PyTorch's caching allocator), or touches no GPU at all (an idle
+    hold). Only then may another cell prepare beside it (standby.py). A planted fault never does:
+    it acts before the point where a cell waits its turn."""
+    env = cell.environment
+    own = dict(env.env)
+    if cell.workload.model in ("idle", "fault"):
+        return cell.workload.model == "idle"
+    if env.api == "keras3" and env.backend == "jax":
+        return own.get(PREALLOCATE, "false").lower() == "false"
+    if env.api == "keras3" and env.backend == "torch":
+        return True
+    return own.get(TF_GROWTH, "").lower() == "true"

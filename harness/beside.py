@@ -1,4 +1,5 @@
-"""What of the harness's own ran beside a cell: launcher imports, environment builds.
+"""What of the harness's own ran beside a cell: launcher imports, environment builds, the next
+cell preparing on its GPUs (standby.py).
 
 A number taken while the harness itself imported a stack or built a
 virtualenv on the same machine is not one taken on a quiet machine, even when
@@ -19,12 +20,13 @@ from dataclasses import dataclass
 
 LAUNCHER_IMPORT = "launcher import"
 ENVIRONMENT_BUILD = "environment build"
+NEXT_CELL = "next cell preparing"
 
 
 @dataclass
 class Activity:
-    kind: str                       # LAUNCHER_IMPORT, ENVIRONMENT_BUILD
-    name: str                       # the environment it was for
+    kind: str                       # LAUNCHER_IMPORT, ENVIRONMENT_BUILD, NEXT_CELL
+    name: str                       # the environment it was for (NEXT_CELL: the cell)
     cpus: tuple[int, ...] = ()      # the cores it was pinned to; () = wherever the OS put it
     began: float = 0.0              # host clock (time.time())
     ended: float | None = None      # None while it runs
@@ -60,10 +62,11 @@ def drop(activity: Activity) -> None:
             _activities.remove(activity)
 
 
-def during(start: float, end_: float) -> list[dict]:
+def during(start: float, end_: float, but: str | None = None) -> list[dict]:
     """The harness's own activities that ran while [start, end_] did, each with the seconds of
-    the span it covered and its cores: [] on a machine the harness left quiet."""
+    the span it covered and its cores: [] on a machine the harness left quiet. `but`: a cell's
+    id, whose own preparation (NEXT_CELL) is not beside it."""
     with _lock:
-        found = [(a, a.overlap(start, end_)) for a in _activities]
+        found = [(a, a.overlap(start, end_)) for a in _activities if not (a.kind == NEXT_CELL and a.name == but)]
     return [{"kind": a.kind, "name": a.name, "cpus": list(a.cpus), "seconds": round(s, 3)}
             for a, s in found if s > NOTHING]

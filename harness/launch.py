@@ -509,7 +509,7 @@ def _log(workloads: Path, cell: Cell) -> Path:
     return workloads.parent.parent / ".launch" / f"{cell.environment.name}.log"
 
 
-def warmth_record(workload: dict, raw, spawned: float | None = None) -> dict | None:
+def warmth_record(workload: dict, raw, spawned: float | None = None, cell: str | None = None) -> dict | None:
     """result.json's `warmth`: how the cell launched (warm / fresh, and why fresh on a warm run),
     which caches it was offered and which start-up settings it got (allocation.py), whether its
     compilation hit a cache and where its data came from --
@@ -526,8 +526,9 @@ def warmth_record(workload: dict, raw, spawned: float | None = None) -> dict | N
            "data": inside.get("data")}
     if spawned:
         # the cell's process: from the end of its wait for a launcher to its end (its own
-        # launcher's import, which it waited for, is not beside it)
+        # launcher's import, which it waited for, is not beside it), and its own preparation
+        # ahead of its turn (standby.py) is not beside it either
         start = max(spawned + float(detail.get("launcher_wait_seconds") or 0.0),
                     float(detail.get("launcher_wait_ended") or 0.0))
-        out["beside"] = beside.during(start, spawned + raw.seconds)
+        out["beside"] = beside.during(start, spawned + raw.seconds, but=cell)
     return out

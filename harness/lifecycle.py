@@ -33,6 +33,7 @@ from .errors import CellUnsupported, EnvironmentUnavailable, EnvironmentUnsuppor
 from .evidence import Evidence
 from .resources import Slot
 from .result import Result, load_folder
+from .standby import Standby
 from .store import OWNER_VARIABLE, SPEC, ResultStore, scratch_prefix, write_json
 
 WORKLOADS_SRC = Path(__file__).resolve().parent / "workloads"
@@ -112,9 +113,10 @@ class Lifecycle:
 
     # -- the ways a cell's life ends -----------------------------------------------------
     def run(self, engine: Engine, prepared: Prepared, cell: Cell, *, slot: Slot | None = None,
-            cancel: threading.Event | None = None) -> Result:
+            cancel: threading.Event | None = None, standby: Standby | None = None) -> Result:
         """Run a claimed cell in its slot and record what happened. Ctrl-C (or any error of the
-        harness itself) leaves no folder behind: an interrupted cell is not a result."""
+        harness itself) leaves no folder behind: an interrupted cell is not a result. With
+        `standby` the slot is still another cell's: this one prepares and waits for it (standby.py)."""
         slot = slot or Slot()
         workloads_root = self.stage()
         started, clock = record.now(), time.monotonic()
@@ -122,6 +124,8 @@ class Lifecycle:
         spawn = time.time()
         try:
             write_json(work / SPEC, cell.spec())
+            if standby is not None:
+                standby.attach(work)
             try:
                 chains.hand_over(cell, self.store.run_dir, work)  # a producer's files, read-only
             except chains.Broken as exc:
@@ -133,7 +137,7 @@ class Lifecycle:
             # what the store needs of the cell's process, handed down so the engine never climbs into it
             ctx = RunContext(slot=slot, cancel=cancel, on_start=partial(self.store.note_process, work),
                              variables={OWNER_VARIABLE: self.store.run_id} if self.store.run_id else {},
-                             scratch_prefix=scratch_prefix(work))
+                             scratch_prefix=scratch_prefix(work), standby=standby)
             raw = engine.run(prepared, cell, work, workloads_root, ctx)
         except CellUnsupported as exc:
             return self.finish(cell, work, started, outcome.Verdict(status.UNSUPPORTED, reason=str(exc)),

@@ -60,6 +60,7 @@ def timing(epochs: list[dict], workload_timing: dict, raw_seconds: float | None)
         "startup_seconds": workload_timing.get("startup_seconds"),
         "import_seconds": workload_timing.get("import_seconds"),
         "phases": workload_timing.get("phases"),
+        **({"standby": workload_timing["standby"]} if workload_timing.get("standby") else {}),
         "first_epoch_seconds": epochs[0]["seconds"] if epochs else None,
         "steady_samples_per_sec": None,
         "steady_epoch_seconds": None,
@@ -112,7 +113,10 @@ def assemble(cell: Cell, engine: str, provenance: dict, verdict: Verdict, eviden
     timing_ = timing(epochs, workload.get("timing") or {}, raw.seconds if raw else None)
     timing_.update(overhead(raw, evidence.events, evidence.spawned, evidence.runner_seconds))
     if raw is not None and evidence.spawned:  # when the cell held its slot, on the host's clock
-        timing_["window"] = [round(evidence.spawned, 3), round(evidence.spawned + raw.seconds, 3)]
+        held_from = max(evidence.spawned, raw.went_at or evidence.spawned)  # a follower: from the hand-over
+        timing_["window"] = [round(held_from, 3), round(evidence.spawned + raw.seconds, 3)]
+        if raw.went_at is not None:
+            timing_["held_seconds"] = round(evidence.spawned + raw.seconds - held_from, 3)
     return Result(
         schema=SCHEMA,
         cell=cell.id,
@@ -152,7 +156,7 @@ def assemble(cell: Cell, engine: str, provenance: dict, verdict: Verdict, eviden
         started=started,
         finished=now(),
         # the releases a version range (or a bisect) chose: [package, range, version] each
-        extra={**evidence.extra, "warmth": warmth_record(workload, raw, evidence.spawned),
+        extra={**evidence.extra, "warmth": warmth_record(workload, raw, evidence.spawned, cell.id),
                **({"releases": [list(r) for r in cell.environment.ranges]} if cell.environment.ranges else {})},
     )
 

@@ -333,8 +333,8 @@ class Beside(_View):
     """One item of `warmth.beside`: work of the harness's own that ran while the cell did."""
 
     _lists = {"cpus": None}
-    kind: str | None = None           # "launcher import", "environment build" (beside.py)
-    name: str | None = None           # the environment it was for
+    kind: str | None = None           # "launcher import", "environment build", "next cell preparing" (beside.py)
+    name: str | None = None           # the environment it was for (the next cell's id)
     cpus: tuple = ()                  # the cores it was pinned to; (): anywhere
     seconds: float | None = None      # of the cell's span it covered
 

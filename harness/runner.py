@@ -41,6 +41,7 @@ from .report.analysis import Group
 from .report.tables import group_summary
 from .resources import Pool, Slot
 from .result import Result
+from .standby import Standby
 from .store import Claim, ResultStore
 from .terminal import shown
 from .warmplan import Plan
@@ -121,7 +122,8 @@ class Runner:
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
         hooks = Hooks(prepare=self._prepare, run_cell=self._run_in_slot, not_run=self._not_run,
-                      finished=self._finished, waiting=lambda text: self.console.print(text))
+                      finished=self._finished, waiting=lambda text: self.console.print(text),
+                      stands_by=self.engine.stands_by)
         try:
             with Progress(*columns, console=self.console, transient=True) as progress:
                 self._progress = (progress, progress.add_task("cells", total=len(todo)))
@@ -155,9 +157,9 @@ class Runner:
         return prepared
 
     def _run_in_slot(self, prepared: Prepared, cell: Cell, slot: Slot, claim: Claim,
-                     cancel: threading.Event) -> Result:
+                     cancel: threading.Event, standby: Standby | None = None) -> Result:
         try:
-            return self.life.run(self.engine, prepared, cell, slot=slot, cancel=cancel)
+            return self.life.run(self.engine, prepared, cell, slot=slot, cancel=cancel, standby=standby)
         finally:
             claim.release()
 

@@ -26,6 +26,7 @@ class RawOutcome:
     timed_out: str | None = None   # "progress" or "wall"
     seconds: float = 0.0
     detail: dict = field(default_factory=dict)
+    went_at: float | None = None   # host clock when a cell that stood by was given its GPUs (standby.py)
 
 
 class Cancelled(KeyboardInterrupt):
@@ -46,28 +47,33 @@ def waiting_on(proc) -> Callable[[float], None]:
 def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path,
           wall: float, progress: float, interval: float = 0.25,
           cancel: threading.Event | None = None,
-          pause: Callable[[float], None] = time.sleep) -> tuple[int | None, str | None, float]:
+          pause: Callable[[float], None] = time.sleep,
+          went: threading.Event | None = None) -> tuple[int | None, str | None, float]:
     """Wait for a process; kill it on a hang or over the wall limit.
 
     Returns (exit status from `poll`, timed-out reason or None, seconds).
     `cancel` set (Ctrl-C reached the harness) kills the process and raises
     Cancelled: an interrupted cell is not a result. `pause` waits between
     polls; an engine that can wait for its process's exit passes that, so
-    the exit is seen at once rather than at the next poll.
+    the exit is seen at once rather than at the next poll. `went`: the process
+    stands by until it is set (standby.py); both limits count from then, and the
+    seconds returned are still the process's whole life.
     """
-    start = last_change = time.monotonic()
+    start = last_change = born = time.monotonic()
     last_size = -1
     while True:
         code = poll()
         now = time.monotonic()
         if code is not None:
-            return code, None, now - start
+            return code, None, now - born
         if cancel is not None and cancel.is_set():
             kill()
             raise Cancelled()
         size = events.stat().st_size if events.exists() else 0
-        if size != last_size:
+        if size != last_size or (went is not None and not went.is_set()):
             last_size, last_change = size, now
+        if went is not None and not went.is_set():
+            start = now
         reason = None
         if now - start > wall:
             reason = "wall"
@@ -78,5 +84,5 @@ def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path
             deadline = time.monotonic() + 30
             while poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
-            return poll(), reason, time.monotonic() - start
+            return poll(), reason, time.monotonic() - born
         pause(interval)

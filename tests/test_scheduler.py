@@ -28,7 +28,7 @@ def _results(folder: Path) -> dict[str, dict]:
 
 
 def _span(folder: Path, result: dict) -> tuple[float, float]:
-    """When the cell's process ran, on the host's clock."""
+    """When the cell held its slot, on the host's clock (a cell that stood by: from the hand-over)."""
     return tuple(result["timing"]["window"])
 
 
@@ -62,6 +62,21 @@ def test_each_gpu_cell_sees_only_its_own_gpus_and_neighbours_never_share(tmp_pat
                 assert not ca & cb, (a, b, ca, cb)
     assert overlapped, "no two cells ran side by side"
     assert "on gpu " in proc.stdout  # the terminal says what ran where
+    # a warm run: a cell that found no free GPUs stood by on a running cell's set, prepared, and
+    # was handed that set when the cell ended -- never two cells training on one GPU
+    followers = {c: r for c, r in results.items() if r["timing"].get("standby")}
+    assert followers, "no cell stood by"
+    for cell, r in followers.items():
+        start, _, gpus, _ = spans[cell]
+        before = [c for c in spans if c != cell and spans[c][2] == gpus and abs(spans[c][1] - start) < 1.0]
+        assert before, (cell, "was handed its GPUs by no cell that ended then")
+        assert r["timing"]["held_seconds"] < r["timing"]["total_seconds"]  # its process started ahead
+        events = [json.loads(line)["event"] for line in (run / cell / "events.jsonl").read_text().splitlines()]
+        assert events.index("standby") < events.index("go") < events.index("idle")
+        assert not (run / cell / "standby").exists()
+        leader = results[before[0]]["warmth"]["beside"]
+        assert any(b["kind"] == "next cell preparing" and b["name"] == cell for b in leader), leader
+        assert not any(b["name"] == cell for b in r["warmth"]["beside"])  # its own preparation is not beside it
 
 
 def _statuses(folder: Path) -> dict[str, tuple[str, str]]:

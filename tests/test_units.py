@@ -13,7 +13,7 @@ from harness import status
 from harness.cells import Cell, Environment, Parallelism, Workload
 from harness.engines.base import pip_failure
 from harness.outcome import classify, not_engaged
-from harness.resources import Gpu, Inventory, Pool
+from harness.resources import Gpu, Inventory, Pool, Slot
 from harness.result import Result
 from harness.runner import _ranges
 from harness.store import ResultStore
@@ -202,7 +202,7 @@ def test_a_group_goes_back_to_the_slot_its_launcher_holds(tmp_path):
     ran: dict[str, tuple] = {}
     lock = threading.Lock()
 
-    def run_cell(prepared, cell, slot, claim, cancel):
+    def run_cell(prepared, cell, slot, claim, cancel, standby=None):
         if cell is group[0]:  # the group's launcher starts in the first cell's slot, and holds it
             plan.home("launcher of g", cell, slot.cpus)
         time.sleep(cell.workload.params["seconds"])
@@ -217,6 +217,61 @@ def test_a_group_goes_back_to_the_slot_its_launcher_holds(tmp_path):
     home = ran[group[0].id]
     assert [ran[c.id] for c in group] == [home] * 4
     assert {ran[c.id] for c in others} == {(0,), (1,)}, "the other cells use both cores"
+
+
+def test_a_gpu_set_passes_to_the_cell_prepared_beside_it_never_back_through_the_pool(tmp_path):
+    """The hand-over of standby.py, in the real executor with cells that sleep, on a declared
+    inventory of two GPUs: cells that find none free stand by on a running set (one each), get
+    it when its cell ends and never before; a follower that ends before its turn (an error while
+    preparing) leaves the set to its cell, which gives it back to the pool as usual."""
+    import threading
+
+    from harness.executors.local import Hooks, execute
+    from harness.standby import Relay
+
+    env = Environment("e", "3.12", keras="3.15.1", backend="jax", device="gpu")
+    cells = [Cell(env, Workload("w", "idle", {"seconds": 0.3}), Parallelism("data_parallel", 2, "gpu"), 1, 1,
+                  repeat=r) for r in range(4)]
+    lock, log = threading.Lock(), []
+
+    def run_cell(prepared, cell, slot, claim, cancel, standby=None):
+        with lock:
+            log.append(("start", cell.repeat, standby is not None))
+        if standby is not None:
+            if cell.repeat == 2:  # fails while it prepares: it never holds the GPUs
+                return {}
+            assert standby.went.wait(10), "never handed its GPUs"
+        with lock:
+            log.append(("train", cell.repeat, slot.visible_devices))
+        time.sleep(0.3)
+        with lock:
+            log.append(("end", cell.repeat, slot.visible_devices))
+        return {}
+
+    pool = Pool(_inventory(2, 4), cells=4)
+    hooks = Hooks(prepare=lambda e: e, run_cell=run_cell, not_run=lambda *a: {}, finished=lambda *a: None,
+                  waiting=lambda text: None, stands_by=lambda cell: True)
+    execute(cells, ResultStore(tmp_path, "r"), pool, hooks)
+    trains = [e for e in log if e[0] in ("train", "end")]
+    assert [e[0] for e in trains] == ["train", "end"] * 3, "two cells trained on one set at once"
+    assert [e for e in log if e[0] == "start" and e[2]], "no cell stood by"
+    assert pool.free_gpus == ["0", "1"] and pool.running == 0  # every set back in the pool at the end
+    # the relay alone: one follower per set, matched by its GPU count; a withdrawn one leaves the
+    # set to its cell, and a follower handed the set holds it until it ends in turn
+    given = []
+    relay = Relay(given.append)
+    slot = Slot((Gpu("0"), Gpu("1")), (0, 1))
+    relay.held(slot)
+    assert relay.follow(1) is None
+    _, first = relay.follow(2)
+    assert relay.follow(2) is None
+    relay.ended(slot, first)         # it ended before its turn: withdrawn, the set still its cell's
+    assert not first.went.is_set() and given == []
+    _, second = relay.follow(2)
+    relay.ended(slot, None)          # its cell ends: the follower has it, the pool does not
+    assert second.went.is_set() and given == []
+    relay.ended(slot, second)
+    assert given == [slot]
 
 
 def test_reading_a_results_folder_while_a_run_churns_its_scratch_space(tmp_path):

@@ -16,8 +16,11 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
+from .. import beside
+from ..allocation import shares_memory
 from ..cellenv import (  # noqa: F401 - re-exported
     CELL_ENV,
     HOME_NOTE,
@@ -35,6 +38,7 @@ from ..launch import SLOT_VARIABLES, Launcher, Server, fresh_because, warm_setti
 from ..outcome import signal_name
 from ..paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
 from ..resources import Slot
+from ..standby import Standby
 from ..supervise import RawOutcome, waiting_on, watch
 from ..workloads.protocol import EVENTS_FILE, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
@@ -97,6 +101,7 @@ class RunContext:
     on_start: Callable[[int], None] | None = None
     variables: dict[str, str] = field(default_factory=dict)  # store.OWNER_VARIABLE: whose cell it is
     scratch_prefix: str | None = None  # store.scratch_prefix of the cell's folder
+    standby: Standby | None = None     # the slot is still another cell's until this says go (standby.py)
 
 
 class Engine(ABC):
@@ -129,6 +134,11 @@ class Engine(ABC):
     @abstractmethod
     def shell(self, cell: Cell, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
         """argv and environment for an interactive shell in the cell's environment."""
+
+    def stands_by(self, cell: Cell) -> bool:
+        """Whether this cell may prepare on a running cell's GPUs and wait for them (standby.py):
+        only engines that run it so say yes."""
+        return False
 
     def fresh_because(self, cell: Cell) -> str | None:
         """Why this cell starts fresh on this engine even on a warm run (launch.fresh_because,
@@ -183,6 +193,11 @@ class ProcessEngine(Engine):
 
     def interpreter(self, prepared: Prepared) -> str:
         return str(prepared.handle)
+
+    def stands_by(self, cell: Cell) -> bool:
+        """On a warm run, a GPU cell of a stack that leaves its GPUs' memory to others
+        (allocation.shares_memory) prepares while another cell ends on its GPUs."""
+        return self.warm and cell.parallelism.device_kind == "gpu" and shares_memory(cell)
 
     def pythonpath(self, workloads_root: Path) -> str:
         """Only the workloads: the environment holds everything else the cell may import."""
@@ -268,7 +283,10 @@ class ProcessEngine(Engine):
             if limit:
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-        argv = cell_argv(self.interpreter(prepared), str(workdir / SPEC_FILE), str(workdir), cell.limits.wall)
+        standby = ctx.standby
+        # a cell standing by may wait up to another cell's wall before its own begins: its backstops allow both
+        wall = cell.limits.wall * (2 if standby is not None else 1)
+        argv = cell_argv(self.interpreter(prepared), str(workdir / SPEC_FILE), str(workdir), wall)
         # The cell's own temp folder, gone with it: what a framework leaves in the temp folder
         # (TF's autograph writes a file per converted function) would otherwise pile up there
         # over a matrix. Set after the launcher is chosen: it is not part of a launcher's key. A
@@ -276,13 +294,14 @@ class ProcessEngine(Engine):
         env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix=ctx.scratch_prefix)  # named for its clean-up
         env["HOME"] = home = own_home(scratch)  # likewise its home: never the user's (cellenv.HOME_NOTE)
         after: list[dict] = []
+        preparing = None
         try:
             with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
                 proc = None
                 if server is not None:  # forked from the stack's warm launcher: the same cell, started warm
                     try:
                         proc = server.start_cell(workdir, cpus, limit,
-                                                 cell.limits.wall + BACKSTOP_GRACE if cell.limits.wall else None,
+                                                 wall + BACKSTOP_GRACE if wall else None,
                                                  tmpdir=scratch, cgroup=group.procs_file, home=home,
                                                  slot={k: env[k] for k in SLOT_VARIABLES if k in env})
                     except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
@@ -294,6 +313,9 @@ class ProcessEngine(Engine):
                     group.confirm(proc.pid)
                 if ctx.on_start:
                     ctx.on_start(proc.pid)
+                if standby is not None and not standby.went.is_set():  # preparing beside the cell on its GPUs
+                    preparing = beside.begin(beside.NEXT_CELL, cell.id, cpus)
+                    standby.on_go.append(partial(beside.end, preparing))
 
                 def kill() -> None:
                     """Give the cell up: its cgroup at once where it has one; its subreaper's
@@ -311,7 +333,8 @@ class ProcessEngine(Engine):
 
                 try:
                     code, timed_out, seconds = watch(proc.poll, kill, workdir / EVENTS_FILE, cell.limits.wall,
-                                                     cell.limits.progress, cancel=ctx.cancel, pause=waiting_on(proc))
+                                                     cell.limits.progress, cancel=ctx.cancel, pause=waiting_on(proc),
+                                                     went=standby.went if standby is not None else None)
                 except BaseException:
                     kill()
                     proc.wait()
@@ -329,12 +352,14 @@ class ProcessEngine(Engine):
             group.kill()
             group.remove()
             shutil.rmtree(scratch, ignore_errors=True)
+            if preparing is not None:  # a cell that ended before its hand-over prepared until then
+                beside.end(preparing)
         # `timeout` dies of the signal that killed its child, so a SIGSEGV still reads as one
         sig = signal_name(-code) if code is not None and code < 0 else None
         # the host's OOM killer, seen by the cgroup: as Docker's rule, a kill that ended the cell
         oom = bool(memory.get("oom_kills")) and code != 0
         return RawOutcome(exit_code=code, signal=sig, oom_killed=oom, timed_out=timed_out,
-                          seconds=seconds + warmth.waited,
+                          seconds=seconds + warmth.waited, went_at=standby.went_at if standby is not None else None,
                           detail={"pid": proc.pid, "memory_limit_bytes": limit,
                                   "variables": sorted(env), **warmth.detail(server is not None),
                                   "home": HOME_NOTE + ("; " + LAUNCHER_HOME_NOTE if server is not None else ""),

@@ -14,6 +14,9 @@ takes the slot of the first of them, and the group's other CPU cells are held
 back (their slots go to other cells) until it has imported. Where a launcher
 holds its slot (a launcher container's cores), its group's cells are given that
 slot when it is free, and a free slot goes first to cells at home there.
+A GPU cell that finds no free GPUs may stand by on a running cell's GPU set
+where the engine allows it (``standby.Relay``): it prepares beside that cell
+and is handed the set when that cell ends.
 
 Ctrl-C stops everything: running cells are killed and leave no result
 (``supervise.Cancelled``), finished ones stay, and the next run resumes.
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 
 from ..cells import Cell, Environment
 from ..resources import Pool, Slot, gpus_needed
+from ..standby import Relay, Standby
 from ..store import Claim, ResultStore
 from ..warmplan import Plan
 
@@ -36,13 +40,16 @@ from ..warmplan import Plan
 class Hooks:
     """What the runner supplies: how to prepare an environment (returns a
     prepared environment, or raises to make it unavailable), run a cell in a
-    slot, and record a cell that cannot run (unavailable / unsupported)."""
+    slot (standing by there, with a `Standby`, while another cell ends), record
+    a cell that cannot run (unavailable / unsupported), and whether a cell may
+    stand by on another's GPUs (standby.py)."""
 
     prepare: Callable[[Environment], object]
-    run_cell: Callable[[object, Cell, Slot, Claim, threading.Event], dict]
+    run_cell: Callable[[object, Cell, Slot, Claim, threading.Event, Standby | None], dict]
     not_run: Callable[[Cell, Claim, BaseException | str], dict]
     finished: Callable[[dict, Slot | None], None]
     waiting: Callable[[str], None]
+    stands_by: Callable[[Cell], bool] = lambda cell: False
 
 
 class _Preparer(threading.Thread):
@@ -71,6 +78,7 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
         plan.on_settle = lambda: wake.put(("settled", None))
     envs = list({c.environment.name: c.environment for c in cells}.values())
     preparer = _Preparer(envs, hooks.prepare, wake)
+    relay = Relay(pool.give_back)
     order = {id(c): i for i, c in enumerate(cells)}
     pending = sorted(cells, key=lambda c: (-gpus_needed(c), order[id(c)]))
     elsewhere: list[Cell] = []   # claimed by another live process; checked again at the end
@@ -78,14 +86,14 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
     cancel = threading.Event()
     running = 0
 
-    def work(prepared, cell: Cell, slot: Slot, claim: Claim, imports: bool) -> None:
+    def work(prepared, cell: Cell, slot: Slot, claim: Claim, imports: bool, standby: Standby | None) -> None:
         try:
-            result = hooks.run_cell(prepared, cell, slot, claim, cancel)
+            result = hooks.run_cell(prepared, cell, slot, claim, cancel, standby)
             wake.put(("done", (result, slot)))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
             wake.put(("failed", (exc, slot)))
         finally:
-            pool.give_back(slot)
+            relay.ended(slot, standby)  # to its follower, else back to the pool
             if imports:  # however the cell ended (before its launch, even): release its group
                 plan.settle(cell)
 
@@ -121,19 +129,23 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
                     if homes and not lenient and not any(pool.free(h) for h in homes):
                         deferred = True  # its launcher's slot is busy: free slots go to others first
                         continue
-                    slot = pool.take(cell, prefer=homes)
+                    slot, standby = pool.take(cell, prefer=homes), None
+                    if slot is not None:
+                        relay.held(slot)
+                    elif gpus_needed(cell) and hooks.stands_by(cell):
+                        slot, standby = relay.follow(gpus_needed(cell)) or (None, None)
                     if slot is None:
                         continue
                     claim = store.claim(cell.id)
                     if claim is None:
-                        pool.give_back(slot)
+                        relay.ended(slot, standby)
                         pending.remove(cell)
                         elsewhere.append(cell)
                         continue
                     pending.remove(cell)
                     imports = plan.begin(cell) if plan is not None else False
-                    thread = threading.Thread(target=work, args=(value, cell, slot, claim, imports), daemon=True,
-                                              name=f"cell {cell.id}")
+                    thread = threading.Thread(target=work, args=(value, cell, slot, claim, imports, standby),
+                                              daemon=True, name=f"cell {cell.id}")
                     thread.start()
                     workers.append(thread)
                     running += 1

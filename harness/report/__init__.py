@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..allocation import PREALLOCATE
+from ..beside import NEXT_CELL
 from ..outputs import Manifest
 from ..result import Provenance, Result, Seen
 from ..store import read_all
@@ -72,10 +73,15 @@ def warmth_lines(results: list[Result]) -> list[str]:
     if on_demand:
         line += f"; GPU memory taken as needed (not reserved up front) in {on_demand}"
     line += "; first epochs (compilation) are kept apart, steady epochs are compared"
-    busy = sum(1 for w in warmth if w.beside)
+    busy = sum(1 for w in warmth if any(b.kind != NEXT_CELL for b in w.beside or []))
     if busy:
         line += (f"; {busy} cell(s) ran while the harness itself imported a launcher or built an "
                  "environment on other cores (warmth.beside)")
+    followed = sum(1 for w in warmth if any(b.kind == NEXT_CELL for b in w.beside or []))
+    stood_by = sum(1 for r in results if (r.timing or {}).get("standby"))
+    if stood_by:
+        line += (f"; {stood_by} cell(s) prepared while another trained on their GPUs and trained after it "
+                 f"(timing.standby); {followed} cell(s) trained beside such a preparation on their cores")
     if decided:
         line += f"; {decided} unsupported cell(s) decided without launching"
     return [line]

@@ -19,6 +19,9 @@ STDERR_FILE = "stderr.log"
 # Written by workloads/reaper.py when the cell's main process has ended: the processes it left
 # running, and how each was ended (SIGTERM, then SIGKILL after LEFTOVER_GRACE seconds).
 REAPED_FILE = "reaped.json"
+# Present while the cell's GPUs are still another cell's (harness/standby.py): the workload
+# prepares, then waits before training until the host removes it.
+STANDBY_FILE = "standby"
 LEFTOVER_GRACE = 3.0
 
 # workload.json "outcome": what the workload itself can tell. The host turns

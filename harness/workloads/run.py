@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from .protocol import EVENTS_FILE, EXIT_ERROR, EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, WORKLOAD_FILE
+from .protocol import EVENTS_FILE, EXIT_ERROR, EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, STANDBY_FILE, WORKLOAD_FILE
 from .events import EventLog, write_json_atomic
 
 T_PROCESS = time.time()
@@ -67,6 +67,22 @@ def _phase(record, name):
     record["timing"].setdefault("phases", {})[name] = round(time.time() - T_PROCESS, 4)
 
 
+def _stand_by(outdir, log, record):
+    """Wait here, prepared, while the host says the cell's GPUs are still another cell's (the
+    standby file, harness/standby.py); nothing before this point trains. A no-op otherwise."""
+    flag = os.path.join(outdir, STANDBY_FILE)
+    if not os.path.exists(flag):
+        return
+    mark = time.time()
+    log.emit("standby")
+    while os.path.exists(flag):
+        time.sleep(0.005)
+    went = time.time()
+    record["timing"]["standby"] = {"prepared_seconds": round(mark - T_PROCESS, 4),
+                                   "waited_seconds": round(went - mark, 4)}
+    log.emit("go", waited=round(went - mark, 4))
+
+
 def _idle(workload, log):
     """Hold the cell's devices for a while and finish: scheduling without a framework."""
     deadline = time.time() + float(workload.get("seconds", 1.0))
@@ -81,12 +97,14 @@ def _train(spec, log, record, outdir):
         from . import user
         user.prepare_environ(spec, outdir)
         if workload["model"] == "script":  # the user's script is the cell: no stack imported here
+            _stand_by(outdir, log, record)  # where its GPU work begins is the script's own business
             user.run_script(spec, log, record, outdir)
             return
     if workload["model"] == "fault":  # before any third-party import: a bare Python is enough
         from . import faults
         faults.plant(workload["fault"], log, workload.get("message"))
     if workload["model"] == "idle":
+        _stand_by(outdir, log, record)
         _idle(workload, log)
         return
     from . import compat, engagement, models, wrappers
@@ -110,6 +128,7 @@ def _train(spec, log, record, outdir):
         else:
             model, (train, val), loss = models.build(stack, workload, int(spec["seed"]))
         _phase(record, "data_and_model")
+        _stand_by(outdir, log, record)
         record["parameters"] = int(model.count_params())
         if workload.get("diverge"):  # `harness diverge`: the model layer by layer, not a training run
             from . import layerwise
