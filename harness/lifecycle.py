@@ -113,10 +113,12 @@ class Lifecycle:
 
     # -- the ways a cell's life ends -----------------------------------------------------
     def run(self, engine: Engine, prepared: Prepared, cell: Cell, *, slot: Slot | None = None,
-            cancel: threading.Event | None = None, standby: Standby | None = None) -> Result:
+            cancel: threading.Event | None = None, standby: Standby | None = None,
+            release: Callable[[], None] | None = None) -> Result:
         """Run a claimed cell in its slot and record what happened. Ctrl-C (or any error of the
         harness itself) leaves no folder behind: an interrupted cell is not a result. With
-        `standby` the slot is still another cell's: this one prepares and waits for it (standby.py)."""
+        `standby` the slot is still another cell's: this one prepares and waits for it (standby.py);
+        `release` passes the slot on as soon as the cell is done with it (its end event)."""
         slot = slot or Slot()
         workloads_root = self.stage()
         started, clock = record.now(), time.monotonic()
@@ -137,7 +139,7 @@ class Lifecycle:
             # what the store needs of the cell's process, handed down so the engine never climbs into it
             ctx = RunContext(slot=slot, cancel=cancel, on_start=partial(self.store.note_process, work),
                              variables={OWNER_VARIABLE: self.store.run_id} if self.store.run_id else {},
-                             scratch_prefix=scratch_prefix(work), standby=standby)
+                             scratch_prefix=scratch_prefix(work), standby=standby, release=release)
             raw = engine.run(prepared, cell, work, workloads_root, ctx)
         except CellUnsupported as exc:
             return self.finish(cell, work, started, outcome.Verdict(status.UNSUPPORTED, reason=str(exc)),

@@ -114,9 +114,12 @@ def assemble(cell: Cell, engine: str, provenance: dict, verdict: Verdict, eviden
     timing_.update(overhead(raw, evidence.events, evidence.spawned, evidence.runner_seconds))
     if raw is not None and evidence.spawned:  # when the cell held its slot, on the host's clock
         held_from = max(evidence.spawned, raw.went_at or evidence.spawned)  # a follower: from the hand-over
-        timing_["window"] = [round(held_from, 3), round(evidence.spawned + raw.seconds, 3)]
-        if raw.went_at is not None:
-            timing_["held_seconds"] = round(evidence.spawned + raw.seconds - held_from, 3)
+        held_to = evidence.spawned + raw.seconds  # its exit, or the end event that passed the slot on
+        if raw.released_at is not None:
+            held_to = max(held_from, min(held_to, raw.released_at))
+        timing_["window"] = [round(held_from, 3), round(held_to, 3)]
+        if raw.went_at is not None or raw.released_at is not None:
+            timing_["held_seconds"] = round(held_to - held_from, 3)
     return Result(
         schema=SCHEMA,
         cell=cell.id,

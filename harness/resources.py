@@ -252,6 +252,11 @@ class Pool:
             self.free_cpus.sort()
             self.running -= 1
 
+    def divided(self, parts: int) -> None:
+        """A running slot was cut into `parts` slots (standby.Relay), each given back on its own."""
+        with self._lock:
+            self.running += parts - 1
+
     def _best_set(self, n: int) -> list[str]:
         free = sorted(self.free_gpus, key=_index_key)
         if n <= 1 or not self.inventory.links:

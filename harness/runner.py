@@ -157,9 +157,10 @@ class Runner:
         return prepared
 
     def _run_in_slot(self, prepared: Prepared, cell: Cell, slot: Slot, claim: Claim,
-                     cancel: threading.Event, standby: Standby | None = None) -> Result:
+                     cancel: threading.Event, standby: Standby | None = None, release=None) -> Result:
         try:
-            return self.life.run(self.engine, prepared, cell, slot=slot, cancel=cancel, standby=standby)
+            return self.life.run(self.engine, prepared, cell, slot=slot, cancel=cancel, standby=standby,
+                                 release=release)
         finally:
             claim.release()
 

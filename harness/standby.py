@@ -81,14 +81,20 @@ class Standby:
 
 
 class Relay:
-    """The GPU sets held by running cells, which of them has a follower, and the hand-over when
-    a cell ends. Every slot a cell takes from the pool is `held` here; it goes back to the pool
-    only from `hand_over`, when no follower is waiting for it."""
+    """The GPU sets held by running cells, their followers, and the hand-over when a cell ends.
 
-    def __init__(self, give_back) -> None:
-        self._give_back = give_back          # Pool.give_back
+    Every slot a cell takes from the pool is `held` here, and goes back to the pool only from
+    `hand_over`. A follower needs a running set of at least its GPU count: a set of the same
+    count first (it passes whole), else a larger one, cut into pieces of the follower's count
+    (`pieces`: the GPUs in order, each with its share of the set's cores; what is left over is
+    one more piece). All followers of one set have one count, one per piece. At the hand-over
+    the set is cut (`Pool.divided`): each piece whose follower is ready passes to it, the others
+    go back to the pool -- so the one-GPU cells that come after the two-GPU ones prepare too."""
+
+    def __init__(self, pool) -> None:
+        self._pool = pool                    # resources.Pool: give_back, divided
         self._held: list = []                # slots held by running cells, oldest first
-        self._next: dict[object, Standby] = {}
+        self._next: dict[object, list[tuple[object, Standby]]] = {}  # slot -> [(piece, follower)]
         self._lock = threading.Lock()
 
     def held(self, slot) -> None:
@@ -96,30 +102,51 @@ class Relay:
             self._held.append(slot)
 
     def follow(self, gpus: int) -> tuple[object, Standby] | None:
-        """A running GPU set of `gpus` GPUs with no follower yet (the longest held: its cell is
-        likely to end first), with a new follower registered on it; None if there is none."""
+        """A free piece of `gpus` GPUs of a running set (one of that count first, then the
+        longest held: its cell is likely to end first), with a new follower registered on it;
+        None if there is none."""
         with self._lock:
-            slot = next((s for s in self._held if len(s.gpus) == gpus and s not in self._next), None)
-            if slot is None:
-                return None
-            standby = self._next[slot] = Standby()
-            return slot, standby
+            for slot in sorted(self._held, key=lambda s: len(s.gpus) != gpus):
+                taken = self._next.get(slot, [])
+                if len(slot.gpus) < gpus or (taken and len(taken[0][0].gpus) != gpus):
+                    continue
+                free = [p for p in pieces(slot, gpus)[0] if p not in {q for q, _ in taken}]
+                if free:
+                    standby = Standby()
+                    self._next.setdefault(slot, []).append((free[0], standby))
+                    return free[0], standby
+        return None
 
-    def drop(self, slot, standby: Standby) -> None:
-        """A follower that never held `slot` is gone: the slot may take another."""
+    def drop(self, piece, standby: Standby) -> None:
+        """A follower that never held its piece is gone: the piece may take another."""
         with self._lock:
-            if self._next.get(slot) is standby:
-                del self._next[slot]
+            for slot, followers in list(self._next.items()):
+                if (piece, standby) in followers:
+                    followers.remove((piece, standby))
+                    if not followers:
+                        del self._next[slot]
 
     def hand_over(self, slot) -> None:
-        """The cell on `slot` ended: its follower gets the slot, else the pool does."""
+        """The cell on `slot` ended: each piece with a follower ready passes to it, the rest of
+        the set goes back to the pool."""
+        back = []
         with self._lock:
-            standby = self._next.pop(slot, None)
+            followers = self._next.pop(slot, [])
             self._held.remove(slot)
-            if standby is not None and standby.go():
+            went = {piece for piece, standby in followers if standby.go()}
+            if went == {slot}:
                 self._held.append(slot)  # held afresh, by the follower
                 return
-        self._give_back(slot)
+            if not went:
+                back = [slot]
+            else:
+                cut, rest = pieces(slot, len(next(iter(went)).gpus))
+                parts = cut + ([rest] if rest is not None else [])
+                self._pool.divided(len(parts))
+                self._held.extend(p for p in parts if p in went)
+                back = [p for p in parts if p not in went]
+        for part in back:
+            self._pool.give_back(part)
 
     def ended(self, slot, standby: Standby | None) -> None:
         """A cell on `slot` ended, however. A follower that never held it only withdraws."""
@@ -127,3 +154,21 @@ class Relay:
             self.drop(slot, standby)
         else:
             self.hand_over(slot)
+
+
+def pieces(slot, gpus: int) -> tuple[list, object | None]:
+    """`slot` cut into pieces of `gpus` GPUs, in order, each with its share of the cores, and
+    what is left over (None when nothing is). The whole slot when it has `gpus` GPUs; no pieces
+    when its cores are fewer than its pieces."""
+    n = len(slot.gpus) // gpus
+    if n == 1 and len(slot.gpus) == gpus:
+        return [slot], None
+    per = len(slot.cpus) * gpus // len(slot.gpus)
+    if slot.cpus and not per:  # fewer cores than pieces: not cut (a piece is never left without a core)
+        return [], None
+    left = slot.gpus[n * gpus:]
+    cores = [slot.cpus[i * per:(i + 1) * per] for i in range(n)]
+    if not left:  # the cores that do not divide evenly stay with the last piece, never lost
+        cores[-1] = slot.cpus[(n - 1) * per:]
+    cut = [type(slot)(slot.gpus[i * gpus:(i + 1) * gpus], cores[i]) for i in range(n)]
+    return cut, (type(slot)(left, slot.cpus[n * per:]) if left else None)

@@ -27,6 +27,7 @@ class RawOutcome:
     seconds: float = 0.0
     detail: dict = field(default_factory=dict)
     went_at: float | None = None   # host clock when a cell that stood by was given its GPUs (standby.py)
+    released_at: float | None = None  # host clock when its end event passed its slot on, before its exit
 
 
 class Cancelled(KeyboardInterrupt):
@@ -48,7 +49,8 @@ def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path
           wall: float, progress: float, interval: float = 0.25,
           cancel: threading.Event | None = None,
           pause: Callable[[float], None] = time.sleep,
-          went: threading.Event | None = None) -> tuple[int | None, str | None, float]:
+          went: threading.Event | None = None,
+          done: Callable[[], None] | None = None) -> tuple[int | None, str | None, float]:
     """Wait for a process; kill it on a hang or over the wall limit.
 
     Returns (exit status from `poll`, timed-out reason or None, seconds).
@@ -57,7 +59,8 @@ def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path
     polls; an engine that can wait for its process's exit passes that, so
     the exit is seen at once rather than at the next poll. `went`: the process
     stands by until it is set (standby.py); both limits count from then, and the
-    seconds returned are still the process's whole life.
+    seconds returned are still the process's whole life. `done` is called once, when the
+    event log's last line is the workload's end event (or at the exit, by the caller).
     """
     start = last_change = born = time.monotonic()
     last_size = -1
@@ -70,6 +73,9 @@ def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path
             kill()
             raise Cancelled()
         size = events.stat().st_size if events.exists() else 0
+        if size != last_size and done is not None and _ended(events, size):
+            done()
+            done = None
         if size != last_size or (went is not None and not went.is_set()):
             last_size, last_change = size, now
         if went is not None and not went.is_set():
@@ -86,3 +92,14 @@ def watch(poll: Callable[[], int | None], kill: Callable[[], None], events: Path
                 time.sleep(0.1)
             return poll(), reason, time.monotonic() - born
         pause(interval)
+
+
+def _ended(events: Path, size: int) -> bool:
+    """Whether the event log's last line is the workload's end event (workloads/run.py)."""
+    try:
+        with open(events, "rb") as fh:
+            fh.seek(max(0, size - 512))
+            last = fh.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    except OSError:
+        return False
+    return last.startswith(b'{"event": "end"')

@@ -13,7 +13,7 @@ from harness import status
 from harness.cells import Cell, Environment, Parallelism, Workload
 from harness.engines.base import pip_failure
 from harness.outcome import classify, not_engaged
-from harness.resources import Gpu, Inventory, Pool, Slot
+from harness.resources import Gpu, Inventory, Pool
 from harness.result import Result
 from harness.runner import _ranges
 from harness.store import ResultStore
@@ -202,7 +202,7 @@ def test_a_group_goes_back_to_the_slot_its_launcher_holds(tmp_path):
     ran: dict[str, tuple] = {}
     lock = threading.Lock()
 
-    def run_cell(prepared, cell, slot, claim, cancel, standby=None):
+    def run_cell(prepared, cell, slot, claim, cancel, standby=None, release=None):
         if cell is group[0]:  # the group's launcher starts in the first cell's slot, and holds it
             plan.home("launcher of g", cell, slot.cpus)
         time.sleep(cell.workload.params["seconds"])
@@ -234,7 +234,7 @@ def test_a_gpu_set_passes_to_the_cell_prepared_beside_it_never_back_through_the_
                   repeat=r) for r in range(4)]
     lock, log = threading.Lock(), []
 
-    def run_cell(prepared, cell, slot, claim, cancel, standby=None):
+    def run_cell(prepared, cell, slot, claim, cancel, standby=None, release=None):
         with lock:
             log.append(("start", cell.repeat, standby is not None))
         if standby is not None:
@@ -256,22 +256,22 @@ def test_a_gpu_set_passes_to_the_cell_prepared_beside_it_never_back_through_the_
     assert [e[0] for e in trains] == ["train", "end"] * 3, "two cells trained on one set at once"
     assert [e for e in log if e[0] == "start" and e[2]], "no cell stood by"
     assert pool.free_gpus == ["0", "1"] and pool.running == 0  # every set back in the pool at the end
-    # the relay alone: one follower per set, matched by its GPU count; a withdrawn one leaves the
-    # set to its cell, and a follower handed the set holds it until it ends in turn
-    given = []
-    relay = Relay(given.append)
-    slot = Slot((Gpu("0"), Gpu("1")), (0, 1))
+    # the relay alone: one follower per piece; a withdrawn one leaves the set to its cell; a set
+    # of two GPUs is cut for one-GPU followers, and a piece with no follower goes back to the pool
+    pool = Pool(_inventory(2, 4))
+    relay = Relay(pool)
+    slot = pool.take(cells[0])
     relay.held(slot)
-    assert relay.follow(1) is None
     _, first = relay.follow(2)
-    assert relay.follow(2) is None
+    assert relay.follow(2) is None and relay.follow(1) is None  # one count per set
     relay.ended(slot, first)         # it ended before its turn: withdrawn, the set still its cell's
-    assert not first.went.is_set() and given == []
-    _, second = relay.follow(2)
-    relay.ended(slot, None)          # its cell ends: the follower has it, the pool does not
-    assert second.went.is_set() and given == []
-    relay.ended(slot, second)
-    assert given == [slot]
+    assert not first.went.is_set() and pool.free_gpus == []
+    piece, second = relay.follow(1)
+    assert piece.visible_devices == "0" and len(piece.cpus) == 2
+    relay.ended(slot, None)          # its cell ends: GPU 0 to the follower, GPU 1 back to the pool
+    assert second.went.is_set() and pool.free_gpus == ["1"] and pool.running == 1
+    relay.ended(piece, second)
+    assert pool.free_gpus == ["0", "1"] and pool.running == 0 and sorted(pool.free_cpus) == [0, 1, 2, 3]
 
 
 def test_reading_a_results_folder_while_a_run_churns_its_scratch_space(tmp_path):

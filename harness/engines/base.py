@@ -13,6 +13,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,6 +103,7 @@ class RunContext:
     variables: dict[str, str] = field(default_factory=dict)  # store.OWNER_VARIABLE: whose cell it is
     scratch_prefix: str | None = None  # store.scratch_prefix of the cell's folder
     standby: Standby | None = None     # the slot is still another cell's until this says go (standby.py)
+    release: Callable[[], None] | None = None  # the cell is done with its slot (its end event): pass it on
 
 
 class Engine(ABC):
@@ -295,6 +297,15 @@ class ProcessEngine(Engine):
         env["HOME"] = home = own_home(scratch)  # likewise its home: never the user's (cellenv.HOME_NOTE)
         after: list[dict] = []
         preparing = None
+        released_at: list[float] = []
+
+        def released() -> None:
+            """The workload's end event: its training and its record are done; only its exit
+            (the framework's teardown) is left, which needs no GPU to itself."""
+            released_at.append(time.time())
+            if ctx.release is not None:
+                ctx.release()
+
         try:
             with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
                 proc = None
@@ -331,10 +342,11 @@ class ProcessEngine(Engine):
                     except ProcessLookupError:
                         pass
 
-                try:
+                try:  # polled at 20 Hz (a stat): the end event passes the slot on within the teardown (0.2-0.35 s)
                     code, timed_out, seconds = watch(proc.poll, kill, workdir / EVENTS_FILE, cell.limits.wall,
                                                      cell.limits.progress, cancel=ctx.cancel, pause=waiting_on(proc),
-                                                     went=standby.went if standby is not None else None)
+                                                     went=standby.went if standby is not None else None,
+                                                     done=released, interval=0.05)
                 except BaseException:
                     kill()
                     proc.wait()
@@ -360,6 +372,7 @@ class ProcessEngine(Engine):
         oom = bool(memory.get("oom_kills")) and code != 0
         return RawOutcome(exit_code=code, signal=sig, oom_killed=oom, timed_out=timed_out,
                           seconds=seconds + warmth.waited, went_at=standby.went_at if standby is not None else None,
+                          released_at=released_at[0] if released_at and not timed_out else None,
                           detail={"pid": proc.pid, "memory_limit_bytes": limit,
                                   "variables": sorted(env), **warmth.detail(server is not None),
                                   "home": HOME_NOTE + ("; " + LAUNCHER_HOME_NOTE if server is not None else ""),

@@ -40,12 +40,13 @@ from ..warmplan import Plan
 class Hooks:
     """What the runner supplies: how to prepare an environment (returns a
     prepared environment, or raises to make it unavailable), run a cell in a
-    slot (standing by there, with a `Standby`, while another cell ends), record
+    slot (standing by there, with a `Standby`, while another cell ends; calling
+    `release` when it is done with the slot, before its process has exited), record
     a cell that cannot run (unavailable / unsupported), and whether a cell may
     stand by on another's GPUs (standby.py)."""
 
     prepare: Callable[[Environment], object]
-    run_cell: Callable[[object, Cell, Slot, Claim, threading.Event, Standby | None], dict]
+    run_cell: Callable[[object, Cell, Slot, Claim, threading.Event, Standby | None, Callable[[], None]], dict]
     not_run: Callable[[Cell, Claim, BaseException | str], dict]
     finished: Callable[[dict, Slot | None], None]
     waiting: Callable[[str], None]
@@ -78,7 +79,7 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
         plan.on_settle = lambda: wake.put(("settled", None))
     envs = list({c.environment.name: c.environment for c in cells}.values())
     preparer = _Preparer(envs, hooks.prepare, wake)
-    relay = Relay(pool.give_back)
+    relay = Relay(pool)
     order = {id(c): i for i, c in enumerate(cells)}
     pending = sorted(cells, key=lambda c: (-gpus_needed(c), order[id(c)]))
     elsewhere: list[Cell] = []   # claimed by another live process; checked again at the end
@@ -87,13 +88,22 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
     running = 0
 
     def work(prepared, cell: Cell, slot: Slot, claim: Claim, imports: bool, standby: Standby | None) -> None:
+        released = []
+
+        def release() -> None:  # to its follower, else back to the pool: once, at its end event or its exit
+            if not released:
+                released.append(True)
+                relay.ended(slot, standby)
+
         try:
-            result = hooks.run_cell(prepared, cell, slot, claim, cancel, standby)
+            # a GPU set passes on at the cell's end event, during its teardown; cores are given back
+            # at its exit (a next cell's start would share them with the teardown)
+            result = hooks.run_cell(prepared, cell, slot, claim, cancel, standby, release if slot.gpus else None)
             wake.put(("done", (result, slot)))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
             wake.put(("failed", (exc, slot)))
         finally:
-            relay.ended(slot, standby)  # to its follower, else back to the pool
+            release()
             if imports:  # however the cell ended (before its launch, even): release its group
                 plan.settle(cell)
 
