@@ -194,6 +194,8 @@ class Runner:
         colour = {status.OK: "green", status.UNSUPPORTED: "blue", status.UNAVAILABLE: "yellow"}.get(word, "red")
         seconds = result.timing.get("total_seconds")
         took = f" ({seconds:.1f} s)" if seconds is not None else ""
+        if result.timing.get("standby") and result.timing.get("held_seconds") is not None:
+            took = f" ({result.timing['held_seconds']:.1f} s on its GPUs, prepared while another trained)"
         where = ""
         if slot is not None and (slot.gpus or slot.cpus):
             parts = ([f"gpu {slot.visible_devices}"] if slot.gpus else []) + (

@@ -41,6 +41,7 @@ import errno
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -544,7 +545,8 @@ def main(argv):
 
 def _leave(path, preload_path):
     """Remove what the host made for this server -- its socket, the preload file beside it,
-    and their folder if nothing else is in it -- since a host killed with -9 cannot."""
+    the home its imports saw (cellenv.own_home: `home` beside them), and their folder if nothing
+    else is in it -- since a host killed with -9 cannot."""
     folder = os.path.dirname(os.path.abspath(path))
     for name in (path, preload_path):
         if os.path.dirname(os.path.abspath(name)) == folder:
@@ -552,6 +554,7 @@ def _leave(path, preload_path):
                 os.unlink(name)
             except OSError:
                 pass
+    shutil.rmtree(os.path.join(folder, "home"), ignore_errors=True)
     try:
         os.rmdir(folder)
     except OSError:
