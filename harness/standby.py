@@ -46,7 +46,7 @@ class Standby:
         self.went_at: float | None = None    # host clock (time.time()) of the hand-over
         self._file: Path | None = None
         self._withdrawn = False
-        self.on_go: list = []                # called at the hand-over (the engine ends its `beside` entry)
+        self._on_go: list = []               # called at the hand-over (the engine ends its `beside` entry)
         self._lock = threading.Lock()
 
     def attach(self, folder: Path) -> None:
@@ -67,9 +67,17 @@ class Standby:
             if self._file is not None:
                 self._file.unlink(missing_ok=True)
             self.went.set()
-            for call in self.on_go:
+            for call in self._on_go:
                 call()
             return True
+
+    def when_went(self, call) -> None:
+        """Call `call` at the hand-over, or now if it has come."""
+        with self._lock:
+            if not self.went.is_set():
+                self._on_go.append(call)
+                return
+        call()
 
     def withdraw(self) -> bool:
         """The follower ended. True if it never held the GPUs (the hand-over had not come)."""

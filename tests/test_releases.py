@@ -228,7 +228,9 @@ def test_an_image_build_gets_the_cutoff_too(docker_client, tmp_path):
     matrix = ROOT / "examples" / "numpy2-copy" / "matrix.yaml"
     proc = harness("run", str(matrix), "--engine", "docker", "--only", "*numpy2.0.0*",
                    "--results", str(tmp_path / "results"), timeout=1800)
-    result = next(json.loads(p.read_text()) for p in (tmp_path / "results").rglob("result.json"))
+    found = [json.loads(p.read_text()) for p in (tmp_path / "results").rglob("result.json")]
+    assert found, (proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:])  # the run's own words if it left none
+    result = found[0]
     assert result["engine"] == "docker", proc.stdout[-2000:] + proc.stderr[-2000:]
     assert result["status"] == "error" and "Unable to avoid copy" in result["error"]["signature"]
     cutoff = result["provenance"]["cutoff"]

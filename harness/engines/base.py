@@ -326,7 +326,7 @@ class ProcessEngine(Engine):
                     ctx.on_start(proc.pid)
                 if standby is not None and not standby.went.is_set():  # preparing beside the cell on its GPUs
                     preparing = beside.begin(beside.NEXT_CELL, cell.id, cpus)
-                    standby.on_go.append(partial(beside.end, preparing))
+                    standby.when_went(partial(beside.end, preparing))
 
                 def kill() -> None:
                     """Give the cell up: its cgroup at once where it has one; its subreaper's
