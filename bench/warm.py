@@ -155,27 +155,33 @@ PHASES = (("imports", "imports"), ("devices", "devices"), ("data and model", "da
           ("model.compile", "compiled"))
 
 
+def startup(t: dict) -> dict[str, float]:
+    """A cell's start-up parts, each the difference of two phase marks (seconds from the
+    workload's start). A cell that stood by (`timing.standby`) prepared while another cell
+    trained on its GPUs: of its start-up only what came after its hand-over is its own, the
+    model.compile part less the wait that fell in it."""
+    marks = t.get("phases") or {}
+    out, last = {"interpreter start": t.get("interpreter_start_seconds") or 0.0}, 0.0
+    for label, key in PHASES:
+        if marks.get(key) is not None:
+            out[label], last = marks[key] - last, marks[key]
+    standby = t.get("standby")
+    if not standby:
+        return out
+    own = out.get("model.compile")
+    return {} if own is None else {"model.compile": own - (standby.get("waited_seconds") or 0.0)}
+
+
 def phases(rs: list[dict]) -> dict[str, float | None]:
-    """Medians of a cell's parts: the phase marks are seconds from the workload's start, so each
-    part is a difference; the first epoch, the steady epochs and the teardown follow."""
+    """Medians of a cell's parts: its start-up (`startup`), the first epoch, the steady epochs,
+    validation and the teardown; for cells that stood by, apart, what they prepared ahead."""
     parts: dict[str, list[float]] = {}
     for r in rs:
         t = r.get("timing") or {}
-        marks = t.get("phases") or {}
-        if r["status"] != "ok" or not marks:
+        if r["status"] != "ok" or not t.get("phases"):
             continue
-        standby = t.get("standby") or {}
-        if standby:  # it prepared while another cell trained on its GPUs: apart, and off them
-            parts.setdefault("prepared ahead (cells that stood by)", []).append(standby["prepared_seconds"])
-        last = 0.0
-        for label, key in (("interpreter start", None), *PHASES):
-            part = (t.get("interpreter_start_seconds") or 0.0) if key is None else None
-            if key is not None and marks.get(key) is not None:
-                part, last = marks[key] - last, marks[key]
-            if key == "compiled" and part is not None:
-                part -= standby.get("waited_seconds") or 0.0  # its wait for the GPUs falls in this part
-            if part is not None and (not standby or key == "compiled"):
-                parts.setdefault(label, []).append(part)
+        for label, part in startup(t).items():
+            parts.setdefault(label, []).append(part)
         parts.setdefault("first epoch", []).append(t.get("first_epoch_seconds") or 0.0)
         parts.setdefault("steady epochs", []).append((t.get("steady_epoch_seconds") or 0.0) *
                                                      max(0, r["epochs_asked"] - 1))
@@ -186,7 +192,10 @@ def phases(rs: list[dict]) -> dict[str, float | None]:
                                                       for e in r.get("epochs") or []))
         parts.setdefault("teardown", []).append(t.get("teardown_seconds") or 0.0)
         parts.setdefault("total (held)", []).append(t.get("held_seconds") or t.get("total_seconds") or 0.0)
-    return {k: _median(v) for k, v in parts.items()}
+        if t.get("standby"):
+            parts.setdefault("prepared ahead (cells that stood by)", []).append(t["standby"]["prepared_seconds"])
+    order = [label for label, _ in (("interpreter start", None), *PHASES)]
+    return {k: _median(parts[k]) for k in sorted(parts, key=lambda k: order.index(k) if k in order else len(order))}
 
 
 def _median(values: list) -> float | None:

@@ -50,8 +50,10 @@ def shares_memory(cell: Cell) -> bool:
     it acts before the point where a cell waits its turn."""
     env = cell.environment
     own = dict(env.env)
-    if cell.workload.model in ("idle", "fault"):
-        return cell.workload.model == "idle"
+    if cell.workload.model == "idle":
+        return True
+    if cell.workload.model == "fault":
+        return False
     if env.api == "keras3" and env.backend == "jax":
         return own.get(PREALLOCATE, "false").lower() == "false"
     if env.api == "keras3" and env.backend == "torch":

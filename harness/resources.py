@@ -222,7 +222,12 @@ class Pool:
     def take(self, cell: Cell, prefer=()) -> Slot | None:
         """A slot for the cell if its resources are free now, else None. `prefer`: sets of cores
         to give it if one is free and the size it gets (where its warm launcher lives)."""
-        n = gpus_needed(cell)
+        return self.take_gpus(gpus_needed(cell), prefer)
+
+    def take_gpus(self, n: int, prefer=()) -> Slot | None:
+        """`n` GPUs (none: a CPU slot) and their share of the cores as one running slot, if free
+        now, else None. Also the free part of a follower that joins a smaller running set
+        (standby.Relay)."""
         with self._lock:
             if self.running >= self.jobs or n > len(self.free_gpus):
                 return None
@@ -253,7 +258,8 @@ class Pool:
             self.running -= 1
 
     def divided(self, parts: int) -> None:
-        """A running slot was cut into `parts` slots (standby.Relay), each given back on its own."""
+        """A running slot was cut into `parts` slots (standby.Relay), each given back on its own;
+        0: two running slots became one."""
         with self._lock:
             self.running += parts - 1
 

@@ -4,7 +4,7 @@ A warm GPU cell forks from its launcher in milliseconds, but then still holds
 its GPUs idle for a second or more before its first training step: the GPU's
 first touch in the process, the data, the model. None of that needs the GPUs
 to itself. So on a warm run, when a GPU cell finds no free GPUs, it may
-*stand by* on a running cell's GPU set (one follower per set): its process
+*stand by* on a running cell's GPU set (one follower per set, and one behind it): its process
 starts at once and prepares beside the running cell, then waits (the
 workload's ``standby`` mark) until the running cell's process has ended, and
 only then trains. The GPUs pass from one cell to the next without going back
@@ -97,24 +97,41 @@ class Relay:
     (`pieces`: the GPUs in order, each with its share of the set's cores; what is left over is
     one more piece). All followers of one set have one count, one per piece. At the hand-over
     the set is cut (`Pool.divided`): each piece whose follower is ready passes to it, the others
-    go back to the pool -- so the one-GPU cells that come after the two-GPU ones prepare too."""
+    go back to the pool -- so the one-GPU cells that come after the two-GPU ones prepare too.
+
+    Where every piece has its follower, one more cell of a piece's count may prepare *behind*
+    a follower (`_behind`): it follows that follower once the follower holds the piece, and
+    takes its place if it ends before its turn. A cell that ends within a second of its
+    hand-over (one that fails on its first batch) then hands on to a prepared cell, not to a
+    cold start on idle GPUs. Never deeper: a third cell would only wait longer, holding memory.
+
+    A follower that finds neither may *join* a running smaller set with no follower (the longest
+    held) and free GPUs that make up its count (`_join`): it prepares on both, the free ones
+    idle meanwhile, and at that set's hand-over the two run as one. So two two-GPU cells can
+    run side by side where one-GPU cells had split the GPUs, instead of one after another on
+    one pair while the others idle at the run's end."""
 
     def __init__(self, pool) -> None:
         self._pool = pool                    # resources.Pool: give_back, divided
         self._held: list = []                # slots held by running cells, oldest first
         self._next: dict[object, list[tuple[object, Standby]]] = {}  # slot -> [(piece, follower)]
+        self._behind: dict[Standby, tuple[object, Standby]] = {}    # follower -> (its piece, the next)
+        self._joined: dict[Standby, object] = {}                     # follower -> the free GPUs it joined
         self._lock = threading.Lock()
 
     def held(self, slot) -> None:
         with self._lock:
             self._held.append(slot)
 
-    def follow(self, gpus: int) -> tuple[object, Standby] | None:
+    def follow(self, gpus: int, keep: int = 0) -> tuple[object, Standby] | None:
         """A free piece of `gpus` GPUs of a running set (one of that count first, then the
         longest held: its cell is likely to end first), with a new follower registered on it;
-        None if there is none."""
+        else a running smaller set joined with free GPUs (`_join`); else a place behind a follower
+        of a piece of that count; None if there is none. `keep`: the GPU count of a cell that
+        found no place: while it waits, a cell of fewer GPUs only goes behind a follower, and
+        leaves the running sets free of followers for it to follow or join."""
         with self._lock:
-            for slot in sorted(self._held, key=lambda s: len(s.gpus) != gpus):
+            for slot in sorted(self._held, key=lambda s: len(s.gpus) != gpus) if keep <= gpus else ():
                 taken = self._next.get(slot, [])
                 if len(slot.gpus) < gpus or (taken and len(taken[0][0].gpus) != gpus):
                     continue
@@ -123,36 +140,87 @@ class Relay:
                     standby = Standby()
                     self._next.setdefault(slot, []).append((free[0], standby))
                     return free[0], standby
+            joined = self._join(gpus) if keep <= gpus else None
+            if joined is not None:
+                return joined
+            for piece, first in (f for followers in self._next.values() for f in followers):
+                if len(piece.gpus) == gpus and first not in self._behind:
+                    standby = Standby()
+                    self._behind[first] = (piece, standby)
+                    return piece, standby
+        return None
+
+    def _join(self, gpus: int) -> tuple[object, Standby] | None:
+        """A follower of `gpus` GPUs made of the longest-held running set of fewer GPUs that has
+        no follower, and free GPUs from the pool to make up the count (held from now, as one
+        more running slot); None if there is no such set or not enough free GPUs."""
+        for slot in self._held:
+            if not slot.gpus or len(slot.gpus) >= gpus or slot in self._next:
+                continue
+            part = self._pool.take_gpus(gpus - len(slot.gpus))
+            if part is None:
+                return None
+            piece = type(slot)(tuple(sorted(slot.gpus + part.gpus, key=lambda g: (len(g.index), g.index))),
+                               tuple(sorted(slot.cpus + part.cpus)))
+            standby = Standby()
+            self._next[slot] = [(piece, standby)]
+            self._joined[standby] = part
+            return piece, standby
         return None
 
     def drop(self, piece, standby: Standby) -> None:
-        """A follower that never held its piece is gone: the piece may take another."""
+        """A follower that never held its piece is gone: the one behind it takes its place, else
+        the piece may take another."""
         with self._lock:
+            behind = self._behind.pop(standby, None)
+            part = self._joined.pop(standby, None)
             for slot, followers in list(self._next.items()):
                 if (piece, standby) in followers:
                     followers.remove((piece, standby))
+                    if behind is not None:
+                        followers.append(behind)
+                        if part is not None:
+                            self._joined[behind[1]] = part
+                    elif part is not None:  # the free GPUs it joined go back
+                        self._pool.give_back(part)
                     if not followers:
                         del self._next[slot]
+                    return
+            for first, (_, second) in list(self._behind.items()):
+                if second is standby:  # one behind a follower: only its place is freed
+                    del self._behind[first]
 
     def hand_over(self, slot) -> None:
-        """The cell on `slot` ended: each piece with a follower ready passes to it, the rest of
-        the set goes back to the pool."""
+        """The cell on `slot` ended: each piece with a follower ready passes to it (a joined
+        set with its free GPUs, as one slot), the rest of the set goes back to the pool."""
         back = []
         with self._lock:
             followers = self._next.pop(slot, [])
             self._held.remove(slot)
-            went = {piece for piece, standby in followers if standby.go()}
-            if went == {slot}:
-                self._held.append(slot)  # held afresh, by the follower
-                return
-            if not went:
-                back = [slot]
+            went = set()
+            for piece, standby in followers:
+                behind = self._behind.pop(standby, None)
+                part = self._joined.pop(standby, None)
+                if standby.go():
+                    went.add(piece)
+                    if behind is not None:  # now it follows the follower that holds the piece
+                        self._next[piece] = [behind]
+                elif behind is not None and behind[1].go():  # withdrawn, not yet dropped: the next goes
+                    went.add(piece)
+                elif part is not None:
+                    back.append(part)
+                if part is not None and piece in went:
+                    self._pool.divided(0)  # the set and the free GPUs it joined: one running slot now
+            if went == {slot} or (went and len(next(iter(went)).gpus) > len(slot.gpus)):
+                self._held.extend(went)  # held afresh, by the follower
+            elif not went:
+                back.append(slot)
             else:
                 cut, rest = pieces(slot, len(next(iter(went)).gpus))
                 parts = cut + ([rest] if rest is not None else [])
                 self._pool.divided(len(parts))
                 self._held.extend(p for p in parts if p in went)
-                back = [p for p in parts if p not in went]
+                back.extend(p for p in parts if p not in went)
         for part in back:
             self._pool.give_back(part)
 

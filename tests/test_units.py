@@ -223,7 +223,9 @@ def test_a_gpu_set_passes_to_the_cell_prepared_beside_it_never_back_through_the_
     """The hand-over of standby.py, in the real executor with cells that sleep, on a declared
     inventory of two GPUs: cells that find none free stand by on a running set (one each), get
     it when its cell ends and never before; a follower that ends before its turn (an error while
-    preparing) leaves the set to its cell, which gives it back to the pool as usual."""
+    preparing) leaves the set to its cell, which gives it back to the pool as usual. Then the
+    relay alone: a follower behind a follower, sets cut into pieces, and a follower that joins a
+    smaller running set with free GPUs."""
     import threading
 
     from harness.executors.local import Hooks, execute
@@ -256,22 +258,58 @@ def test_a_gpu_set_passes_to_the_cell_prepared_beside_it_never_back_through_the_
     assert [e[0] for e in trains] == ["train", "end"] * 3, "two cells trained on one set at once"
     assert [e for e in log if e[0] == "start" and e[2]], "no cell stood by"
     assert pool.free_gpus == ["0", "1"] and pool.running == 0  # every set back in the pool at the end
-    # the relay alone: one follower per piece; a withdrawn one leaves the set to its cell; a set
-    # of two GPUs is cut for one-GPU followers, and a piece with no follower goes back to the pool
+    # the relay alone: one follower per piece and one behind it; a withdrawn one leaves its place
+    # to the one behind it; a set of two GPUs is cut for one-GPU followers, and a piece with no
+    # follower goes back to the pool
     pool = Pool(_inventory(2, 4))
     relay = Relay(pool)
     slot = pool.take(cells[0])
     relay.held(slot)
     _, first = relay.follow(2)
-    assert relay.follow(2) is None and relay.follow(1) is None  # one count per set
-    relay.ended(slot, first)         # it ended before its turn: withdrawn, the set still its cell's
-    assert not first.went.is_set() and pool.free_gpus == []
-    piece, second = relay.follow(1)
-    assert piece.visible_devices == "0" and len(piece.cpus) == 2
-    relay.ended(slot, None)          # its cell ends: GPU 0 to the follower, GPU 1 back to the pool
-    assert second.went.is_set() and pool.free_gpus == ["1"] and pool.running == 1
-    relay.ended(piece, second)
+    assert relay.follow(1) is None   # one count per set
+    _, behind = relay.follow(2)      # one more prepares behind the follower...
+    assert relay.follow(2) is None   # ...never deeper
+    relay.ended(slot, first)         # the follower ended before its turn: the one behind takes its place
+    assert not first.went.is_set() and not behind.went.is_set() and pool.free_gpus == []
+    relay.ended(slot, None)          # its cell ends: the set passes to the one that was behind
+    assert behind.went.is_set() and pool.free_gpus == [] and pool.running == 1
+    (zero, second), (one, third), (again, fourth), (later, fifth) = (relay.follow(1) for _ in range(4))
+    assert [p.visible_devices for p in (zero, one, again, later)] == ["0", "1", "0", "1"]
+    assert len(zero.cpus) == 2 and relay.follow(1) is None
+    relay.ended(slot, behind)        # GPU 0 to the second, GPU 1 to the third; the two behind follow them
+    assert second.went.is_set() and third.went.is_set() and not (fourth.went.is_set() or fifth.went.is_set())
+    assert pool.free_gpus == [] and pool.running == 2
+    relay.ended(zero, second)        # GPU 0 passes on again, never through the pool
+    assert fourth.went.is_set() and pool.free_gpus == []
+    relay.ended(later, fifth)        # the fifth failed while it prepared: GPU 1 stays the third's
+    relay.ended(one, third)
+    assert not fifth.went.is_set() and pool.free_gpus == ["1"]
+    relay.ended(again, fourth)
     assert pool.free_gpus == ["0", "1"] and pool.running == 0 and sorted(pool.free_cpus) == [0, 1, 2, 3]
+    # a two-GPU follower with no two-GPU set to follow joins the longest-held one-GPU set that has
+    # no follower and a free GPU: it holds the free one from then on, and the two run as one slot
+    pool = Pool(_inventory(4, 8))
+    relay = Relay(pool)
+    singles = [pool.take(_cell(1)) for _ in range(3)]  # GPUs 0, 1, 2; GPU 3 free
+    for single in singles:
+        relay.held(single)
+    assert relay.follow(1, keep=2) is None             # while a two-GPU cell waits, one-GPU cells leave the sets to it
+    pair, joined = relay.follow(2)
+    assert pair.visible_devices == "0,3" and pool.free_gpus == [] and len(pair.cpus) == 4
+    _, behind = relay.follow(2)                        # one behind it; no free GPU for another join
+    assert relay.follow(2) is None
+    relay.ended(pair, joined)                          # ended before its turn: the one behind takes its place
+    relay.ended(singles[0], None)                      # GPU 0's cell ends: GPUs 0 and 3 go as one slot
+    assert behind.went.is_set() and pool.free_gpus == [] and pool.running == 3
+    relay.ended(pair, behind)
+    assert pool.free_gpus == ["0", "3"] and pool.running == 2
+    other, alone = relay.follow(2)                     # joins GPU 1 and takes GPU 0...
+    assert other.visible_devices == "0,1" and pool.free_gpus == ["3"]
+    relay.ended(other, alone)                          # ...and gives it back when it ends before its turn
+    assert pool.free_gpus == ["0", "3"] and pool.running == 2
+    for single in singles[1:]:
+        relay.ended(single, None)
+    assert pool.free_gpus == ["0", "1", "2", "3"] and pool.running == 0 and len(pool.free_cpus) == 8
 
 
 def test_reading_a_results_folder_while_a_run_churns_its_scratch_space(tmp_path):

@@ -46,7 +46,8 @@ class Hooks:
     stand by on another's GPUs (standby.py)."""
 
     prepare: Callable[[Environment], object]
-    run_cell: Callable[[object, Cell, Slot, Claim, threading.Event, Standby | None, Callable[[], None]], dict]
+    # the last argument: `release`, for a GPU cell; None for a CPU cell (its cores go back at its exit)
+    run_cell: Callable[[object, Cell, Slot, Claim, threading.Event, Standby | None, Callable[[], None] | None], dict]
     not_run: Callable[[Cell, Claim, BaseException | str], dict]
     finished: Callable[[dict, Slot | None], None]
     waiting: Callable[[str], None]
@@ -110,6 +111,7 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
     try:
         while pending or running or elsewhere:
             started_any = False
+            waiting = 0  # the most GPUs a cell of this pass found no place for (Relay.follow's `keep`)
             deferred = False
             for lenient in (False, True):  # warmplan.Plan's home slots: a busy home defers a cell one pass
                 if lenient and not deferred:
@@ -143,7 +145,9 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
                     if slot is not None:
                         relay.held(slot)
                     elif gpus_needed(cell) and hooks.stands_by(cell):
-                        slot, standby = relay.follow(gpus_needed(cell)) or (None, None)
+                        slot, standby = relay.follow(gpus_needed(cell), keep=waiting) or (None, None)
+                        if slot is None:  # it waits for a place: smaller cells leave it the sets to join
+                            waiting = max(waiting, gpus_needed(cell))
                     if slot is None:
                         continue
                     claim = store.claim(cell.id)
