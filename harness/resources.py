@@ -174,6 +174,12 @@ class Slot:
     def visible_devices(self) -> str:
         return ",".join(g.index for g in self.gpus)
 
+    def joined(self, other: Slot) -> Slot:
+        """This slot and `other` as one: their GPUs in index order, their cores (a follower that
+        joins a running set with free GPUs, standby.Relay)."""
+        return Slot(tuple(sorted(self.gpus + other.gpus, key=lambda g: _index_key(g.index))),
+                    tuple(sorted(self.cpus + other.cpus)))
+
     def describe(self) -> dict:
         return {"gpus": [g.describe() for g in self.gpus], "cpus": list(self.cpus),
                 "cuda_visible_devices": self.visible_devices if self.gpus else None}

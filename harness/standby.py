@@ -160,8 +160,7 @@ class Relay:
             part = self._pool.take_gpus(gpus - len(slot.gpus))
             if part is None:
                 return None
-            piece = type(slot)(tuple(sorted(slot.gpus + part.gpus, key=lambda g: (len(g.index), g.index))),
-                               tuple(sorted(slot.cpus + part.cpus)))
+            piece = slot.joined(part)
             standby = Standby()
             self._next[slot] = [(piece, standby)]
             self._joined[standby] = part
@@ -197,7 +196,7 @@ class Relay:
         with self._lock:
             followers = self._next.pop(slot, [])
             self._held.remove(slot)
-            went = set()
+            went, joined = set(), False
             for piece, standby in followers:
                 behind = self._behind.pop(standby, None)
                 part = self._joined.pop(standby, None)
@@ -210,8 +209,9 @@ class Relay:
                 elif part is not None:
                     back.append(part)
                 if part is not None and piece in went:
+                    joined = True
                     self._pool.divided(0)  # the set and the free GPUs it joined: one running slot now
-            if went == {slot} or (went and len(next(iter(went)).gpus) > len(slot.gpus)):
+            if went == {slot} or joined:
                 self._held.extend(went)  # held afresh, by the follower
             elif not went:
                 back.append(slot)
