@@ -5,7 +5,6 @@ they must. Real virtualenvs, real TensorFlow and JAX, real forks."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -108,11 +107,13 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path, engine):
     # moment once trained 4x faster than the warm runs around it: load, not launch). Every cell of
     # a warm run now forks, so there is no fresh cell in the same run to pair with; the
     # measurement itself -- fresh and warm alternating, with their run-to-run spread -- is
-    # bench/warm.py's.
+    # bench/warm.py's. Each cell's best steady epoch is compared, not the median of its two: a
+    # stall from a neighbour lengthens an epoch and never shortens one, so the fastest epoch is the
+    # one least disturbed (one stalled epoch of two once put a cell's median 6x off in CI).
     for run in (warm, again):
-        ratios = {c: statistics.median(_steady(r)) / statistics.median(_steady(fresh[c]))
-                  for c, r in run.items() if r["status"] == "ok"}
-        assert ratios and all(1 / 6 < p < 6 for p in ratios.values()), ratios
+        ratios = {c: max(_steady(r)) / max(_steady(fresh[c])) for c, r in run.items() if r["status"] == "ok"}
+        off = {c: (round(p, 2), _steady(run[c]), _steady(fresh[c])) for c, p in ratios.items() if not 1 / 6 < p < 6}
+        assert ratios and not off, off
 
 
 FORK_AFTER_OPTIONALS = r"""
