@@ -1,4 +1,5 @@
-"""Replay a GPU run's cells through the scheduler: the run's wall with and without joining.
+"""Replay a GPU run's cells through the scheduler: the run's wall with and without joining, and
+with the longest cells of each size first.
 
     python bench/replay.py RESULTS [--gpus N] [--prepare SECONDS] [--scale F] [--rounds R]
 
@@ -7,14 +8,16 @@ Every cell of it is replayed through the real scheduler (`executors.local.execut
 `standby.Relay`) on N declared GPUs, as a cell that sleeps: `--prepare` seconds to get ready
 (on its GPUs, or standing by beside another cell), then its own seconds on its GPUs -- its
 `timing.held_seconds` if it stood by, else that less `--prepare`. A cell the host could not run
-(more GPUs than N) is not run here either. Times are scaled by `--scale` to replay quickly and
-printed unscaled.
+(more GPUs than N) is not run here either. Cells are queued in the order the run started them.
+Times are scaled by `--scale` to replay quickly and printed unscaled.
 
-Each round replays the run twice, alternating: as the relay was before joining (a cell with no
-place never joins a smaller running set, and smaller cells stand by wherever they find a place)
-and as it is. Printed per mode: the replayed wall, median [min-max] over the rounds, and the
-share of the N GPUs held for the cells' own seconds. This measures the scheduler's decisions
-on a run's measured durations, not the GPUs: the GPU figures come from running the matrix.
+Each round replays the run three times, in turn: as the relay was before joining (a cell with no
+place never joins a smaller running set, and smaller cells stand by wherever they find a place),
+as it is with the run's own order, and as it is with each size's longest cells first -- what a
+run does once an earlier run has measured its cells (durations.py). Printed per mode: the
+replayed wall, median [min-max] over the rounds, and the share of the N GPUs held for the cells'
+own seconds. This measures the scheduler's decisions on a run's measured durations, not the
+GPUs: the GPU figures come from running the matrix.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def cells_of(folder: Path, prepare: float) -> list[tuple[Cell, float]]:
     """One sleeping cell per cell of the run, with its own seconds on its GPUs."""
     env = Environment("replay", "3.12", keras="3.15.1", backend="jax", device="gpu")
     out = []
-    for r in results(folder):
+    for r in sorted(results(folder), key=lambda r: ((r.get("timing") or {}).get("window") or [0])[0]):
         t = r.get("timing") or {}
         held = t.get("held_seconds") or t.get("total_seconds") or 0.0
         own = held if t.get("standby") else max(0.0, held - prepare)
@@ -49,8 +52,10 @@ def cells_of(folder: Path, prepare: float) -> list[tuple[Cell, float]]:
     return out
 
 
-def replay(cells: list[tuple[Cell, float]], gpus: int, prepare: float, scale: float) -> tuple[float, float]:
-    """(wall, share of the GPUs held for the cells' own seconds), unscaled."""
+def replay(cells: list[tuple[Cell, float]], gpus: int, prepare: float, scale: float,
+           measured: bool = False) -> tuple[float, float]:
+    """(wall, share of the GPUs held for the cells' own seconds), unscaled; `measured`: the
+    scheduler knows each cell's seconds from an earlier run (its own here)."""
     own = {id(c): s for c, s in cells}
     held, lock = [], threading.Lock()
 
@@ -66,7 +71,8 @@ def replay(cells: list[tuple[Cell, float]], gpus: int, prepare: float, scale: fl
     inventory = Inventory([Gpu(str(i)) for i in range(gpus)], list(range(4 * gpus)), "declared")
     pool = Pool(inventory, cells=len(cells))
     hooks = Hooks(prepare=lambda e: e, run_cell=run_cell, not_run=lambda *a: {}, finished=lambda *a: None,
-                  waiting=lambda text: None, stands_by=lambda cell: True)
+                  waiting=lambda text: None, stands_by=lambda cell: True,
+                  expected=(lambda cell: prepare + own[id(cell)]) if measured else (lambda cell: None))
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
         execute([c for c, _ in cells], ResultStore(Path(folder), "replay"), pool, hooks)
@@ -91,12 +97,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     a = p.parse_args()
     cells = cells_of(a.results, a.prepare)
-    runs: dict[str, list[tuple[float, float]]] = {"before joining": [], "joining": []}
+    runs: dict[str, list[tuple[float, float]]] = {"before joining": [], "joining": [], "longest first": []}
     for _ in range(a.rounds):
         for mode in runs:
             restore = before_joining() if mode == "before joining" else (lambda: None)
             try:
-                runs[mode].append(replay(cells, a.gpus, a.prepare, a.scale))
+                runs[mode].append(replay(cells, a.gpus, a.prepare, a.scale, measured=mode == "longest first"))
             finally:
                 restore()
     print(f"{a.results}: {len(cells)} cells replayed on {a.gpus} declared GPUs, {a.rounds} round(s)")

@@ -29,7 +29,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from . import beside, chains, resources, status, usercode
+from . import beside, chains, durations, resources, status, usercode
 from .cells import Cell
 from .engines.base import Engine, Prepared
 from .errors import EnvironmentUnavailable, EnvironmentUnsupported  # noqa: F401 - re-exported
@@ -68,6 +68,7 @@ class Runner:
         self.monitor: GpuMonitor | None = None
         self.inventory: resources.Inventory | None = None
         self._progress = None
+        self._measured: dict[str, float] = {}  # this run's cells: id -> seconds held (durations.py)
 
     def run(self, cells: list[Cell]) -> list[Result]:
         removed, ended = self.store.clean_partials()
@@ -121,15 +122,17 @@ class Runner:
         started = time.time()
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
+        known, self._measured = durations.load(), {}
         hooks = Hooks(prepare=self._prepare, run_cell=self._run_in_slot, not_run=self._not_run,
                       finished=self._finished, waiting=lambda text: self.console.print(text),
-                      stands_by=self.engine.stands_by)
+                      stands_by=self.engine.stands_by, expected=lambda cell: known.get(cell.id))
         try:
             with Progress(*columns, console=self.console, transient=True) as progress:
                 self._progress = (progress, progress.add_task("cells", total=len(todo)))
                 execute(todo, self.store, pool, hooks, plan)
         finally:
             self._progress = None
+            durations.remember(self._measured)  # the next run's order (an interrupted run's cells too)
             self._write_run_record(started, time.time(), pool, len(todo))
             if self.monitor:
                 self.monitor.stop()
@@ -168,6 +171,9 @@ class Runner:
         return self.life.not_run(cell, cause)
 
     def _finished(self, result: Result, slot: Slot | None) -> None:
+        seconds = durations.seconds_of(result)
+        if seconds is not None:
+            self._measured[result.cell] = seconds
         self._announce(result, slot)
         if self._progress:
             progress, task = self._progress

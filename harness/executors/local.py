@@ -6,7 +6,9 @@ in the order the cells need them, so the next environment builds while the
 cells of another run. Every cell whose environment is ready and whose
 resources are free starts at once, each in a worker thread that supervises
 one cell process; the biggest GPU cells are started first and smaller ones
-fill the gaps (largest-first packing keeps the makespan short).
+fill the gaps (largest-first packing keeps the makespan short), and among
+cells of one size the longest start first, by what an earlier run measured
+(``durations.py``; cells never measured first of all, then the matrix's order).
 
 On a warm run the schedule also decides the warm launchers (``warmplan.Plan``):
 one starts only for a group of two or more cells still to run, its import
@@ -52,6 +54,8 @@ class Hooks:
     finished: Callable[[dict, Slot | None], None]
     waiting: Callable[[str], None]
     stands_by: Callable[[Cell], bool] = lambda cell: False
+    # the seconds a cell took when it last ran (durations.py), None where not known: the order only
+    expected: Callable[[Cell], float | None] = lambda cell: None
 
 
 class _Preparer(threading.Thread):
@@ -82,7 +86,7 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
     preparer = _Preparer(envs, hooks.prepare, wake)
     relay = Relay(pool)
     order = {id(c): i for i, c in enumerate(cells)}
-    pending = sorted(cells, key=lambda c: (-gpus_needed(c), order[id(c)]))
+    pending = sorted(cells, key=lambda c: _first(c, hooks.expected(c), order[id(c)]))
     elsewhere: list[Cell] = []   # claimed by another live process; checked again at the end
     workers: list[threading.Thread] = []
     cancel = threading.Event()
@@ -194,6 +198,13 @@ def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, pla
         for thread in workers:
             thread.join(timeout=60)
         raise
+
+
+def _first(cell: Cell, expected: float | None, position: int) -> tuple:
+    """Where a cell stands in the queue: the most GPUs first; among one size a cell never measured
+    (it may be the longest), then the longest measured (longest-processing-time-first: the run
+    does not end on a long cell started last); the matrix's order between equals."""
+    return (-gpus_needed(cell), expected is not None, -(expected or 0.0), position)
 
 
 def _drain(wake: queue.Queue, timeout: float) -> None:

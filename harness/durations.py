@@ -1,0 +1,80 @@
+"""How long each cell held its place last time, so that the next run starts the longest first.
+
+The local executor starts the cells needing the most GPUs first (largest-first packing); among
+cells of one size the matrix's order used to decide, so a run could end with its longest cells
+started last on one GPU while the others idled (seed000-gpu on two GPUs: its two batch-128
+one-GPU cells were started third and fifth, and one GPU idled 4.5 s at the end).
+Longest-processing-time-first needs the times, and only an earlier run knows them: each run keeps
+its cells' held seconds here, in the harness's cache beside the compile caches, and the next run
+of those cells -- a warm run after a warm-up, a nightly, a matrix resumed -- starts each size's
+cells longest first. A cell never seen goes before the cells that were (it may be the longest);
+a first run keeps the matrix's order. The same idea orders the harness's own test files
+(tests/suite_timing.py).
+
+Only the order changes: what a cell runs, its limits and its figures do not. A hint, not a
+record: the file is written whole once per run (replaced, so a reader never sees half of it), a
+file that cannot be read counts as empty, and where two runs end at once the figures of one may
+be lost -- the next run orders by what is there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from .paths import cache_dir
+
+FILE = "durations.json"
+MAX_CELLS = 20000  # the most recently run are kept: a file read at every run stays small
+
+
+def _path() -> Path:
+    return cache_dir() / FILE
+
+
+def load() -> dict[str, float]:
+    """Cell id -> the seconds it last held its place; empty where nothing is known or readable."""
+    try:
+        data = json.loads(_path().read_text())
+        return {str(k): float(v["seconds"]) for k, v in data.get("cells", {}).items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def seconds_of(result) -> float | None:
+    """What a result says its cell held its place for: the held span where it stood by (the time
+    before its hand-over was another cell's), else its process's life; None for a cell decided
+    without running."""
+    timing = result.timing or {}
+    seconds = timing.get("held_seconds")
+    if seconds is None:
+        seconds = timing.get("total_seconds")
+    return float(seconds) if isinstance(seconds, (int, float)) and seconds >= 0 else None
+
+
+def remember(measured: dict[str, float]) -> None:
+    """Merge this run's cells (id -> seconds) into the file, the newest kept; silent where the
+    cache cannot be written (the order is only a hint)."""
+    if not measured:
+        return
+    path = _path()
+    try:
+        cells = json.loads(path.read_text()).get("cells", {})
+        if not isinstance(cells, dict):
+            cells = {}
+    except (OSError, ValueError, AttributeError):
+        cells = {}
+    now = round(time.time(), 1)
+    cells.update({cell: {"seconds": round(s, 2), "at": now} for cell, s in measured.items()})
+    if len(cells) > MAX_CELLS:
+        newest = sorted(cells, key=lambda c: cells[c].get("at", 0) if isinstance(cells[c], dict) else 0)
+        cells = {c: cells[c] for c in newest[-MAX_CELLS:]}
+    tmp = path.with_name(f".{FILE}.{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"cells": cells}, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,50 @@
+"""The order cells start in: among cells of one size the longest first, by what an earlier run
+measured (harness/durations.py). Real runs of user scripts on the local engine, this interpreter."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.store import iter_results
+
+from .conftest import harness
+
+pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
+
+
+def _results(folder: Path) -> dict[str, dict]:
+    return {r["cell"]: r for _, r in iter_results(folder)}
+
+
+def test_a_second_run_starts_the_longest_cells_first_by_what_the_first_measured(tmp_path):
+    """One core, so cells start one after another: a first run keeps the matrix's order; the next
+    run of the same cells (another results folder, the same cache) starts them longest first by
+    the first run's times, and a cell never measured before all of them. Real processes on the
+    local engine (this interpreter, user scripts that sleep)."""
+    (tmp_path / "nap.py").write_text("import sys, time\ntime.sleep(float(sys.argv[1]))\n")
+    this = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+    def run(label: str, naps: dict[str, float]) -> list[str]:
+        workloads = "".join(f"  - {{name: {n}, script: nap.py, args: [{s}]}}\n" for n, s in naps.items())
+        (tmp_path / "m.yaml").write_text(f'name: naps\nenvironments: [{{python: "{this}"}}]\n'
+                                         f"workloads:\n{workloads}timeouts: {{wall: 120, progress: 60}}\n")
+        proc = harness("run", str(tmp_path / "m.yaml"), "--engine", "local", "--python", f"{this}={sys.executable}",
+                       "--jobs", "1", "--results", str(tmp_path / label),
+                       env={"HARNESS_CACHE": str(tmp_path / "cache")}, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        results = _results(tmp_path / label / "naps")
+        assert all(r["status"] == "ok" for r in results.values()), results
+        return [c.split("/")[1] for c in sorted(results, key=lambda c: results[c]["timing"]["window"][0])]
+
+    naps = {"short": 0.1, "long": 2.5, "middle": 1.2}
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "durations.json").write_text('{"cells": [')  # unreadable: counts as nothing known
+    assert run("first", naps) == ["short", "long", "middle"]  # nothing measured yet: the matrix's order
+    assert run("second", naps) == ["long", "middle", "short"]
+    assert run("third", {**naps, "new": 0.1}) == ["new", "long", "middle", "short"]
+    known = json.loads((tmp_path / "cache" / "durations.json").read_text())["cells"]
+    assert {c.split("/")[1] for c in known} == {"short", "long", "middle", "new"}  # replaced whole, read back
