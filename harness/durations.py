@@ -1,9 +1,9 @@
 """How long each cell held its place last time, so that the next run starts the longest first.
 
 The local executor starts the cells needing the most GPUs first (largest-first packing); among
-cells of one size the matrix's order used to decide, so a run could end with its longest cells
-started last on one GPU while the others idled (seed000-gpu on two GPUs: its two batch-128
-one-GPU cells were started third and fifth, and one GPU idled 4.5 s at the end).
+cells of one size the matrix's order used to decide, so a run could end with a long cell
+started late on one GPU while the others idled (seed000-gpu on two GPUs: one of its two longest
+one-GPU cells was started sixth of eight, and one GPU idled 4.5 s at the end).
 Longest-processing-time-first needs the times, and only an earlier run knows them: each run keeps
 its cells' held seconds here, in the harness's cache beside the compile caches, and the next run
 of those cells -- a warm run after a warm-up, a nightly, a matrix resumed -- starts each size's
@@ -20,6 +20,7 @@ be lost -- the next run orders by what is there.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -37,10 +38,12 @@ def _path() -> Path:
 def load() -> dict[str, float]:
     """Cell id -> the seconds it last held its place; empty where nothing is known or readable."""
     try:
-        data = json.loads(_path().read_text())
-        return {str(k): float(v["seconds"]) for k, v in data.get("cells", {}).items()}
+        cells = json.loads(_path().read_text())["cells"]
+        known = {str(k): v["seconds"] for k, v in cells.items()}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}
+    return {k: float(s) for k, s in known.items()  # a figure, never a word, NaN or infinity, however written
+            if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s >= 0}
 
 
 def seconds_of(result) -> float | None:

@@ -48,3 +48,22 @@ def test_a_second_run_starts_the_longest_cells_first_by_what_the_first_measured(
     assert run("second", {**naps, "new": 0.1}) == ["new", "long", "middle", "short"]
     known = json.loads((tmp_path / "cache" / "durations.json").read_text())["cells"]
     assert {c.split("/")[1] for c in known} == {"short", "long", "middle", "new"}  # replaced whole, read back
+
+
+def test_only_figures_are_read_back_and_a_run_keeps_what_others_wrote(tmp_path, monkeypatch):
+    """The file lies in the user's cache, where other runs (and anything else) write: a word, NaN,
+    infinity or a negative number is no duration, and a run adds its cells to what is there."""
+    from harness import durations
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    (tmp_path / "durations.json").write_text(
+        '{"cells": {"inf": {"seconds": "inf"}, "nan": {"seconds": NaN}, "true": {"seconds": true},'
+        ' "neg": {"seconds": -1}, "list": [1], "ok": {"seconds": 3}}}')
+    assert durations.load() == {}  # an entry that is not an object: the file is not one this harness wrote
+    (tmp_path / "durations.json").write_text(
+        '{"cells": {"inf": {"seconds": "inf"}, "nan": {"seconds": NaN}, "true": {"seconds": true},'
+        ' "neg": {"seconds": -1}, "ok": {"seconds": 3}}}')
+    assert durations.load() == {"ok": 3.0}
+    durations.remember({"new": 1.5})
+    assert durations.load() == {"ok": 3.0, "new": 1.5}
+    assert [p.name for p in tmp_path.iterdir()] == ["durations.json"]  # no temporary file left
