@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from pathlib import Path
 
+from .ownfiles import NotOwn, read_bytes, write_atomic
 from .paths import cache_dir
 
 FILE = "durations.json"
@@ -35,14 +35,21 @@ def _path() -> Path:
     return cache_dir() / FILE
 
 
-def load() -> dict[str, float]:
-    """Cell id -> the seconds it last held its place; empty where nothing is known or readable."""
+def _cells() -> dict:
+    """The file's entries as written; {} where there is none, or it is not a file of this
+    harness's (a link, a pipe, not JSON, not an object of entries: ownfiles refuses the first two)."""
     try:
-        cells = json.loads(_path().read_text())["cells"]
-        known = {str(k): v["seconds"] for k, v in cells.items()}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        cells = json.loads(read_bytes(_path()) or b"{}").get("cells", {})
+    except (OSError, ValueError, NotOwn, AttributeError):
         return {}
-    return {k: float(s) for k, s in known.items()  # a figure, never a word, NaN or infinity, however written
+    return cells if isinstance(cells, dict) else {}
+
+
+def load() -> dict[str, float]:
+    """Cell id -> the seconds it last held its place; only finite, non-negative figures (never a
+    word, NaN or infinity, however written)."""
+    known = {str(k): v.get("seconds") for k, v in _cells().items() if isinstance(v, dict)}
+    return {k: float(s) for k, s in known.items()
             if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s >= 0}
 
 
@@ -58,26 +65,18 @@ def seconds_of(result) -> float | None:
 
 
 def remember(measured: dict[str, float]) -> None:
-    """Merge this run's cells (id -> seconds) into the file, the newest kept; silent where the
-    cache cannot be written (the order is only a hint)."""
+    """Merge this run's cells (id -> seconds) into the file, the newest kept, written whole
+    (ownfiles.write_atomic); silent where the cache cannot be written (the order is only a hint)."""
     if not measured:
         return
-    path = _path()
-    try:
-        cells = json.loads(path.read_text()).get("cells", {})
-        if not isinstance(cells, dict):
-            cells = {}
-    except (OSError, ValueError, AttributeError):
-        cells = {}
+    cells = {k: v for k, v in _cells().items() if isinstance(v, dict)}
     now = round(time.time(), 1)
     cells.update({cell: {"seconds": round(s, 2), "at": now} for cell, s in measured.items()})
     if len(cells) > MAX_CELLS:
-        newest = sorted(cells, key=lambda c: cells[c].get("at", 0) if isinstance(cells[c], dict) else 0)
+        at = {c: v.get("at") if isinstance(v.get("at"), (int, float)) else 0 for c, v in cells.items()}
+        newest = sorted(cells, key=at.__getitem__)
         cells = {c: cells[c] for c in newest[-MAX_CELLS:]}
-    tmp = path.with_name(f".{FILE}.{os.getpid()}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"cells": cells}, sort_keys=True))
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+        write_atomic(cache_dir(), _path(), json.dumps({"cells": cells}, sort_keys=True).encode())
+    except (OSError, NotOwn):
+        pass

@@ -59,11 +59,11 @@ def test_only_figures_are_read_back_and_a_run_keeps_what_others_wrote(tmp_path, 
     (tmp_path / "durations.json").write_text(
         '{"cells": {"inf": {"seconds": "inf"}, "nan": {"seconds": NaN}, "true": {"seconds": true},'
         ' "neg": {"seconds": -1}, "list": [1], "ok": {"seconds": 3}}}')
-    assert durations.load() == {}  # an entry that is not an object: the file is not one this harness wrote
-    (tmp_path / "durations.json").write_text(
-        '{"cells": {"inf": {"seconds": "inf"}, "nan": {"seconds": NaN}, "true": {"seconds": true},'
-        ' "neg": {"seconds": -1}, "ok": {"seconds": 3}}}')
-    assert durations.load() == {"ok": 3.0}
+    assert durations.load() == {"ok": 3.0}  # an entry that is not an object is no entry either
     durations.remember({"new": 1.5})
     assert durations.load() == {"ok": 3.0, "new": 1.5}
     assert [p.name for p in tmp_path.iterdir()] == ["durations.json"]  # no temporary file left
+    (tmp_path / "durations.json").unlink()
+    (tmp_path / "durations.json").symlink_to(tmp_path / "elsewhere.json")
+    durations.remember({"new": 1.5})  # a link where the file belongs is neither followed nor replaced
+    assert not (tmp_path / "elsewhere.json").exists() and durations.load() == {}
