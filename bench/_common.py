@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -15,10 +16,12 @@ sys.path.insert(0, str(ROOT))
 from harness.store import iter_results  # noqa: E402
 
 
-def harness(*args: str) -> float:
-    """Run `python -m harness ARGS`; return its wall time in seconds (it must succeed)."""
+def harness(*args: str, env: dict | None = None) -> float:
+    """Run `python -m harness ARGS` (with `env` added to this environment); return its wall time
+    in seconds (it must succeed)."""
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
     took = time.monotonic() - start
     if proc.returncode not in (0, 1):  # 1 = a control cell drifted: still a timing
         sys.exit(f"harness {' '.join(args)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

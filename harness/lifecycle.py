@@ -63,15 +63,17 @@ def stage_workloads(run_dir: Path, codes=()) -> tuple[Path, str]:
     return root, digest
 
 
-def prepare(engine: Engine, env: Environment, run_dir: Path, workloads_root: Path | None) -> Prepared:
-    """Build or reuse an environment, and self-check a GPU one before a cell spends time on it.
+def prepare(engine: Engine, env: Environment, run_dir: Path, workloads_root: Path | None,
+            gpus: list | None = None) -> Prepared:
+    """Build or reuse an environment, and self-check a GPU one before a cell spends time on it, on
+    the run's GPUs (`gpus`, resources.Gpu; None: every GPU of the host).
     Raises EnvironmentUnsupported (a GPU stack on a host without one) or EnvironmentUnavailable."""
     if env.device == "gpu" and not resources.nvml_gpus():
         raise EnvironmentUnsupported("a GPU environment, and this host has no NVIDIA GPU (nvidia-smi lists none)")
     log_path = run_dir / ".build" / f"{env.name}-{env.content_hash()}.log"
     prepared = engine.prepare(env, log_path)
     if selfcheck.needed(env) and workloads_root is not None:  # CUDA / cuDNN present and working
-        selfcheck.check(engine, prepared, workloads_root, log_path, reuse=True)
+        selfcheck.check(engine, prepared, workloads_root, log_path, reuse=True, gpus=gpus)
     return prepared
 
 
@@ -96,6 +98,7 @@ class Lifecycle:
         self.matrix_label, self.matrix_sha256 = matrix_label, matrix_sha256
         self.provenance = dict(provenance or {})
         self.monitor = monitor
+        self.gpus: list | None = None  # the run's GPUs (the runner's inventory): the self-check's
         self.workloads_root: Path | None = None
         self.workloads_digest: str | None = None
 
@@ -109,7 +112,7 @@ class Lifecycle:
         return self.workloads_root
 
     def prepare(self, engine: Engine, env: Environment) -> Prepared:
-        return prepare(engine, env, self.store.run_dir, self.workloads_root)
+        return prepare(engine, env, self.store.run_dir, self.workloads_root, self.gpus)
 
     # -- the ways a cell's life ends -----------------------------------------------------
     def run(self, engine: Engine, prepared: Prepared, cell: Cell, *, slot: Slot | None = None,

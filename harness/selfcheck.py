@@ -51,8 +51,13 @@ def _passed_file(engine: Engine, prepared: Prepared, gpus: list[str]) -> Path:
 
 
 def check(engine: Engine, prepared: Prepared, workloads_root: Path, log_path: Path,
-          timeout: float = TIMEOUT, reuse: bool = False) -> dict:
+          timeout: float = TIMEOUT, reuse: bool = False, gpus: list | None = None) -> dict:
     """Run the self-check; return its report, or raise EnvironmentUnavailable with the reason.
+
+    On `gpus` (resources.Gpu: a run's own; None: those a run would take by default, as
+    `resources.discover` finds them: HARNESS_GPUS, CUDA_VISIBLE_DEVICES, else every GPU), and only those: a run
+    given GPUs 0 and 1 of a shared host must not take memory on GPUs 2 and 3, where another run
+    may be training (JAX reserves most of every GPU it sees), nor fail for what they hold.
 
     The GPU operations run only where this host lists an NVIDIA GPU. The report's
     summary also goes into the environment's provenance (``selfcheck``), so
@@ -62,8 +67,10 @@ def check(engine: Engine, prepared: Prepared, workloads_root: Path, log_path: Pa
     and three GPU operations (about 10 s), every run, for no new information.
     `build` always checks afresh.
     """
-    listed = [g.uuid or g.index for g in resources.nvml_gpus()]
-    gpus = bool(listed)
+    wanted = resources.discover().gpus if gpus is None else gpus
+    mine = [g for g in resources.nvml_gpus() if any(g.index == o.index or (g.uuid and g.uuid == o.uuid)
+                                                    for o in wanted)]
+    listed = [g.uuid or g.index for g in mine]
     passed = _passed_file(engine, prepared, listed)
     if reuse and passed.is_file():
         try:
@@ -74,15 +81,15 @@ def check(engine: Engine, prepared: Prepared, workloads_root: Path, log_path: Pa
             prepared.provenance["selfcheck"] = {**summary_fields(report), "reused": True}
             return report
     argv = ["-m", "workloads.selfcheck", "--framework", framework(prepared.environment),
-            "--gpu", "auto" if gpus else "no"]
-    code, out, err = engine.exec(prepared, argv, workloads_root, timeout, gpus=gpus)
+            "--gpu", "auto" if mine else "no"]
+    code, out, err = engine.exec(prepared, argv, workloads_root, timeout, gpus=[g.index for g in mine])
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as log:
         log.write(f"$ python {' '.join(argv)}  (exit {code})\n{out}\n{err}\n")
     tail = (out + "\n" + err)[-6000:]
     if code is None:
         raise EnvironmentUnavailable(f"self-check ran past {timeout:.0f} s"
-                                     + (" (the GPU operations hung)" if gpus else ""), tail)
+                                     + (" (the GPU operations hung)" if mine else ""), tail)
     report = _last_json(out)
     if report is None:
         last = next((ln for ln in reversed(err.splitlines()) if ln.strip()), f"exit code {code}")

@@ -124,9 +124,10 @@ class Engine(ABC):
         """Run ``python -m workloads spec.json OUTDIR`` for one cell; never raise for a cell's failure."""
 
     def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
-             gpus: bool = False) -> tuple[int | None, str, str]:
-        """Run the environment's ``python ARGV`` with the workloads importable; (exit code or
-        None on timeout, stdout, stderr). Used for the GPU self-check."""
+             gpus: list[str] = ()) -> tuple[int | None, str, str]:
+        """Run the environment's ``python ARGV`` with the workloads importable, seeing only the
+        GPUs `gpus` (indices; none: no GPU); (exit code or None on timeout, stdout, stderr).
+        Used for the GPU self-check."""
         raise NotImplementedError(f"the {self.name} engine cannot run commands")
 
     @abstractmethod
@@ -225,13 +226,12 @@ class ProcessEngine(Engine):
         return ["bash"], env
 
     def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
-             gpus: bool = False) -> tuple[int | None, str, str]:
-        """Run the environment's ``python ARGV`` with the workloads importable (the self-check);
-        exit code None when it ran past ``timeout``. GPUs: whatever the host shows."""
+             gpus: list[str] = ()) -> tuple[int | None, str, str]:
+        """Run the environment's ``python ARGV`` with the workloads importable (the self-check),
+        on the GPUs `gpus` only; exit code None when it ran past ``timeout``."""
         env = inherited()
         env.update(CELL_ENV, PYTHONPATH=self.pythonpath(workloads_root.resolve()))
-        if not gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ""
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         with tempfile.TemporaryDirectory(prefix="harness-check-") as scratch:
             env["HOME"] = own_home(scratch)  # the check sees what a cell sees: not the user's home
             try:

@@ -442,13 +442,13 @@ class DockerEngine(Engine):
                                                             "the engine's OOM flag is recorded instead"}})
 
     def exec(self, prepared: Prepared, argv: list[str], workloads_root: Path, timeout: float,
-             gpus: bool = False) -> tuple[int | None, str, str]:
+             gpus: list[str] = ()) -> tuple[int | None, str, str]:
         """Run ``python3 ARGV`` in a fresh container of the image (workloads mounted, no
-        network, every GPU when asked); exit code None when it ran past ``timeout``."""
+        network, the GPUs `gpus` only); exit code None when it ran past ``timeout``."""
         import docker.errors
         import requests
         from docker.types import DeviceRequest
-        kwargs = {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])]} if gpus else {}
+        kwargs = {"device_requests": [DeviceRequest(device_ids=list(gpus), capabilities=[["gpu"]])]} if gpus else {}
         token = uuid.uuid4().hex
         try:
             container = self.client.containers.run(
