@@ -158,8 +158,9 @@ PHASES = (("imports", "imports"), ("devices", "devices"), ("data and model", "da
 def startup(t: dict) -> dict[str, float]:
     """A cell's start-up parts, each the difference of two phase marks (seconds from the
     workload's start). A cell that stood by (`timing.standby`) prepared while another cell
-    trained on its GPUs: of its start-up only what came after its hand-over is its own, the
-    model.compile part less the wait that fell in it."""
+    trained on its GPUs: of its start-up only what came after its hand-over is its own -- none
+    where it waited after model.compile (as cells do now), else the model.compile part less the
+    wait that fell in it (results written before)."""
     marks = t.get("phases") or {}
     out, last = {"interpreter start": t.get("interpreter_start_seconds") or 0.0}, 0.0
     for label, key in PHASES:
@@ -169,7 +170,9 @@ def startup(t: dict) -> dict[str, float]:
     if not standby:
         return out
     own = out.get("model.compile")
-    return {} if own is None else {"model.compile": own - (standby.get("waited_seconds") or 0.0)}
+    if own is None or (standby.get("prepared_seconds") or 0.0) >= (marks.get("compiled") or 0.0):
+        return {}
+    return {"model.compile": own - (standby.get("waited_seconds") or 0.0)}
 
 
 def phases(rs: list[dict]) -> dict[str, float | None]:
@@ -206,7 +209,9 @@ def _median(values: list) -> float | None:
 def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]) -> list[str]:
     engines = [e.strip() for e in a.engine.split(",") if e.strip()]
     for engine in engines:
-        harness("build", a.matrix, "--engine", engine, *common, *select, "--results", str(tmp / engine / "build"))
+        # the build's GPU self-check on the bench's GPUs only (`build` takes no --gpus)
+        harness("build", a.matrix, "--engine", engine, *common, *select, "--results", str(tmp / engine / "build"),
+                env={"CUDA_VISIBLE_DEVICES": a.gpus} if a.gpus else None)
     order = [(engine, "warm-up", []) for engine in engines] + [
         (engine, f"{kind}-{k}", flags) for k in range(1, a.rounds + 1) for engine in engines
         for kind, flags in (("fresh", ["--fresh"]), ("warm", []))]

@@ -1,4 +1,6 @@
-"""How long each cell held its place last time, so that the next run starts the longest first.
+"""What a cell's last run tells the next: how long it held its place, so that the next run starts
+the longest first, and whether its compiled programs are in the compile cache, so that the next
+run may prepare them while the cell stands by (workloads/ahead.py).
 
 The local executor starts the cells needing the most GPUs first (largest-first packing); among
 cells of one size the matrix's order used to decide, so a run could end with a long cell
@@ -11,7 +13,14 @@ cells longest first. A cell never seen goes before the cells that were (it may b
 a first run keeps the matrix's order. The same idea orders the harness's own test files
 (tests/suite_timing.py).
 
-Only the order changes: what a cell runs, its limits and its figures do not. A hint, not a
+A cell whose last run went warm with a JAX compile cache (`warmth.compile_cache`) and ended ok
+left every program it compiled there (the harness writes each one, however quick: caches.py);
+`programs_cached` says which cells did. The mark stays once set (a fresh run offers no cache and
+leaves what is in it alone); where the cache was emptied since, the cell's result says so (its
+`timing.programs_ahead` counts the cache's misses).
+
+Only the order changes, and where a cell compiles: what a cell runs, its limits and its figures
+do not. A hint, not a
 record: the file is written whole once per run (replaced, so a reader never sees half of it), a
 file that cannot be read counts as empty, and where two runs end at once the figures of one may
 be lost -- the next run orders by what is there.
@@ -24,6 +33,7 @@ import math
 import time
 from pathlib import Path
 
+from . import status
 from .ownfiles import NotOwn, read_bytes, write_atomic
 from .paths import cache_dir
 
@@ -53,6 +63,19 @@ def load() -> dict[str, float]:
             if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s >= 0}
 
 
+def programs_cached() -> set[str]:
+    """The cells whose last run left their compiled programs in the compile cache."""
+    return {str(k) for k, v in _cells().items() if isinstance(v, dict) and v.get("programs") is True}
+
+
+def left_programs(result) -> bool:
+    """Whether the result's run left its programs in the compile cache: it ran ok and warm, with
+    a JAX compile cache offered."""
+    warmth = result.warmth
+    cache = warmth.compile_cache if warmth else None
+    return result.status == status.OK and isinstance(cache, dict) and cache.get("kind") == "jax"
+
+
 def seconds_of(result) -> float | None:
     """What a result says its cell held its place for: the held span where it stood by (the time
     before its hand-over was another cell's), else its process's life; None for a cell decided
@@ -64,14 +87,17 @@ def seconds_of(result) -> float | None:
     return float(seconds) if isinstance(seconds, (int, float)) and seconds >= 0 else None
 
 
-def remember(measured: dict[str, float]) -> None:
-    """Merge this run's cells (id -> seconds) into the file, the newest kept, written whole
-    (ownfiles.write_atomic); silent where the cache cannot be written (the order is only a hint)."""
+def remember(measured: dict[str, float], programs: set[str] | frozenset = frozenset()) -> None:
+    """Merge this run's cells (id -> seconds; `programs`: those that left their programs in the
+    compile cache) into the file, the newest kept, written whole (ownfiles.write_atomic); silent
+    where the cache cannot be written (the file is only a hint)."""
     if not measured:
         return
     cells = {k: v for k, v in _cells().items() if isinstance(v, dict)}
     now = round(time.time(), 1)
-    cells.update({cell: {"seconds": round(s, 2), "at": now} for cell, s in measured.items()})
+    for cell, s in measured.items():  # a mark once set stays: the cache keeps what it was given
+        kept = cell in programs or cells.get(cell, {}).get("programs") is True
+        cells[cell] = {"seconds": round(s, 2), "at": now, **({"programs": True} if kept else {})}
     if len(cells) > MAX_CELLS:
         at = {c: v.get("at") if isinstance(v.get("at"), (int, float)) else 0 for c, v in cells.items()}
         newest = sorted(cells, key=at.__getitem__)

@@ -524,6 +524,8 @@ def warmth_record(workload: dict, raw, spawned: float | None = None, cell: str |
            "caches": detail.get("caches", []), "settings": detail.get("settings", {}),
            "compile_cache": inside.get("compile_cache"),
            "data": inside.get("data")}
+    if inside.get("traced_in_fit") is not None:  # functions JAX traced during fit (workloads/ahead.py)
+        out["traced_in_fit"] = inside["traced_in_fit"]
     if spawned:
         # the cell's process: from the end of its wait for a launcher to its end (its own
         # launcher's import, which it waited for, is not beside it), and its own preparation

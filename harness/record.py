@@ -61,6 +61,7 @@ def timing(epochs: list[dict], workload_timing: dict, raw_seconds: float | None)
         "import_seconds": workload_timing.get("import_seconds"),
         "phases": workload_timing.get("phases"),
         **({"standby": workload_timing["standby"]} if workload_timing.get("standby") else {}),
+        **({"programs_ahead": workload_timing["programs_ahead"]} if workload_timing.get("programs_ahead") else {}),
         "first_epoch_seconds": epochs[0]["seconds"] if epochs else None,
         "steady_samples_per_sec": None,
         "steady_epoch_seconds": None,

@@ -69,6 +69,8 @@ class Runner:
         self.inventory: resources.Inventory | None = None
         self._progress = None
         self._measured: dict[str, float] = {}  # this run's cells: id -> seconds held (durations.py)
+        self._compiled: set[str] = set()       # this run's cells that left their programs in the cache
+        self._cached: set[str] = set()         # cells whose programs an earlier run left there
 
     def run(self, cells: list[Cell]) -> list[Result]:
         removed, ended = self.store.clean_partials()
@@ -119,10 +121,12 @@ class Runner:
                            f"({self.inventory.source}); up to {pool.jobs} cell(s) at once, CPU cells on "
                            f"{pool.cpus_per_cell} core(s) each" + (f", {gpu_cells} GPU cell(s)" if gpu_cells else ""))
         self.monitor = self.life.monitor = GpuMonitor.maybe(self.inventory.gpus)
+        self.life.gpus = list(self.inventory.gpus)
         started = time.time()
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
-        known, self._measured = durations.load(), {}
+        known, self._measured, self._compiled = durations.load(), {}, set()
+        self._cached = durations.programs_cached()
         hooks = Hooks(prepare=self._prepare, run_cell=self._run_in_slot, not_run=self._not_run,
                       finished=self._finished, waiting=lambda text: self.console.print(text),
                       stands_by=self.engine.stands_by, expected=lambda cell: known.get(cell.id))
@@ -132,7 +136,7 @@ class Runner:
                 execute(todo, self.store, pool, hooks, plan)
         finally:
             self._progress = None
-            durations.remember(self._measured)  # the next run's order (an interrupted run's cells too)
+            durations.remember(self._measured, self._compiled)  # for the next run (an interrupted run's too)
             self._write_run_record(started, time.time(), pool, len(todo))
             if self.monitor:
                 self.monitor.stop()
@@ -161,6 +165,8 @@ class Runner:
 
     def _run_in_slot(self, prepared: Prepared, cell: Cell, slot: Slot, claim: Claim,
                      cancel: threading.Event, standby: Standby | None = None, release=None) -> Result:
+        if standby is not None:  # its programs are in the compile cache: it may prepare them ahead
+            standby.programs = cell.id in self._cached
         try:
             return self.life.run(self.engine, prepared, cell, slot=slot, cancel=cancel, standby=standby,
                                  release=release)
@@ -174,6 +180,8 @@ class Runner:
         seconds = durations.seconds_of(result)
         if seconds is not None:
             self._measured[result.cell] = seconds
+        if durations.left_programs(result):
+            self._compiled.add(result.cell)
         self._announce(result, slot)
         if self._progress:
             progress, task = self._progress

@@ -5,7 +5,8 @@ its GPUs idle for a second or more before its first training step: the GPU's
 first touch in the process, the data, the model. None of that needs the GPUs
 to itself. So on a warm run, when a GPU cell finds no free GPUs, it may
 *stand by* on a running cell's GPU set (one follower per set, and one behind it): its process
-starts at once and prepares beside the running cell, then waits (the
+starts at once and prepares beside the running cell (where its compiled programs are cached, its
+train and test steps too: `programs`, workloads/ahead.py), then waits (the
 workload's ``standby`` mark) until the running cell's process has ended, and
 only then trains. The GPUs pass from one cell to the next without going back
 to the pool (`Relay`), so nothing else can take them in between.
@@ -33,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from .workloads.protocol import STANDBY_FILE
+from .workloads.protocol import STANDBY_FILE, STANDBY_PROGRAMS
 
 
 class Standby:
@@ -48,15 +49,17 @@ class Standby:
         self._withdrawn = False
         self._on_go: list = []               # called at the hand-over (the engine ends its `beside` entry)
         self._lock = threading.Lock()
+        self.programs = False                # it may prepare its programs ahead (workloads/ahead.py)
 
     def attach(self, folder: Path) -> None:
         """The follower's cell folder exists, its process not yet: it will wait while the standby
         file is there (protocol.STANDBY_FILE; not made if the GPUs were handed over already).
-        The hand-over removes the file, so a copied or replayed folder never waits."""
+        The hand-over removes the file, so a copied or replayed folder never waits. With
+        `programs`, the file says the cell may trace and compile its steps while it waits."""
         with self._lock:
             self._file = folder / STANDBY_FILE
             if not self.went.is_set():
-                self._file.touch()
+                self._file.write_text(STANDBY_PROGRAMS + "\n" if self.programs else "")
 
     def go(self) -> bool:
         """Hand the GPUs over. False if the follower already withdrew (it never takes them)."""

@@ -67,3 +67,31 @@ def test_only_figures_are_read_back_and_a_run_keeps_what_others_wrote(tmp_path, 
     (tmp_path / "durations.json").symlink_to(tmp_path / "elsewhere.json")
     durations.remember({"new": 1.5})  # a link where the file belongs is neither followed nor replaced
     assert not (tmp_path / "elsewhere.json").exists() and durations.load() == {}
+
+
+def test_a_cell_whose_programs_a_warm_run_cached_may_prepare_them_ahead_next_time(tmp_path, monkeypatch):
+    """The mark that lets a follower trace and compile its steps while it stands by
+    (workloads/ahead.py): set by a run that left the cell's programs in the compile cache, kept by
+    a run that did not (a fresh run leaves the cache alone), read only as written; the standby
+    file carries it to the cell."""
+    from harness import durations
+    from harness.standby import Standby
+    from harness.workloads.protocol import STANDBY_FILE, STANDBY_PROGRAMS
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    durations.remember({"warm": 2.0, "other": 1.0}, {"warm"})
+    assert durations.programs_cached() == {"warm"}
+    durations.remember({"warm": 2.5, "other": 1.5})  # a fresh run: nothing cached, nothing cleared
+    assert durations.programs_cached() == {"warm"} and durations.load() == {"warm": 2.5, "other": 1.5}
+    (tmp_path / "durations.json").write_text('{"cells": {"a": {"seconds": 1, "programs": "true"},'
+                                             ' "b": {"seconds": 1, "programs": 1}, "c": {"programs": true}}}')
+    assert durations.programs_cached() == {"c"}  # true, and nothing that merely looks like it
+
+    for allowed, content in ((True, STANDBY_PROGRAMS + "\n"), (False, "")):
+        folder = tmp_path / f"cell-{allowed}"
+        folder.mkdir()
+        standby = Standby()
+        standby.programs = allowed
+        standby.attach(folder)
+        assert (folder / STANDBY_FILE).read_text() == content
+        assert standby.go() and not (folder / STANDBY_FILE).exists()

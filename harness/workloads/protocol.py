@@ -22,6 +22,9 @@ REAPED_FILE = "reaped.json"
 # Present while the cell's GPUs are still another cell's (harness/standby.py): the workload
 # prepares, then waits before training until the host removes it.
 STANDBY_FILE = "standby"
+# The standby file's content where the host allows the cell to trace and compile its steps while
+# it waits (workloads/ahead.py): its programs are in the compile cache already.
+STANDBY_PROGRAMS = "programs ahead"
 LEFTOVER_GRACE = 3.0
 
 # workload.json "outcome": what the workload itself can tell. The host turns

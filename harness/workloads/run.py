@@ -107,7 +107,7 @@ def _train(spec, log, record, outdir):
         _stand_by(outdir, log, record)
         _idle(workload, log)
         return
-    from . import compat, engagement, models, wrappers
+    from . import ahead, compat, engagement, models, wrappers
     stack = compat.load(spec)
     from .warmth import Watch
     warmth = Watch(stack)
@@ -128,10 +128,10 @@ def _train(spec, log, record, outdir):
         else:
             model, (train, val), loss = models.build(stack, workload, int(spec["seed"]))
         _phase(record, "data_and_model")
-        _stand_by(outdir, log, record)
         record["parameters"] = int(model.count_params())
         if workload.get("diverge"):  # `harness diverge`: the model layer by layer, not a training run
             from . import layerwise
+            _stand_by(outdir, log, record)
             layerwise.run(stack, plan, spec, model, train, loss, log, record, outdir)
             return
         trainable = plan.wrap(model)
@@ -140,10 +140,15 @@ def _train(spec, log, record, outdir):
     _phase(record, "compiled")
     batch = int(spec["batch_size"])
     fit, rows, probe = _inputs(stack, train, val, batch, par.get("feed", "arrays"), int(spec["seed"]))
+    programs = ahead.prepare(stack, trainable, fit, outdir, warmth)  # only while it stands by
+    if programs is not None:
+        record["timing"]["programs_ahead"] = programs
+    _stand_by(outdir, log, record)
     record["samples"] = {"train": rows[0], "validation": rows[1]}
     log.emit("fit", parameters=record["parameters"], samples=record["samples"],
              feed="user" if _user_feed(train) else par.get("feed", "arrays"))
     fit.update(epochs=int(spec["epochs"]), verbose=0, callbacks=[_epoch_logger(stack, log, record, rows[0])])
+    warmth.fit_begins()
     try:
         trainable.fit(**fit)
     except Exception as exc:  # noqa: BLE001 - re-raised, explained where the cell explains it

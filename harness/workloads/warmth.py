@@ -19,17 +19,29 @@ def _entries(folder):
     return count
 
 
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+
+
 class Watch(object):
+    """Counts, from JAX's own monitoring events, the compile cache's hits and misses and the
+    functions traced while fit ran (`fit_begins`): a first epoch that traced nothing had its
+    programs ready (workloads/ahead.py)."""
+
     def __init__(self, stack):
-        self.hits = self.misses = 0
+        self.hits = self.misses = self.traces = 0
         self.listening = False
-        self.folder = os.environ.get("JAX_COMPILATION_CACHE_DIR") if stack.backend == "jax" else None
+        self.traces_at_fit = None
+        self.jax = stack.backend == "jax"
+        self.folder = os.environ.get("JAX_COMPILATION_CACHE_DIR") if self.jax else None
         self.before = _entries(self.folder) if self.folder else None
-        if self.folder:
+        self.counting = False
+        if self.jax:
             try:
                 from jax import monitoring
                 monitoring.register_event_listener(self._event)
                 self.listening = True
+                monitoring.register_event_duration_secs_listener(self._duration)
+                self.counting = True
             except Exception:  # noqa: BLE001 - an old JAX without events: the entry count still tells
                 pass
 
@@ -39,10 +51,19 @@ class Watch(object):
         elif name == "/jax/compilation_cache/cache_misses":
             self.misses += 1
 
+    def _duration(self, name, *args, **kwargs):
+        if name == TRACE_EVENT:
+            self.traces += 1
+
+    def fit_begins(self):
+        self.traces_at_fit = self.traces
+
     def report(self):
         from . import data
         out = {"launch": os.environ.get(ENV_LAUNCH) or "fresh", "data": list(data.SOURCES),
                "compile_cache": None}
+        if self.counting and self.traces_at_fit is not None:
+            out["traced_in_fit"] = self.traces - self.traces_at_fit
         if self.folder:
             after = _entries(self.folder)
             cache = {"kind": "jax", "entries_before": self.before, "entries_after": after}
