@@ -19,8 +19,10 @@ the fresh / warm ratio of the walls, the first epoch (where compilation
 lands) of each, how it launched and whether compilation hit a cache; then
 each run's wall against the steady-work bound (sum over cells of steady
 epoch seconds x epochs x devices, divided by the GPUs -- or, without GPUs,
-by the cells the run let side by side), and whether fresh and warm cells
-agree (status, accuracy). Ratios are taken within this one invocation.
+by the cells the run let side by side), how many cells stood by and how many
+of them prepared their steps ahead (workloads/ahead.py, with any program the
+compile cache lacked), and whether fresh and warm cells agree (status,
+accuracy). Ratios are taken within this one invocation.
 
 Then, per stack (environment) and for the whole run, the warm / fresh ratio
 of the wall (a stack's: the sum of its cells' walls; the run's: the
@@ -197,6 +199,8 @@ def phases(rs: list[dict]) -> dict[str, float | None]:
         parts.setdefault("total (held)", []).append(t.get("held_seconds") or t.get("total_seconds") or 0.0)
         if t.get("standby"):
             parts.setdefault("prepared ahead (cells that stood by)", []).append(t["standby"]["prepared_seconds"])
+        if (t.get("programs_ahead") or {}).get("programs"):
+            parts.setdefault("of it, steps traced and compiled ahead", []).append(t["programs_ahead"]["seconds"])
     order = [label for label, _ in (("interpreter start", None), *PHASES)]
     return {k: _median(parts[k]) for k in sorted(parts, key=lambda k: order.index(k) if k in order else len(order))}
 
@@ -310,11 +314,15 @@ def report(a, engine: str, runs: dict) -> str:
         ratio = f"{record['wall_seconds'] / b:.2f}x the bound" if b else "no steady work"
         busy = sum(1 for r in rs.values() if (r.get("warmth") or {}).get("beside"))
         stood = sum(1 for r in rs.values() if (r.get("timing") or {}).get("standby"))
+        ahead = [r["timing"]["programs_ahead"] for r in rs.values()
+                 if ((r.get("timing") or {}).get("programs_ahead") or {}).get("programs")]
+        missed = sum(a.get("cache_misses") or 0 for a in ahead)
         occ = record.get("gpu_occupancy") or {}
         busy_gpus = f"; {occ['mean_busy_gpus']} of {occ['gpus']} GPUs busy on average" if occ else ""
         print(f"run {label:>7}: command {wall:.1f} s, cells' run {record['wall_seconds']:.1f} s; steady-work bound "
               f"{b:.1f} s ({n} {what}): {ratio}; {busy} of {len(rs)} cell(s) ran beside the harness's own work; "
-              f"{stood} stood by for their GPUs{busy_gpus}")
+              f"{stood} stood by for their GPUs, {len(ahead)} prepared their steps ahead"
+              f"{f' ({missed} program(s) not in the compile cache)' if missed else ''}{busy_gpus}")
     return acceptance(a, engine, runs)
 
 
