@@ -13,17 +13,16 @@ cells longest first. A cell never seen goes before the cells that were (it may b
 a first run keeps the matrix's order. The same idea orders the harness's own test files
 (tests/suite_timing.py).
 
-A cell whose last run went warm with a JAX compile cache (`warmth.compile_cache`) and ended ok
+A run of a cell that went warm with a JAX compile cache (`warmth.compile_cache`) and ended ok
 left every program it compiled there (the harness writes each one, however quick: caches.py);
-`programs_cached` says which cells did. The mark stays once set (a fresh run offers no cache and
-leaves what is in it alone); where the cache was emptied since, the cell's result says so (its
-`timing.programs_ahead` counts the cache's misses).
+`programs_cached` says which cells had one. The mark stays once set (a fresh run offers no cache
+and leaves what is in it alone); where the cache was emptied since, the cell's result says so
+(its `timing.programs_ahead` counts the cache's misses).
 
 Only the order changes, and where a cell compiles: what a cell runs, its limits and its figures
-do not. A hint, not a
-record: the file is written whole once per run (replaced, so a reader never sees half of it), a
-file that cannot be read counts as empty, and where two runs end at once the figures of one may
-be lost -- the next run orders by what is there.
+do not. A hint, not a record: the file is written whole once per run (replaced, so a reader never
+sees half of it), a file that cannot be read counts as empty, and where two runs end at once the
+figures of one may be lost -- the next run orders by what is there.
 """
 
 from __future__ import annotations
