@@ -15,7 +15,7 @@ a first run keeps the matrix's order. The same idea orders the harness's own tes
 
 A run of a cell that went warm with a JAX compile cache (`warmth.compile_cache`) and ended ok
 left every program it compiled there (the harness writes each one, however quick: caches.py);
-`programs_cached` says which cells had one. The mark stays once set (a fresh run offers no cache
+`load().programs` says which cells had one. The mark stays once set (a fresh run offers no cache
 and leaves what is in it alone); where the cache was emptied since, the cell's result says so
 (its `timing.programs_ahead` counts the cache's misses).
 
@@ -31,6 +31,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from . import status
 from .ownfiles import NotOwn, read_bytes, write_atomic
@@ -54,17 +55,21 @@ def _cells() -> dict:
     return cells if isinstance(cells, dict) else {}
 
 
-def load() -> dict[str, float]:
-    """Cell id -> the seconds it last held its place; only finite, non-negative figures (never a
-    word, NaN or infinity, however written)."""
-    known = {str(k): v.get("seconds") for k, v in _cells().items() if isinstance(v, dict)}
-    return {k: float(s) for k, s in known.items()
-            if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s >= 0}
+class Known(NamedTuple):
+    """What the file says, read once per run."""
+
+    seconds: dict[str, float]  # cell id -> the seconds it last held its place
+    programs: set[str]         # the cells whose programs a run left in the compile cache
 
 
-def programs_cached() -> set[str]:
-    """The cells whose last run left their compiled programs in the compile cache."""
-    return {str(k) for k, v in _cells().items() if isinstance(v, dict) and v.get("programs") is True}
+def load() -> Known:
+    """The file's figures and marks: only finite, non-negative seconds (never a word, NaN or
+    infinity, however written), and only a mark written as `true`."""
+    entries = {str(k): v for k, v in _cells().items() if isinstance(v, dict)}
+    seconds = {k: v.get("seconds") for k, v in entries.items()}
+    return Known({k: float(s) for k, s in seconds.items()
+                  if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s >= 0},
+                 {k for k, v in entries.items() if v.get("programs") is True})
 
 
 def left_programs(result) -> bool:

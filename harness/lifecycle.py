@@ -66,7 +66,7 @@ def stage_workloads(run_dir: Path, codes=()) -> tuple[Path, str]:
 def prepare(engine: Engine, env: Environment, run_dir: Path, workloads_root: Path | None,
             gpus: list | None = None) -> Prepared:
     """Build or reuse an environment, and self-check a GPU one before a cell spends time on it, on
-    the run's GPUs (`gpus`, resources.Gpu; None: every GPU of the host).
+    the run's GPUs (`gpus`, resources.Gpu; None: those a run takes by default, selfcheck.check).
     Raises EnvironmentUnsupported (a GPU stack on a host without one) or EnvironmentUnavailable."""
     if env.device == "gpu" and not resources.nvml_gpus():
         raise EnvironmentUnsupported("a GPU environment, and this host has no NVIDIA GPU (nvidia-smi lists none)")

@@ -126,10 +126,10 @@ class Runner:
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
         known, self._measured, self._compiled = durations.load(), {}, set()
-        self._cached = durations.programs_cached()
+        self._cached = known.programs
         hooks = Hooks(prepare=self._prepare, run_cell=self._run_in_slot, not_run=self._not_run,
                       finished=self._finished, waiting=lambda text: self.console.print(text),
-                      stands_by=self.engine.stands_by, expected=lambda cell: known.get(cell.id))
+                      stands_by=self.engine.stands_by, expected=lambda cell: known.seconds.get(cell.id))
         try:
             with Progress(*columns, console=self.console, transient=True) as progress:
                 self._progress = (progress, progress.add_task("cells", total=len(todo)))

@@ -59,14 +59,14 @@ def test_only_figures_are_read_back_and_a_run_keeps_what_others_wrote(tmp_path, 
     (tmp_path / "durations.json").write_text(
         '{"cells": {"inf": {"seconds": "inf"}, "nan": {"seconds": NaN}, "true": {"seconds": true},'
         ' "neg": {"seconds": -1}, "list": [1], "ok": {"seconds": 3}}}')
-    assert durations.load() == {"ok": 3.0}  # an entry that is not an object is no entry either
+    assert durations.load().seconds == {"ok": 3.0}  # an entry that is not an object is no entry either
     durations.remember({"new": 1.5})
-    assert durations.load() == {"ok": 3.0, "new": 1.5}
+    assert durations.load().seconds == {"ok": 3.0, "new": 1.5}
     assert [p.name for p in tmp_path.iterdir()] == ["durations.json"]  # no temporary file left
     (tmp_path / "durations.json").unlink()
     (tmp_path / "durations.json").symlink_to(tmp_path / "elsewhere.json")
     durations.remember({"new": 1.5})  # a link where the file belongs is neither followed nor replaced
-    assert not (tmp_path / "elsewhere.json").exists() and durations.load() == {}
+    assert not (tmp_path / "elsewhere.json").exists() and durations.load().seconds == {}
 
 
 def test_a_cell_whose_programs_a_warm_run_cached_may_prepare_them_ahead_next_time(tmp_path, monkeypatch):
@@ -80,12 +80,12 @@ def test_a_cell_whose_programs_a_warm_run_cached_may_prepare_them_ahead_next_tim
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
     durations.remember({"warm": 2.0, "other": 1.0}, {"warm"})
-    assert durations.programs_cached() == {"warm"}
+    assert durations.load().programs == {"warm"}
     durations.remember({"warm": 2.5, "other": 1.5})  # a fresh run: nothing cached, nothing cleared
-    assert durations.programs_cached() == {"warm"} and durations.load() == {"warm": 2.5, "other": 1.5}
+    assert durations.load().programs == {"warm"} and durations.load().seconds == {"warm": 2.5, "other": 1.5}
     (tmp_path / "durations.json").write_text('{"cells": {"a": {"seconds": 1, "programs": "true"},'
                                              ' "b": {"seconds": 1, "programs": 1}, "c": {"programs": true}}}')
-    assert durations.programs_cached() == {"c"}  # true, and nothing that merely looks like it
+    assert durations.load().programs == {"c"}  # true, and nothing that merely looks like it
 
     for allowed, content in ((True, STANDBY_PROGRAMS + "\n"), (False, "")):
         folder = tmp_path / f"cell-{allowed}"

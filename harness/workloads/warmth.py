@@ -31,11 +31,11 @@ class Watch(object):
         self.hits = self.misses = self.traces = 0
         self.listening = False
         self.traces_at_fit = None
-        self.jax = stack.backend == "jax"
-        self.folder = os.environ.get("JAX_COMPILATION_CACHE_DIR") if self.jax else None
+        jax = stack.backend == "jax"
+        self.folder = os.environ.get("JAX_COMPILATION_CACHE_DIR") if jax else None
         self.before = _entries(self.folder) if self.folder else None
         self.counting = False
-        if self.jax:
+        if jax:
             try:
                 from jax import monitoring
                 monitoring.register_event_listener(self._event)
