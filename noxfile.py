@@ -1,5 +1,6 @@
-"""Entry points: ``nox -s matrix``, ``nox -s build``, ``nox -s repro``, ``nox -s report``, ``nox -s tests``,
-``nox -s lint``, ``nox -s docs``; for the project's own toolchain ``nox -s lock`` and ``nox -s tests-latest``.
+"""Entry points: ``nox -s matrix``, ``nox -s build``, ``nox -s repro``, ``nox -s upgrade``, ``nox -s report``,
+``nox -s tests``, ``nox -s lint``, ``nox -s docs``; for the project's own toolchain ``nox -s lock`` and
+``nox -s tests-latest``.
 
 Every session installs from ``lock.txt`` (``harness/toolchain/lockfile.py``): exact releases,
 hash-checked, the same on every machine until ``nox -s lock`` moves them -- only
@@ -21,6 +22,12 @@ from harness.toolchain import lockfile  # noqa: E402 - the standard library only
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
+# uv makes the sessions' virtualenvs and installs the lock into them, as the harness does its own
+# environments (harness/installer.py); nox finds the uv its own lock installed beside it
+nox.options.default_venv_backend = "uv"
+# uv reads no pip configuration: a CA bundle named for pip is given to uv the standard way
+if os.environ.get("PIP_CERT") and not os.environ.get("SSL_CERT_FILE"):
+    os.environ["SSL_CERT_FILE"] = os.environ["PIP_CERT"]
 
 
 def install(session: nox.Session, *groups: str, project: bool = True) -> None:
@@ -46,7 +53,7 @@ def install(session: nox.Session, *groups: str, project: bool = True) -> None:
     missing, other, extra = lockfile.differences(pins, installed)
     if extra:
         session.log(f"not in {lockfile.LOCK.name} for {', '.join(groups)}: removing {', '.join(extra)}")
-        session.run_install("python", "-m", "pip", "uninstall", "--yes", "--quiet", *extra)
+        session.run_install("uv", "pip", "uninstall", "--quiet", *extra)
     if missing or other:
         session.error(f"this virtualenv does not hold {lockfile.LOCK.name}: " + "; ".join(missing + other))
 
@@ -118,6 +125,13 @@ def reduce(session: nox.Session) -> None:
     if len(session.posargs) < 2:
         session.error("usage: nox -s reduce -- MATRIX GOOD_CELL BAD_CELL, or MATRIX CELL --package P --good A --bad B")
     session.run("python", "-m", "harness", "reduce", *session.posargs)
+
+
+@nox.session
+def upgrade(session: nox.Session) -> None:
+    """How far a project's packages can move up: -- PROJECT --script FILE [--package NAME[==VERSION]]."""
+    install(session, "runtime")
+    session.run("python", "-m", "harness", "upgrade", *session.posargs, success_codes=[0, 1])
 
 
 @nox.session

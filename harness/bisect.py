@@ -1,28 +1,40 @@
-"""`harness bisect`: the first release of a package where a cell changes.
+"""`harness bisect`: the first release of a package where a cell changes, whichever way.
 
 git bisect searches commits, asv's `find` a benchmark over commits; this
 searches a package's *releases* from the index (harness.releases), running
 each tested release's cells through the ordinary Runner and results store,
 so a bisect resumes where it stopped and shares finished cells with `run`.
 
+A change goes either way. Someone upgrading asks where their cells broke;
+someone stuck on a broken stack asks which release mends it (git bisect's
+old/new terms, cargo-bisect-rustc's `--regress=success`). The ends answer
+which question it is: each is judged by what it does (`judge_ends`), and
+the search looks for the first release that does what the newer end does --
+the first bad one when the older end works and the newer fails (it *broke*),
+the first good one when the older end fails and the newer works (it was
+*mended*). A value or speed shift between two working ends goes the same
+way: the worse end is the bad one. Which end a user called good is a claim;
+what the ends do decides, and the answer says when the two disagree.
+
 The search (`search`) is a pure function of an ordered version list and an
 oracle, so it is tested without running anything:
 
-- both ends are tested first: the good end must be good and the bad end bad,
-  or there is nothing to find (a bisect that trusts its bounds answers wrong);
+- both ends are tested first: they must differ (one good, one bad), or
+  there is nothing to find (a bisect that trusts its bounds answers wrong);
 - a release that cannot be installed for the cell's Python is *skipped* with
   pip's reason, as `git bisect skip` does; when skipped releases sit right
-  before the first bad one, the answer is the list of candidates;
+  before the first changed one, the answer is the list of candidates;
 - with `jobs` > 1 each round tests that many releases at once, spread evenly
   over what is left (k-ary search), so rounds fall as hosts rise;
 - the oracle is asked once per release: a release whose repeats disagree
-  (a flaky failure) is bad when the good end was reliably good -- the change
-  is that it no longer always works -- and is marked flaky.
+  (a flaky failure) is bad when the working end was reliably good -- the
+  change is that it no longer always works -- and is marked flaky.
 
-What "bad" means (`judge`): another status than the good end's (a timeout or
-crash is bad when the good end was ok), or optionally validation accuracy
-below the good end's by more than X, or steady samples/s below it by more
-than Y % *and* outside the good end's min-max range (noise-aware).
+What "bad" means (`judge`): another status than the working end's (a timeout
+or crash is bad when that end was ok), a value the matrix expects and it does
+not give, or optionally validation accuracy below the working end's by more
+than X, or steady samples/s below it by more than Y % *and* outside its
+min-max range (noise-aware).
 """
 
 from __future__ import annotations
@@ -37,7 +49,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
 from . import releases, status
@@ -51,6 +62,24 @@ from .stats import Spread, spread_of, steady
 from .terminal import shown
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
+BROKE, MENDED = "broke", "mended"   # which way the cells changed: the watch's words for the same
+
+
+def direction(old: str, new: str) -> str | None:
+    """Which way two ends' verdicts say the cells changed (None: they do not differ, or one
+    cannot be judged): the one rule by which a search, its printout and its record tell a break
+    from a mend."""
+    return {(GOOD, BAD): BROKE, (BAD, GOOD): MENDED}.get((old, new))
+
+
+def words(way: str | None) -> tuple[str, str]:
+    """What the release before the change and the one after it are called, by direction."""
+    return {BROKE: ("last good", "first bad"), MENDED: ("last bad", "first good")}.get(way, ("old end", "new end"))
+
+
+def where(way: str) -> str:
+    """What a search in that direction looks for, in words."""
+    return {BROKE: "where it broke", MENDED: "where it was mended"}[way]
 
 
 @dataclass(frozen=True)
@@ -65,9 +94,10 @@ class Verdict:
 class Step:
     round: int
     tested: list[tuple[str, Verdict]]
-    last_good: str
-    first_bad: str
+    before: str          # the last release known to do what the old end does
+    after: str           # the first release known to do what the new end does
     left: int            # releases still untested between them
+    direction: str | None = None
 
 
 @dataclass
@@ -75,12 +105,34 @@ class Found:
     versions: list[str]
     tested: dict[str, Verdict]
     steps: list[Step]
-    last_good: str | None = None
-    first_bad: str | None = None
-    candidates: list[str] = field(default_factory=list)  # first bad is one of these (skips hide which)
+    direction: str | None = None  # BROKE | MENDED, from what the ends did; None: no change between them
+    before: str | None = None     # the last release that does what the old end does
+    after: str | None = None      # the first that does what the new end does (None: skips hide which)
+    candidates: list[str] = field(default_factory=list)  # `after` is one of these (skips hide which)
     problem: str = ""    # why there is no answer (the bounds do not bracket a change)
     warnings: list[str] = field(default_factory=list)
     nightly: dict | None = None  # the search below the releases (`below`), when asked
+
+    @property
+    def first_bad(self) -> str | None:
+        return self.after if self.direction == BROKE else None
+
+    @property
+    def last_good(self) -> str | None:
+        return self.before if self.direction == BROKE else None
+
+    @property
+    def first_good(self) -> str | None:
+        return self.after if self.direction == MENDED else None
+
+    @property
+    def last_bad(self) -> str | None:
+        return self.before if self.direction == MENDED else None
+
+    def answer(self) -> dict:
+        """The answer under both pairs of names, the pair that does not apply None (the record's keys)."""
+        return {"direction": self.direction, "first_bad": self.first_bad, "last_good": self.last_good,
+                "first_good": self.first_good, "last_bad": self.last_bad}
 
 
 class BoundsError(Exception):
@@ -96,10 +148,31 @@ def probes(inner: list[int], jobs: int) -> list[int]:
     return picked
 
 
+def _ends_problem(versions: list[str], old: Verdict, new: Verdict, expect: str | None) -> str:
+    """Why two ends give no search ('' when they do): they do not differ, one cannot be judged,
+    or (`expect`, a search below the releases) they differ the other way than the releases did."""
+    if expect is not None:
+        want_old, want_new = {BROKE: (GOOD, BAD), MENDED: (BAD, GOOD)}[expect]
+        if old.kind != want_old:
+            return f"the old end {versions[0]} is not {want_old}: {old.kind} ({old.why})"
+        if new.kind != want_new:
+            return f"the new end {versions[-1]} is not {want_new}: {new.kind} ({new.why})"
+        return ""
+    for end, v, verdict in (("old", versions[0], old), ("new", versions[-1], new)):
+        if verdict.kind == SKIP:
+            return f"the {end} end {v} cannot be judged here: {verdict.why}"
+    if old.kind == new.kind:
+        return (f"the ends do not differ: {versions[0]} and {versions[-1]} are both {old.kind} "
+                f"({versions[0]}: {old.why}; {versions[-1]}: {new.why})")
+    return ""
+
+
 def search(versions: list[str], oracle: Callable[[list[str]], dict[str, Verdict]], jobs: int = 1,
-           on_step: Callable[[Step], None] | None = None) -> Found:
-    """Find the first bad release in `versions` (oldest first; the first is the good end,
-    the last the bad end). `oracle` judges a list of releases at once (one round)."""
+           on_step: Callable[[Step], None] | None = None, expect: str | None = None) -> Found:
+    """Find the first release in `versions` (oldest first) that does what the last one does, when
+    the first does the other: the first bad release when the first is good and the last bad, the
+    first good one when it is the other way round. `oracle` judges a list of releases at once
+    (one round); `expect` (BROKE or MENDED) asks the ends to differ that way."""
     found = Found(versions=list(versions), tested={}, steps=[])
     if len(versions) < 2:
         found.problem = "fewer than two releases between the bounds"
@@ -112,14 +185,14 @@ def search(versions: list[str], oracle: Callable[[list[str]], dict[str, Verdict]
             found.tested[v] = verdicts[v]
 
     ask([0, len(versions) - 1])
-    good_end, bad_end = found.tested[versions[0]], found.tested[versions[-1]]
-    if good_end.kind != GOOD:
-        found.problem = f"the good end {versions[0]} is not good: {good_end.kind} ({good_end.why})"
-    elif bad_end.kind != BAD:
-        found.problem = f"the bad end {versions[-1]} is not bad: {bad_end.kind} ({bad_end.why})"
+    old_end, new_end = found.tested[versions[0]], found.tested[versions[-1]]
+    found.problem = _ends_problem(versions, old_end, new_end, expect)
+    if not found.problem:
+        found.direction = direction(old_end.kind, new_end.kind)
+    like_old, like_new = old_end.kind, new_end.kind
     lo, hi = 0, len(versions) - 1
     step = Step(0, [(v, found.tested[v]) for v in (versions[0], versions[-1])], versions[lo], versions[hi],
-                hi - lo - 1)
+                hi - lo - 1, found.direction)
     found.steps.append(step)
     if on_step:
         on_step(step)
@@ -134,23 +207,23 @@ def search(versions: list[str], oracle: Callable[[list[str]], dict[str, Verdict]
         picked = probes(inner, jobs)
         ask(picked)
         kinds = {i: found.tested[versions[i]].kind for i in range(lo, hi + 1) if versions[i] in found.tested}
-        new_hi = min((i for i, k in kinds.items() if k == BAD and i > lo), default=hi)
-        new_lo = max((i for i, k in kinds.items() if k == GOOD and i < new_hi), default=lo)
-        later_good = [versions[i] for i, k in kinds.items() if k == GOOD and i > new_hi]
-        if later_good:
-            found.warnings.append(f"not monotone: {versions[new_hi]} is bad but later {', '.join(later_good)} "
-                                  "good; the first change is reported")
+        new_hi = min((i for i, k in kinds.items() if k == like_new and i > lo), default=hi)
+        new_lo = max((i for i, k in kinds.items() if k == like_old and i < new_hi), default=lo)
+        later = [versions[i] for i, k in kinds.items() if k == like_old and i > new_hi]
+        if later:
+            found.warnings.append(f"not monotone: {versions[new_hi]} is {like_new} but later {', '.join(later)} "
+                                  f"{like_old}; the first change is reported")
         lo, hi = new_lo, new_hi
         left = sum(1 for i in range(lo + 1, hi) if versions[i] not in found.tested)
         step = Step(round_, [(versions[i], found.tested[versions[i]]) for i in picked], versions[lo], versions[hi],
-                    left)
+                    left, found.direction)
         found.steps.append(step)
         if on_step:
             on_step(step)
-    found.last_good = versions[lo]
+    found.before = versions[lo]
     skipped = [versions[i] for i in range(lo + 1, hi) if found.tested.get(versions[i], Verdict(SKIP)).kind == SKIP]
     found.candidates = skipped + [versions[hi]]
-    found.first_bad = versions[hi] if not skipped else None
+    found.after = versions[hi] if not skipped else None
     return found
 
 
@@ -190,8 +263,8 @@ def _show(ev: dict) -> str:
 
 
 def judge(results: list[Result], good: dict | None, criteria: Criteria = Criteria()) -> Verdict:
-    """A release's verdict from its cells' results, against the good end's evidence
-    (None: this *is* the good end, judged on its own: it must not fail)."""
+    """A release's verdict from its cells' results, against the working end's evidence (`good`;
+    None: judged on its own, as an end is: good when it runs and gives the values expected)."""
     ev = evidence(results)
     if not results:
         return Verdict(SKIP, "no result", evidence=ev)
@@ -219,20 +292,44 @@ def judge(results: list[Result], good: dict | None, criteria: Criteria = Criteri
     return Verdict(GOOD, _show(ev), evidence=ev)
 
 
+def judge_ends(old: list[Result], new: list[Result], criteria: Criteria = Criteria()) -> tuple[Verdict, Verdict]:
+    """Both ends' verdicts, each by what it does, never by its place: each on its own first (does
+    it run, and give the values the matrix expects?). When both do, each against the other with
+    the criteria: a newer end slower or less accurate than the older is bad (a break), an older
+    end slower or less accurate than the newer is bad (a mend). The end that comes out good is
+    the yardstick every release between them is judged against."""
+    a, b = judge(old, None, criteria), judge(new, None, criteria)
+    if a.kind == GOOD and b.kind == GOOD:
+        worse_new = judge(new, a.evidence, criteria)
+        if worse_new.kind == BAD:
+            return a, worse_new
+        worse_old = judge(old, b.evidence, criteria)
+        if worse_old.kind == BAD:
+            return worse_old, b
+    return a, b
+
+
 # -- the driver ---------------------------------------------------------------------
 def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine, results_root: Path,
         console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = Criteria(),
         cutoff: bool = True, margin_days: float = releases.CUTOFF_MARGIN_DAYS, bundles: Path = Path("bundles"),
         resolver: releases.Resolver | None = None, slurm=None, engine_args: dict | None = None,
-        nightly: str | None = None, as_of: str | None = None) -> tuple[Found, Path | None]:
-    """Search `versions` of `package` for the first bad release of `base_cells`; each round's
-    cells run on this host, or with `slurm` (SlurmOptions) as array tasks (`_on_slurm`). With
-    `nightly` (a nightly distribution's name), go on below the releases (`below`)."""
+        nightly: str | None = None, as_of: str | None = None, said: str | None = None) -> tuple[Found, Path | None]:
+    """Search `versions` of `package` for the first release where `base_cells` change, whichever
+    way the ends say; each round's cells run on this host, or with `slurm` (SlurmOptions) as array
+    tasks (`_on_slurm`). With `nightly` (a nightly distribution's name), go on below the releases
+    (`below`). `said`: the direction the command line's --good/--bad claimed, to say so when the
+    ends show the other."""
     resolver = resolver or releases.Resolver()
     cells = ReleaseCells(base_cells, package, resolver, repeats, cutoff, margin_days)
     rounds = _Rounds(m, cells, versions, engine, results_root, console, criteria, slurm, engine_args)
     started = time.monotonic()
     found = search(versions, rounds.oracle, jobs=jobs, on_step=rounds.show_step)
+    if said and found.direction and found.direction != said:
+        named = {BROKE: (versions[0], versions[-1]), MENDED: (versions[-1], versions[0])}[said]
+        found.warnings.append(f"--good {named[0]} and --bad {named[1]} are the other way round here: "
+                              f"{versions[0]} is {found.tested[versions[0]].kind} and {versions[-1]} "
+                              f"{found.tested[versions[-1]].kind}, so the search looked for {where(found.direction)}")
     console.rule("bisect")
     bundle = None
     if found.problem:
@@ -243,8 +340,8 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
                       f"({rounds.runs['ran']} run now, {rounds.runs['cells'] - rounds.runs['ran']} reused from "
                       f"earlier runs); a linear sweep tests all {len(versions)} releases; "
                       f"{time.monotonic() - started:.0f} s")
-        bundle = _bundle_first_bad(found, rounds, engine, results_root / m.name, bundles, console)
-        if nightly and found.first_bad:
+        bundle = _bundle_after(found, rounds, engine, results_root / m.name, bundles, console)
+        if nightly and found.after:
             try:
                 found.nightly = below(found, ReleaseCells(base_cells, package, resolver, repeats, cutoff, margin_days,
                                                           nightly=nightly),
@@ -259,31 +356,33 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
 
 
 def below(found: Found, cells_for: ReleaseCells, rounds_of, console: Console, jobs: int, as_of: str | None) -> dict:
-    """The first bad night between the last good and the first bad release (harness/nightly.py):
-    the same search, over the nightly distribution's builds, as of the same cut-off."""
+    """The first night that changed the cells the way the releases did (harness/nightly.py), between
+    the release before the change and the one after it: the same search, over the nightly
+    distribution's builds, as of the same cut-off, its ends asked to differ that way."""
     from . import nightly as nightly_mod
 
     package, name = cells_for.package, cells_for.nightly
     python = cells_for.template.python
-    win = nightly_mod.window(package, name, found.last_good, found.first_bad, python,
+    win = nightly_mod.window(package, name, found.before, found.after, python,
                              offline=cells_for.resolver.offline, as_of=as_of)
     console.rule(f"below the releases: {name}")
     console.print(f"{len(win.nights)} builds of {name} for Python {python}, {win.day(win.nights[0])} to "
-                  f"{win.day(win.nights[-1])}: between {package} {win.good} ({win.since[:10]}) and {win.bad} "
+                  f"{win.day(win.nights[-1])}: between {package} {win.old} ({win.since[:10]}) and {win.new} "
                   f"({win.until[:10]}), and the nearest build on each side", highlight=False)
     rounds = rounds_of(cells_for, win.nights)
-    got = search(win.nights, rounds.oracle, jobs=jobs, on_step=rounds.show_step)
-    out = {"nightly": name, "window": win.nights, "uploaded": win.uploaded, "first_bad": got.first_bad,
-           "last_good": got.last_good, "candidates": got.candidates, "problem": got.problem, "history": None}
+    got = search(win.nights, rounds.oracle, jobs=jobs, on_step=rounds.show_step, expect=found.direction)
+    out = {"nightly": name, "window": win.nights, "uploaded": win.uploaded, **got.answer(),
+           "candidates": got.candidates, "problem": got.problem, "history": None}
     if got.problem:
         out["problem"] += (" -- the change is not between two nights of the main branch: it may have reached the "
                            "release through its release branch (a cherry-pick, or a change of the branch alone)")
         console.print(f"[red]no night found[/]: {shown(out['problem'])}", highlight=False)
         return out
-    bad_night = got.first_bad or got.candidates[-1]
-    out["history"] = nightly_mod.history_url(package, win.day(got.last_good), win.day(bad_night))
-    console.print(f"[bold]first bad night: {shown(name)} {shown(bad_night)}[/] (uploaded {win.day(bad_night)})   "
-                  f"last good night: {shown(got.last_good)} ({win.day(got.last_good)})", highlight=False)
+    before_word, after_word = words(got.direction)
+    after = got.after or got.candidates[-1]
+    out["history"] = nightly_mod.history_url(package, win.day(got.before), win.day(after))
+    console.print(f"[bold]{after_word} night: {shown(name)} {shown(after)}[/] (uploaded {win.day(after)})   "
+                  f"{before_word} night: {shown(got.before)} ({win.day(got.before)})", highlight=False)
     if out["history"]:
         console.print(f"the upstream history of those days: {shown(out['history'])}", highlight=False)
     return out
@@ -320,8 +419,8 @@ class ReleaseCells:
 
 class _Rounds:
     """The search's oracle: one round runs the asked releases' cells (here through the Runner,
-    or on Slurm), keeps their results, and judges each release -- the good end on its own, then
-    the others against the good end's evidence."""
+    or on Slurm), keeps their results, and judges each release -- the two ends by what each
+    does (`judge_ends`), then the others against the end that works."""
 
     def __init__(self, m, cells_for: ReleaseCells, versions: list[str], engine, results_root: Path,
                  console: Console, criteria: Criteria, slurm, engine_args: dict | None):
@@ -329,8 +428,9 @@ class _Rounds:
         self.cells_for, self.versions, self.engine, self.results_root = cells_for, versions, engine, results_root
         self.console, self.criteria, self.slurm, self.engine_args = console, criteria, slurm, engine_args
         self.package = cells_for.nightly or cells_for.package  # what the steps name: a night is its build
+        self.unit = "night" if cells_for.nightly else "release"
         self.results_of: dict[str, list[Result]] = {}
-        self.good_evidence: dict | None = None
+        self.good_evidence: dict | None = None  # the working end's: the yardstick
         self.runs = {"cells": 0, "ran": 0}
 
     def oracle(self, asked: list[str]) -> dict[str, Verdict]:
@@ -341,9 +441,12 @@ class _Rounds:
         out = {}
         for v in asked:
             self.results_of[v] = [got[c.id] for c in self.cells_for(v) if c.id in got]
-        if self.versions[0] in asked:  # the good end: judged on its own, then the yardstick
-            out[self.versions[0]] = judge(self.results_of[self.versions[0]], None, self.criteria)
-            self.good_evidence = out[self.versions[0]].evidence
+        ends = (self.versions[0], self.versions[-1])
+        if all(v in asked for v in ends):  # the ends: each by what it does, then the working one the yardstick
+            out.update(zip(ends, judge_ends(self.results_of[ends[0]], self.results_of[ends[1]], self.criteria),
+                           strict=True))
+            working = [out[v] for v in ends if out[v].kind == GOOD]
+            self.good_evidence = working[0].evidence if len(working) == 1 else None
         for v in asked:
             if v not in out:
                 out[v] = judge(self.results_of[v], self.good_evidence, self.criteria)
@@ -370,20 +473,26 @@ class _Rounds:
             flaky = " (flaky)" if verdict.flaky else ""
             self.console.print(f"  {shown(self.package)} {shown(v)}: [{colour}]{verdict.kind}[/]{flaky}  "
                                f"{shown(verdict.why)}", highlight=False)
-        self.console.print(f"[bold]step {step.round}[/]: last good {shown(step.last_good)}, first bad "
-                           f"{shown(step.first_bad)}, {step.left} untested release(s) between", highlight=False)
+        if step.round == 0 and step.direction:
+            old, new = step.tested[0][1].kind, step.tested[-1][1].kind
+            self.console.print(f"{shown(self.package)} {shown(step.before)} is {old} and {shown(step.after)} {new}: "
+                               f"looking for the {words(step.direction)[1]} {self.unit} ({where(step.direction)})",
+                               highlight=False)
+        before_word, after_word = words(step.direction)
+        self.console.print(f"[bold]step {step.round}[/]: {before_word} {shown(step.before)}, {after_word} "
+                           f"{shown(step.after)}, {step.left} untested release(s) between", highlight=False)
 
 
 def _show_answer(found: Found, package: str, console: Console) -> None:
-    """The first bad release (or the candidates), both ends' evidence, and the search's warnings."""
-    if found.first_bad:
-        console.print(f"[bold]first bad: {shown(package)} {shown(found.first_bad)}[/]   last good: "
-                      f"{shown(package)} {shown(found.last_good)}",
-                      highlight=False)
+    """The first changed release (or the candidates), both sides' evidence, and the search's warnings."""
+    before_word, after_word = words(found.direction)
+    if found.after:
+        console.print(f"[bold]{after_word}: {shown(package)} {shown(found.after)}[/]   {before_word}: "
+                      f"{shown(package)} {shown(found.before)}", highlight=False)
     else:
-        console.print(f"[bold]first bad is one of: {shown(', '.join(found.candidates))}[/] (the others cannot "
-                      f"be installed); last good: {shown(package)} {shown(found.last_good)}", highlight=False)
-    for label, v in (("last good", found.last_good), ("first bad", found.candidates[-1])):
+        console.print(f"[bold]{after_word} is one of: {shown(', '.join(found.candidates))}[/] (the others cannot "
+                      f"be installed); {before_word}: {shown(package)} {shown(found.before)}", highlight=False)
+    for label, v in ((before_word, found.before), (after_word, found.candidates[-1])):
         ev = found.tested[v].evidence
         console.print(f"  {label} {shown(v)}: {shown(_show(ev))}", highlight=False)
         for cell_id in ev.get("cells", [])[:3]:
@@ -392,27 +501,28 @@ def _show_answer(found: Found, package: str, console: Console) -> None:
         console.print(f"[yellow]warning[/]: {shown(w)}", highlight=False)
 
 
-def _bundle_first_bad(found: Found, rounds: _Rounds, engine, run_dir: Path, bundles: Path,
-                      console: Console) -> Path | None:
-    """The first bad release's failing cell as a repro bundle, with every attempt's own folder
-    (result, events, logs) under attempts/; None when it left no result."""
+def _bundle_after(found: Found, rounds: _Rounds, engine, run_dir: Path, bundles: Path,
+                  console: Console) -> Path | None:
+    """The first changed release's cell as a repro bundle, with every attempt's own folder (result,
+    events, logs) under attempts/: a break's failing cell, the report upstream asks for; a mend's
+    working cell, the environment to move to, pinned. None when it left no result."""
     from .repro import write_bundle
 
-    bad_v = found.candidates[-1]
-    bad_results = rounds.results_of.get(bad_v) or []
-    failing = next((r for r in bad_results if r.status != status.OK), bad_results[0] if bad_results else None)
-    if not failing:
+    after = found.candidates[-1]
+    results = rounds.results_of.get(after) or []
+    shown_cell = next((r for r in results if r.status != status.OK), results[0] if results else None)
+    if not shown_cell:
         return None
-    cell = next(c for c in rounds.cells_for(bad_v) if c.id == failing.cell)
+    cell = next(c for c in rounds.cells_for(after) if c.id == shown_cell.cell)
     bundle = inside(bundles, bundles / file_name(cell.id))  # as repro names its bundles
-    write_bundle(bundle, cell, engine, failing.provenance, bad_results)
+    write_bundle(bundle, cell, engine, shown_cell.provenance, results)
     attempts = bundle / "attempts"
     shutil.rmtree(attempts, ignore_errors=True)
-    for n, r in enumerate(bad_results, 1):  # the evidence itself: result, events and logs
+    for n, r in enumerate(results, 1):  # the evidence itself: result, events and logs
         folder = run_dir / r.cell
         if folder.is_dir():
             shutil.copytree(folder, attempts / str(n))
-    console.print(f"bundle of the first bad cell: {shown(bundle)}", highlight=False)
+    console.print(f"bundle of the {words(found.direction)[1]} cell: {shown(bundle)}", highlight=False)
     return bundle
 
 
@@ -446,66 +556,13 @@ def _record(found: Found, package: str, run_dir: Path, runs: dict, bundle: Path 
     def plain(ev: dict) -> dict:
         return {k: (v.as_dict() if isinstance(v, Spread) else v) for k, v in ev.items()}
 
-    data = {"package": package, "versions": found.versions, "first_bad": found.first_bad,
-            "last_good": found.last_good, "candidates": found.candidates, "problem": found.problem,
+    data = {"package": package, "versions": found.versions, **found.answer(),
+            "candidates": found.candidates, "problem": found.problem,
             "warnings": found.warnings, "cells": runs["cells"], "cells_run": runs["ran"],
             "bundle": str(bundle) if bundle else None, "nightly": found.nightly,
             "tested": {v: {"verdict": t.kind, "why": t.why, "flaky": t.flaky, "evidence": plain(t.evidence)}
                        for v, t in found.tested.items()},
-            "steps": [{"round": s.round, "tested": [v for v, _ in s.tested], "last_good": s.last_good,
-                       "first_bad": s.first_bad, "left": s.left} for s in found.steps]}
+            "steps": [{"round": s.round, "tested": [v for v, _ in s.tested], "before": s.before,
+                       "after": s.after, "left": s.left} for s in found.steps]}
     path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     return path
-
-
-def checked(args) -> str | None:
-    """The command line's own checks, before anything loads: the criteria are numbers in range,
-    one way of naming the bounds, and the nightly distribution to search below them (or None)."""
-    import math
-
-    from .nightly import nightly_of
-    for name in ("accuracy_drop", "speed_drop"):
-        value = getattr(args, name)
-        if value is not None and (not math.isfinite(value) or value < 0 or (name == "speed_drop" and value >= 100)):
-            raise UserError(f"--{name.replace('_', '-')} expects a number >= 0"
-                            + (" and < 100" if name == "speed_drop" else "") + f", got {value}")
-    if args.spec and (args.good or args.bad):
-        raise UserError("give either --range or --good/--bad, not both")
-    nightly = nightly_of(args.package, args.nightly) if args.nightly else None
-    if nightly and args.executor == "slurm":
-        raise UserError("--nightly searches on this host: leave out --executor slurm")
-    return nightly
-
-
-def bounds(package: str, python: str, *, good: str | None, bad: str | None, spec: str | None, pre: bool,
-           resolver: releases.Resolver) -> list[str]:
-    """The releases to search, oldest first: those of `spec`, or from `good` to `bad` inclusive."""
-    if not releases.NAME_RE.fullmatch(package):
-        raise UserError(f"--package {package!r} is not a package name (letters, digits, '.', '_', '-')")
-    for flag, value in (("--good", good), ("--bad", bad)):
-        try:
-            if value is not None:
-                Version(value)
-        except InvalidVersion:
-            raise UserError(f"{flag} {value!r} is not a version (PEP 440), e.g. '1.26.4'") from None
-    if spec is None:
-        if not good or not bad:
-            raise UserError("give --good and --bad, or --range")
-        if Version(good) >= Version(bad):
-            raise UserError(f"--good {good} must be older than --bad {bad}")
-        spec = f">={good},<={bad}"
-    if releases.parse_range(spec) is None:
-        raise UserError(f"--range {spec!r} is not a range (PEP 440), e.g. '>=1.26,<2.1'")
-    try:
-        found = resolver.expand(package, spec, python, releases.Options(pre=pre))
-    except releases.ReleasesUnavailable as exc:
-        raise UserError(f"cannot list the releases of {package}: {exc}") from None
-    # releases without a file for this Python, and yanked ones, are tried too: pip's reason skips them
-    listed = sorted({*found.versions, *found.skipped}, key=Version)
-    for end in (good, bad):
-        if end and end not in listed:
-            raise UserError(f"{package} {end} is not a release on {found.index} (releases in range: "
-                            f"{', '.join(listed[:12]) or 'none'})")
-    if len(listed) < 2:
-        raise UserError(f"{package} {spec}: fewer than two releases to search ({', '.join(listed) or 'none'})")
-    return listed

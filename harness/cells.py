@@ -11,9 +11,10 @@ from dataclasses import asdict, dataclass, field
 from . import stacks
 from .workloads.protocol import FEEDS, WRAPPERS  # noqa: F401 - re-exported for the matrix
 
-# How a cut-off is applied to an install (harness.cutoff.applied_cutoff); bump when that
-# changes, so environments built the old way are built again.
-CUTOFF_RULE = 2
+# How a cut-off is applied to an install (harness.installer.cutoff_options); bump when that
+# changes, so environments built the old way are built again (3: uv's --exclude-newer, setuptools
+# lifted to the first that builds an sdist the PEP 517 way).
+CUTOFF_RULE = 3
 
 
 @dataclass(frozen=True)

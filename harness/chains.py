@@ -31,8 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import names, status
+from .ownfiles import link_or_copy
 from .result import Result, load_folder
-from .samefiles import link_or_copy
 from .store import read_json, write_json
 from .workloads.protocol import INPUTS_DIR, OUTPUT_DIR
 

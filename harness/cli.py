@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {list,run,build,status,repro,report,bisect,diverge,reduce,watch} ...``.
+"""Command line: ``python -m harness {list,run,build,status,repro,report,bisect,diverge,reduce,watch,upgrade} ...``.
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -14,39 +14,20 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import argtypes, status, values
+from . import argtypes, outputroots, status, values
 from . import matrix as matrix_mod
-from .engines import CHOICES as ENGINE_CHOICES
+from .engine_args import add_engine_args as _add_engine_args
+from .engine_args import pythons as _pythons
 from .errors import UserError
 from .outputs import check_apart, check_output_folder
 from .paths import check_writable
 from .store import scan
 from .terminal import shown, visible
+from .upgrade import command as upgrade
 
 DEFAULT_MATRIX = "matrices/smoke.yaml"
 DEFAULT_RESULTS = "results"
 STATUSES = (*status.ALL, "all")
-
-
-def _pythons(values: list[str]) -> dict[str, str]:
-    out = {}
-    for value in values or []:
-        version, sep, path = value.partition("=")
-        if not sep or not version or not path:
-            raise UserError(f"--python expects VERSION=PATH (e.g. 3.6=/opt/py36/bin/python3.6), got {value!r}")
-        out[version] = path
-    return out
-
-
-def _add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
-                   help="where environments live: Docker images, virtualenvs, or (local) an interpreter "
-                        "that already holds the pinned stack (auto: Docker if it answers)")
-    p.add_argument("--python", action="append", metavar="VERSION=PATH", default=[],
-                   help="venv/local engines: use this interpreter for this Python version (repeatable)")
-    p.add_argument("--ca-bundle", metavar="PEM",
-                   help="docker engine: extra CA bundle for pip behind a TLS-intercepting proxy "
-                        "(default: PIP_CERT, SSL_CERT_FILE or REQUESTS_CA_BUNDLE)")
 
 
 def _add_release_args(p: argparse.ArgumentParser, results: bool = False) -> None:
@@ -198,19 +179,21 @@ def _subcommand_repro(sub) -> None:
 
 
 def _subcommand_bisect(sub) -> None:
-    p = sub.add_parser("bisect", help="find the first release of a package where a cell changes",
-                       description="Test the cells of MATRIX (or those matching --cell) with releases of "
-                                   "--package between --good and --bad (or in --range) from the package index, "
-                                   "and find the first release where their status changes (or, with the "
-                                   "options, accuracy or speed drops). Finished cells are reused; the first "
-                                   "bad cell is left as a repro bundle.")
+    p = sub.add_parser("bisect", help="find the first release of a package where a cell changes, either way",
+                       description="Test the cells of MATRIX (or --cell) with releases of --package between two "
+                                   "ends (--good/--bad, --old/--new or --range) and find the first release where "
+                                   "their outcome changes, whichever way the ends show: the first bad release, or "
+                                   "the first good one (the mend); with the options, accuracy or speed shifts too. "
+                                   "Finished cells are reused; the changed release's cell is left as a bundle.")
     p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
     p.add_argument("--package", required=True, metavar="NAME",
                    help="the package whose releases are searched: tensorflow, keras, or any package")
-    p.add_argument("--good", metavar="VERSION", help="a release known good (the older end)")
-    p.add_argument("--bad", metavar="VERSION", help="a release known bad (the newer end)")
+    p.add_argument("--good", metavar="VERSION", help="a release known good (newer than --bad: where was it mended?)")
+    p.add_argument("--bad", metavar="VERSION", help="a release known bad")
+    p.add_argument("--old", metavar="VERSION", help="instead of --good/--bad: the older end, whatever it does")
+    p.add_argument("--new", metavar="VERSION", help="with --old: the newer end")
     p.add_argument("--range", dest="spec", metavar="SPEC",
-                   help="instead of --good/--bad: search these releases, e.g. '>=1.26,<2.1' (oldest = good end)")
+                   help="instead of the two ends: search these releases, e.g. '>=1.26,<2.1' (oldest, newest: the ends)")
     p.add_argument("--cell", action="append", metavar="GLOB",
                    help="only the cells whose id matches (repeatable; default: the matrix's first environment)")
     p.add_argument("--jobs", "-j", type=_positive, default=1, metavar="N",
@@ -223,12 +206,11 @@ def _subcommand_bisect(sub) -> None:
                         "outside its min-max range")
     p.add_argument("--pre", action="store_true", help="include pre-releases")
     p.add_argument("--nightly", nargs="?", const="auto", metavar="PACKAGE",
-                   help="then search the nightly builds between the last good and the first bad release "
+                   help="then search the nightly builds between the releases on either side of the change "
                         "(tf-nightly, keras-nightly, tf-keras-nightly; or the PACKAGE named)")
-    p.add_argument("--no-cutoff", action="store_true",
-                   help="resolve the other packages as of today, not as of each release's upload time")
+    p.add_argument("--no-cutoff", action="store_true", help="resolve the rest as of today, not each release's day")
     p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
-    p.add_argument("--out", default="bundles", metavar="DIR", help="where the first bad cell's bundle goes")
+    p.add_argument("--out", default="bundles", metavar="DIR", help="where the changed release's cell is bundled")
     p.add_argument("--offline", action="store_true", help="list releases from the cache only")
     _add_engine_args(p)
     _add_slurm_args(p, "one Slurm job-array task per cell, each round submitted and waited for")
@@ -271,6 +253,8 @@ def _subcommand_reduce(sub) -> None:
                    help="each candidate's time on each side: over it, the candidate is rejected (default 120)")
     p.add_argument("--fresh", action="store_true",
                    help="start every candidate in a new interpreter instead of forking it from a warm launcher")
+    p.add_argument("--unconfined", action="store_true", help="let candidates write anywhere you can, not only in "
+                   "their own folders")
     p.add_argument("--out", default="reduced", metavar="DIR", help="where the result goes (default: reduced)")
     _add_engine_args(p)
     _add_release_args(p, results=True)
@@ -281,7 +265,7 @@ def _subcommand_watch(sub) -> None:
                        description="Expand MATRIX's version ranges against the index now (or --as-of a date), "
                                    "run only the cells without a result (new releases, new code), append them to "
                                    "the matrix's history (RESULTS/<matrix>/.watch/), find changes along the "
-                                   "releases with statistics, bisect a new break, and publish a history page, "
+                                   "releases with statistics, bisect a new break or mend, and publish a history page, "
                                    "JSON and Atom feeds and badges under --site. Exit 0: nothing new changed; "
                                    "1: new changes; 2: bad input or a harness error; 3: another watch of this "
                                    "matrix is running (nothing done).")
@@ -290,7 +274,7 @@ def _subcommand_watch(sub) -> None:
     p.add_argument("--as-of", metavar="DATE",
                    help="replay the index as it stood then (a date or a UTC time): only releases uploaded "
                         "before it, nothing resolved later than it")
-    p.add_argument("--no-bisect", action="store_true", help="do not bisect a new break")
+    p.add_argument("--no-bisect", action="store_true", help="do not bisect a new break or mend")
     p.add_argument("--bisect-jobs", type=_positive, default=1, metavar="N",
                    help="releases a bisect tests per round (k-ary search; default 1)")
     p.add_argument("--site", default="site", metavar="DIR",
@@ -331,6 +315,7 @@ SUBCOMMANDS = (
     _subcommand_reduce,
     _subcommand_watch,
     _subcommand_report,
+    upgrade.add,
 )
 
 def cmd_list(args, console: Console) -> int:
@@ -478,11 +463,12 @@ def cmd_repro(args, console: Console) -> int:
 
 def cmd_bisect(args, console: Console) -> int:
 
-    from . import bisect, releases
+    from . import bisect, bisect_ends, releases
     from .engines import select_engine
     from .runner import select
 
-    nightly = bisect.checked(args)
+    nightly = bisect_ends.checked(args)
+    old, new, said = bisect_ends.ends(args)
     m = _load(args, console)
     slurm = None
     if args.executor == "slurm":
@@ -499,7 +485,7 @@ def cmd_bisect(args, console: Console) -> int:
     check_output_folder(Path(args.out), "--out", [Path(args.results)])  # bundles never land among results
     check_writable(Path(args.out), "--out")
     resolver = releases.Resolver(offline=args.offline)
-    versions = bisect.bounds(args.package, env.python, good=args.good, bad=args.bad, spec=args.spec, pre=args.pre,
+    versions = bisect_ends.bounds(args.package, env.python, good=old, bad=new, spec=args.spec, pre=args.pre,
                              resolver=resolver)
     console.print(f"bisecting {args.package} over {len(versions)} releases ({versions[0]} ... {versions[-1]}) for "
                   f"{len(cells)} cell(s) of {env.name} (Python {env.python}), {args.jobs} release(s) per round")
@@ -510,7 +496,7 @@ def cmd_bisect(args, console: Console) -> int:
                               repeats=args.repeats, cutoff=not args.no_cutoff, bundles=Path(args.out),
                               criteria=bisect.Criteria(args.accuracy_drop, args.speed_drop), resolver=resolver,
                               slurm=slurm, engine_args={"pythons": _pythons(args.python), "ca_bundle": args.ca_bundle},
-                              nightly=nightly)
+                              nightly=nightly, said=said)
     return 0 if not found.problem else 1
 
 
@@ -534,7 +520,8 @@ def cmd_reduce(args, console: Console) -> int:
     good, bad = sides(m, args)
     with select_engine(args.engine, pythons=_pythons(args.python), ca_bundle=args.ca_bundle, console=console) as engine:
         engine.warm = engine.warm and not args.fresh
-        show(reduce(m, good, bad, engine, Path(args.out), console, budget=args.budget), console)
+        found = reduce(m, good, bad, engine, Path(args.out), console, budget=args.budget, unconfined=args.unconfined)
+        show(found, console)
     return 0
 
 
@@ -562,7 +549,7 @@ def cmd_watch(args, console: Console) -> int:
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "build": cmd_build, "status": cmd_status, "repro": cmd_repro,
             "report": cmd_report, "bisect": cmd_bisect, "diverge": cmd_diverge,
-            "reduce": cmd_reduce,
+            "reduce": cmd_reduce, "upgrade": upgrade.command,
             "watch": cmd_watch}
 
 
@@ -578,9 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
     try:
-        from .downloads import max_bytes
-        max_bytes()  # a download-cache bound that is not a size stops any command before it starts work
-        return COMMANDS[args.command](args, console)
+        with outputroots.declared(args):  # its output folders are never taken for the user's code
+            return COMMANDS[args.command](args, console)
     except UserError as exc:
         err.print(f"[bold red]error:[/] {shown(str(exc), lines=True)}", highlight=False, markup=True)
         return 2

@@ -1,11 +1,14 @@
-"""Resolving as of a moment: a version range's environment installs what the index
-had when its newest pinned release came out (its cut-off, ``releases.cutoff_of``).
+"""Resolving as of a moment where pip, not uv, does the resolving.
 
-pip >= 26.0 does it itself (``--uploaded-prior-to``); for older pips, and for
-image builds, the harness serves a loopback index that lists only the files the
-real index had received before the cut-off (``CutoffIndex``). Either way pip is
-isolated from its configuration but for the user's index, CA bundle and proxy,
-because files from ``find-links`` folders carry no upload time.
+uv resolves every environment as of its cut-off itself (``installer``). pip is left in two
+places, and for them: the project's own lock (``harness.toolchain.resolve``: pip's
+``--dry-run --report``, which uv has no equivalent of) and the TF 1.x GPU images, whose
+base's Python 3.5 no uv serves. pip >= 26.0 resolves as of a moment itself
+(``--uploaded-prior-to``); for older pips the harness serves a loopback index that lists only
+the files the real index had received before the cut-off (``CutoffIndex``). Either way pip is
+isolated from its configuration but for the user's index, CA bundle and proxy, because files
+from ``find-links`` folders carry no upload time. ``LoopbackIndex`` also serves the planted
+indexes of the tests.
 """
 
 from __future__ import annotations
@@ -181,18 +184,3 @@ def pip_arguments(uploaded_before: str, python: str, *, refresh: bool = False):
         yield (["--isolated", "--index-url", index.url, *keep],
                f"a harness index on 127.0.0.1 listing files uploaded before the cut-off "
                f"(pip {pip} has no --uploaded-prior-to; pip >= {PIP_WITH_CUTOFF} does)")
-
-
-ISOLATED = ("pip's configuration is left out under a cut-off but for its index, CA bundle and proxy: "
-            "find-links folders and extra indexes carry no upload times")
-
-
-@contextlib.contextmanager
-def applied_cutoff(env, python: str):
-    """pip arguments that make `python`'s pip resolve as of `env.uploaded_before`, and
-    what provenance says about it; nothing without a cut-off (``pip_arguments``)."""
-    if not getattr(env, "uploaded_before", None):
-        yield [], None
-        return
-    with pip_arguments(env.uploaded_before, python) as (args, via):
-        yield args, {**cutoff_note(env, via), "isolated": ISOLATED}

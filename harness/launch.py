@@ -349,14 +349,15 @@ class Server(ServerBase):
 
     def start_cell(self, workdir: Path, cpus, memory: int | None, backstop: float | None,
                    tmpdir: str | None = None, cgroup: str | None = None, home: str | None = None,
-                   slot: dict[str, str] | None = None) -> WarmChild:
+                   slot: dict[str, str] | None = None, confine: dict[str, str] | None = None) -> WarmChild:
         """Fork the cell whose spec is in `workdir`: it runs there, writes its logs there, on
         `cpus`, under an address-space limit of `memory`, with `tmpdir` as its temp folder and
         `home` as its home, and ends itself after `backstop` s. `cgroup`: the cgroup.procs file
         the child enters first (cellgroup.py); the child is the cell's subreaper, the cell runs
-        below it. `slot`: its SLOT_VARIABLES (its GPUs), set in the fork."""
+        below it. `slot`: its SLOT_VARIABLES (its GPUs), set in the fork; `confine`: where it may
+        write, if it is confined (confinement.Offer.variables): the cell confines itself after the fork."""
         env = {ENV_LAUNCH: "warm", **({"TMPDIR": tmpdir} if tmpdir else {}), **({"HOME": home} if home else {}),
-               **(slot or {})}
+               **(slot or {}), **(confine or {})}
         return self.spawn({"spec": str(workdir / SPEC_FILE), "outdir": str(workdir), "cwd": str(workdir),
                            "stdout": str(workdir / STDOUT_FILE), "stderr": str(workdir / STDERR_FILE),
                            "cpus": sorted(cpus) if cpus else None, "memory": memory,

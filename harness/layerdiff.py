@@ -3,9 +3,13 @@
 Pure functions over what each side's cell wrote (workloads/layerwise.py): a `Side` is
 its layers.json and layers.npz. Five verdicts, in the order a difference propagates:
 
-1. configurations -- every key whose value differs, after the spellings that mean the
-   same are made one (a dtype policy and its name; ``glorot_uniform`` and the
-   VarianceScaling it is);
+1. configurations -- every key whose value differs in what the layer computes, after the
+   spellings that mean the same are made one (a dtype policy and its name; ``glorot_uniform``
+   and the VarianceScaling it is; an axis as an index or a list, negative or not, counted
+   against the layer's input rank: Keras 2.2's ``-1`` and tf.keras's ``[2]`` are one axis of
+   a 3-D input), and without the switches that choose only how it is computed (an RNN's
+   ``implementation`` and ``unroll``: the same function, another kernel -- any rounding that
+   makes shows in the outputs, against the floor);
 2. weights' layout -- which layers took the reference's weights one to one, which could
    not (and the shapes), which have none;
 3. forward -- each layer's output on the batch: max abs and relative error, and the
@@ -40,6 +44,7 @@ FACTOR = 10.0
 RESOLUTION = {"forward": 1e-4, "backward": 1e-3, "training": 1e-2}
 SAME_DIRECTION = 1 - 1e-4   # a cosine above this: the gradient points the same way
 _NOT_CONFIG = ("name", "module", "registered_name", "build_config", "compile_config", "shared_object_id")
+_NOT_BEHAVIOUR = ("implementation", "unroll")  # how an RNN computes, not what (the module's docstring)
 # Initialisers that are one VarianceScaling under another name (Keras 2 serialises the name's
 # VarianceScaling; Keras 3 the name).
 _VARIANCE_SCALING = {
@@ -84,12 +89,37 @@ def canonical(value):
             if cfg.get("distribution") == "normal":  # Keras 2.2's name for the truncated normal
                 cfg["distribution"] = "truncated_normal"
             value = {**value, "config": cfg}
-        return {k: canonical(v) for k, v in value.items() if k not in _NOT_CONFIG}
+        return {k: canonical(v) for k, v in value.items() if k not in _NOT_CONFIG and k not in _NOT_BEHAVIOUR}
     if isinstance(value, list):
         return [canonical(v) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def one_axis(value, rank: int | None):
+    """An axis setting as the sorted list of the non-negative axes it names in an input of `rank`
+    dimensions (batch included): -1, [-1], 2 and [2] are one axis of a 3-D input. Without a rank,
+    only an index and the list of it are made one; what is not an index or a list of indices
+    (None: every axis; an index out of the rank) is left as written, compared as it is."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items or not all(isinstance(a, int) and not isinstance(a, bool) for a in items):
+        return value
+    if rank:
+        if not all(-rank <= a < rank for a in items):
+            return value
+        items = [a % rank for a in items]
+    return sorted(set(items))
+
+
+def layer_config(layer: dict, rank: int | None = None) -> dict:
+    """A layer's configuration as `configurations` compares it: one spelling per meaning, its
+    axis counted against its input rank (workloads/layerwise.py records it; `rank` where this
+    side's record has none)."""
+    config = canonical(layer.get("config") or {})
+    if isinstance(config, dict) and "axis" in config:
+        config["axis"] = one_axis(config["axis"], layer.get("input_rank") or rank)
+    return config
 
 
 def _differences(a, b, path=""):
@@ -104,7 +134,8 @@ def _differences(a, b, path=""):
 def configurations(ref: Side, other: Side) -> dict:
     diffs, only = [], []
     for mine, theirs in zip(ref.layers, other.layers, strict=False):
-        a, b = canonical(mine["config"]), canonical(theirs["config"])
+        rank = mine.get("input_rank") or theirs.get("input_rank")
+        a, b = layer_config(mine, rank), layer_config(theirs, rank)
         for key, va, vb in _differences(a, b):
             diffs.append({"index": mine["index"], "layer": mine["name"], "class": mine["class"],
                           "key": key, "reference": va, "other": vb})

@@ -1,14 +1,11 @@
-"""The cache's ledger: one line per environment built and per file downloaded.
+"""The cache's ledger: one line per environment built.
 
-Building environments and fetching their wheels is most of what a matrix costs the first
-time, and none of it is a cell's result, so it is written down where the environments
-are kept: ``ledger.jsonl`` in the harness cache (``paths.cache_dir()``), appended by every
-process that shares the cache. Each line is a JSON object with ``kind`` (``build`` or
-``download``), ``at`` (Unix time) and what that kind says:
-
-* ``build``: ``engine``, ``environment`` (its name), ``seconds``;
-* ``download``: ``file``, ``bytes``, ``seconds``, ``fetched`` (true: from the index; false:
-  served again from the download cache, ``downloads.py``).
+Building environments is most of what a matrix costs the first time, and none of it is a
+cell's result, so it is written down where the environments are kept: ``ledger.jsonl`` in
+the harness cache (``paths.cache_dir()``), appended by every process that shares the cache.
+Each line is a JSON object with ``kind`` (``build``), ``at`` (Unix time) and what that kind
+says: ``engine``, ``environment`` (its name), ``seconds``. (What each build downloaded is
+uv's to know: its cache, ``installer``, serves a file a second build needs again.)
 
 It answers "where did the time go" for a run, for ``bench/`` and for the test suite's
 timing table, without reading build logs. A line is written with one ``write`` on a file

@@ -1,17 +1,19 @@
-"""Below releases: the nights between the last good and the first bad release.
+"""Below releases: the nights between the two releases on either side of a change.
 
 Between two releases of TensorFlow or Keras lie weeks of commits, and the package index holds a
 build of the main branch for (nearly) every night: tf-nightly, keras-nightly, tf-keras-nightly.
 After a release bisect, `bisect --nightly` searches those builds, as of the same cut-off, for the
-first bad night (cargo-bisect-rustc's releases -> nightlies -> commits, one step of it): the
-window then holds a day of commits, and the upstream repository's history for those dates is
-where the change is (`history_url`).
+first night that changed the cells the way the releases did -- the first bad night of a break,
+the first good night of a mend (cargo-bisect-rustc's releases -> nightlies -> commits, one step
+of it): the window then holds a day of commits, and the upstream repository's history for those
+dates is where the change is (`history_url`).
 
-The window is every build uploaded after the last good release and before the first bad one,
-plus the last build before it and the first after it, so the search has a night on each side
-of the change. A break that reached the release through a release branch (a cherry-pick made
-before the last good release, or a change of the branch alone) has no such pair of nights: the
-search then says its good end is not good, or its bad end not bad, and why that can be.
+The window is every build uploaded after the release before the change (the last good of a break,
+the last bad of a mend) and before the first one after it, plus the last build before it and the
+first after it, so the search has a night on each side of the change. A change that reached the
+release through a release branch (a cherry-pick made before the older release, or a change of the
+branch alone) has no such pair of nights: the search then says which end night does not do what
+its release does, and why that can be.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ REPOSITORIES = {"tensorflow": "https://github.com/tensorflow/tensorflow",
 class Window:
     package: str
     nightly: str
-    good: str            # the last good release
-    bad: str             # the first bad release
+    old: str             # the release before the change (last good of a break, last bad of a mend)
+    new: str             # the first release after it
     since: str           # its upload time
     until: str
     nights: list[str]    # the builds to search, in the order they were uploaded
@@ -59,12 +61,12 @@ def nightly_of(package: str, asked: str | None) -> str:
     return name
 
 
-def window(package: str, nightly: str, good: str, bad: str, python: str, *, offline: bool = False,
+def window(package: str, nightly: str, old: str, new: str, python: str, *, offline: bool = False,
            as_of: str | None = None) -> Window:
-    """The nightly builds between releases `good` and `bad` of `package` (see the module's doc)."""
-    since, until = releases.uploaded(package, good, offline=offline), releases.uploaded(package, bad, offline=offline)
+    """The nightly builds between releases `old` and `new` of `package` (see the module's doc)."""
+    since, until = releases.uploaded(package, old, offline=offline), releases.uploaded(package, new, offline=offline)
     if not since or not until:
-        raise UserError(f"the index gives no upload time for {package} {good if not since else bad}: "
+        raise UserError(f"the index gives no upload time for {package} {old if not since else new}: "
                         "no nightly window can be placed")
     try:
         project = releases.project(nightly, offline=offline)
@@ -82,9 +84,9 @@ def window(package: str, nightly: str, good: str, bad: str, python: str, *, offl
     after = sorted((v for v, t in uploaded.items() if t >= until), key=lambda v: uploaded[v])
     nights = ([before[-1]] if before else []) + inside + ([after[0]] if after else [])
     if not inside:
-        raise UserError(f"no build of {nightly} for Python {python} was uploaded between {package} {good} "
-                        f"({since[:10]}) and {bad} ({until[:10]}): there is no night to search")
-    return Window(package, nightly, good, bad, since, until, nights, {n: uploaded[n] for n in nights})
+        raise UserError(f"no build of {nightly} for Python {python} was uploaded between {package} {old} "
+                        f"({since[:10]}) and {new} ({until[:10]}): there is no night to search")
+    return Window(package, nightly, old, new, since, until, nights, {n: uploaded[n] for n in nights})
 
 
 def _order(version: str):

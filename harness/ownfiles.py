@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -119,3 +120,12 @@ def write_atomic(root: Path | str, path: Path | str, data: bytes) -> bool:
         Path(tmp).unlink(missing_ok=True)
         raise
     return True
+
+
+def link_or_copy(src: str | Path, dst: str | Path) -> None:
+    """`dst` as a hard link to `src` (no second copy of its bytes), or a copy where the filesystem
+    refuses a link; shutil.copytree's `copy_function` signature."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)

@@ -18,6 +18,11 @@ A one-sided reduction is not a repro of a regression.
   candidate, its time the budget). They are *trial* cells (launch.is_trial): a script trial
   forks from its stack's warm launcher, run as ``__main__`` in the forked child, so a
   candidate pays no import. The answer is then checked again fresh, as every script runs.
+- **Candidates are confined** (confinement.py): a candidate may run a branch the script never
+  took -- the reducer replaces an `if` with its body -- so each writes only in its own cell
+  folder and temporary space (Landlock or a mount namespace on the venv and local engines, the
+  container on Docker), and the command says which before it starts; where the host offers
+  none it refuses unless told `--unconfined`. Everything stays readable: the user's data too.
 - **Nothing of the user's is lost**: the original file is never written; candidates live in
   the output folder; the answer's bundle holds the reduced script alone when it holds
   without the rest of the code folder, and says which files it still needs when not (the
@@ -43,11 +48,12 @@ from rich.console import Console
 
 from . import status, usercode
 from .cells import Cell
+from .confinement import for_reduce
 from .errors import UserError
 from .names import file_name
+from .ownfiles import link_or_copy
 from .paths import inside
 from .result import Result
-from .samefiles import link_or_copy
 
 RECORD = "reduce.json"
 DEFAULT_BUDGET = 120.0
@@ -106,7 +112,8 @@ def sides(m, args) -> tuple[Cell, Cell]:
     if len(args.cells) != 1 or not all(by_release):
         raise UserError("give GOOD_CELL BAD_CELL, or one CELL with --package, --good and --bad")
     from . import releases
-    from .bisect import ReleaseCells, bounds
+    from .bisect import ReleaseCells
+    from .bisect_ends import bounds
     cell = one_cell(args.cells[0], m.cells, "CELL", args.matrix)
     resolver = releases.Resolver(offline=getattr(args, "offline", False))
     listed = bounds(args.package, cell.environment.python, good=args.good, bad=args.bad, spec=None, pre=False,
@@ -152,9 +159,9 @@ class Trials:
         shutil.rmtree(folder, ignore_errors=True)
         if alone:
             folder.mkdir(parents=True)
-        else:  # the folder's other files as links: a data file is not copied once per candidate
-            shutil.copytree(self.folder, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-                            copy_function=link_or_copy)
+        else:  # the folder's other files as links: a data file is not copied once per candidate; as the
+            # hash walks it, so never the harness's own output (this folder, when --out lies inside it)
+            usercode.copy_files(self.folder, folder, copy=link_or_copy)
             (folder / self.script).unlink(missing_ok=True)  # written below, never through a link
         target = folder / self.script
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -249,8 +256,10 @@ def start(trials: Trials, source: str) -> Family:
     return Family.of(bad)
 
 
-def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget: float = DEFAULT_BUDGET) -> dict:
-    """Shrink the script of `good`/`bad` (one script, two environments); write the bundle."""
+def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget: float = DEFAULT_BUDGET,
+           unconfined: bool = False) -> dict:
+    """Shrink the script of `good`/`bad` (one script, two environments); write the bundle. Its
+    candidates are confined (`unconfined`: the user said not to), and it says how before any runs."""
     from pysource_minimize import minimize
 
     path = script_of(good)
@@ -262,6 +271,8 @@ def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget
         compile(source, str(path), "exec")
     except SyntaxError as exc:
         raise UserError(f"{path}:{exc.lineno}: the reducer cannot parse the script ({exc.msg})") from None
+    engine.confine, said = for_reduce(engine, unconfined)  # no confinement: a UserError, unless `unconfined`
+    console.print(said, highlight=False)
     folder = inside(out, out / file_name(bad.id))
     work = folder / ".work"
     trials = Trials(m, good, bad, engine, work, budget, console)
@@ -351,7 +362,7 @@ def _needs(folder: Path, script: str, reduced: str) -> list[str]:
     import ast
     names = {node.value for node in ast.walk(ast.parse(reduced)) if isinstance(node, ast.Constant)
              and isinstance(node.value, str)}
-    have = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+    have = [p.relative_to(folder).as_posix() for p, _size in usercode.walk(folder)]  # the code's, not our output
     return sorted(h for h in have if h != script and (h in names or Path(h).name in names or Path(h).stem in names))
 
 
@@ -371,11 +382,13 @@ def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: boo
     record = {"good": trials.good.id, "bad": trials.bad.id, "script": script, "family": str(trials.family),
               "lines": {"original": lines(original), "reduced": lines(reduced)},
               "alone": alone, "needs": [] if alone else _needs(trials.folder, script, reduced),
+              "confinement": (bad.exit or {}).get("confinement"),   # what its candidates ran under
               "candidates": {"tried": t.tried, "kept": len(trials.kept), "rejected": t.rejected,
                              "forked_cell_runs": t.forked, "cell_runs": t.cell_runs, "fresh_because": t.fresh_notes,
                              "asked_again": t.repeated, "given_back": trials.fallback},
               "seconds": round(seconds, 1), "candidate_seconds": round(t.seconds, 1),
               "stacks": stacks, "also_changed": _also_changed(stacks, folder),
+              "resolved": {"good": good.resolution, "bad": bad.resolution},  # as each side's record says
               "signature": bad.failure_text or str(trials.family),
               "good_status": str(Family.of(good)) if trials.family.status == status.DRIFTED else good.status,
               "bad_status": str(Family.of(bad))}
@@ -452,9 +465,13 @@ def issue(record: dict, reduced: str) -> str:
         f"| {k} | {good.get(k, '-')} | {bad.get(k, '-')} |" for k in sorted(set(good) | set(bad))]
     also = record.get("also_changed") or {}
     if also.get("good"):
-        versions += ["", "Also different between the two environments (each resolved as of its release's day):", "",
+        versions += ["", "Also different between the two environments:", "",
                      "| package | works | fails |", "|---|---|---|"] + [
             f"| {k} | {also['good'][k]} | {also['bad'][k]} |" for k in sorted(also["good"])]
+    resolved = record.get("resolved")
+    if resolved:  # what each side's record says, never what its matrix asked (Result.resolution)
+        versions += ["", f"The packages no pin fixed were resolved, for the first versions, {resolved['good']}; "
+                         f"for the second, {resolved['bad']}."]
     needs = record["needs"]
     return "\n".join([
         f"# {record.get('what') or record['family'].split(':')[0]} after upgrading: {title}", "",

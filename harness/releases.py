@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import hashlib
 import html
 import json
 import os
 import re
 import ssl
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -50,9 +47,9 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from .paths import cache_dir, inside, read_json, write_json
+from .pipsettings import DEFAULT_INDEX, PipSettings, pip_settings  # noqa: F401 - re-exported
 from .stacks import keras_package
 
-DEFAULT_INDEX = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 FRESH_SECONDS = 24 * 3600       # a cached list younger than this is used without asking the index
 TIMEOUT = 60                    # seconds for one index request
@@ -85,52 +82,6 @@ def range_text(spec: str | SpecifierSet) -> str:
     new `packaging` that prints ranges another way changes no key and no record."""
     clauses = spec if isinstance(spec, SpecifierSet) else SpecifierSet(spec)
     return ",".join(sorted(f"{c.operator}{c.version}" for c in clauses))
-
-
-# -- pip's own configuration ------------------------------------------------------------
-@dataclass(frozen=True)
-class PipSettings:
-    index: str = DEFAULT_INDEX
-    cert: str | None = None
-    proxy: str | None = None
-
-    @property
-    def key(self) -> str:
-        return hashlib.sha256(self.index.encode()).hexdigest()[:12]
-
-
-_settings: PipSettings | None = None
-
-
-def pip_settings() -> PipSettings:
-    """The index, CA bundle and proxy the user's pip would use: the ``PIP_*``
-    variables, then ``pip config`` (site, user, environment files), then pip's
-    defaults -- read once per process."""
-    global _settings
-    if _settings is None:
-        found: dict[str, str] = {}
-        try:
-            out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
-                                 text=True, timeout=60, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-            lines = out.stdout.splitlines() if out.returncode == 0 else []
-        except (OSError, subprocess.SubprocessError):
-            lines = []
-        rank = {":env:": 0, "install": 1, "global": 2}
-        best: dict[str, int] = {}
-        for line in lines:
-            key, sep, value = line.partition("=")
-            section, _, name = key.partition(".")
-            if not sep or section not in rank:
-                continue
-            value = value.strip().strip("'\"")
-            if rank[section] < best.get(name, 9):
-                best[name], found[name] = rank[section], value
-        env = os.environ
-        index = env.get("PIP_INDEX_URL") or found.get("index-url") or DEFAULT_INDEX
-        cert = env.get("PIP_CERT") or found.get("cert")
-        proxy = env.get("PIP_PROXY") or found.get("proxy")
-        _settings = PipSettings(index=index.split()[0].rstrip("/"), cert=cert or None, proxy=proxy or None)
-    return _settings
 
 
 def opener(settings: PipSettings) -> urllib.request.OpenerDirector:

@@ -34,6 +34,7 @@ from .paths import write_json
 from .workloads.protocol import RESULT_FILE as RESULT
 
 _ANY = object()  # any JSON value
+NO_CUTOFF = "no cut-off"  # an environment resolved with the newest releases of the day it was built
 _NUMBER = (int, float)
 
 
@@ -235,6 +236,27 @@ class Result:
             return []
         return [tuple(c) for c in chosen]
 
+    @property
+    def resolution(self) -> str:
+        """What the packages of the cell's environment that no pin fixed were resolved as of, in the
+        words every draft, report and page use -- taken from the record (what the engine applied),
+        never from the matrix (what was asked): a draft once said "each resolved as of its release's
+        day" of environments resolved the day they were built.
+        - a cut-off in the provenance: that moment's index (``cutoff.uploaded_before``);
+        - the local engine: nothing resolved, the interpreter's own packages;
+        - else no cut-off: the newest releases the day the environment was built (``resolved_at``, which
+          the engines record), or, in a record without it, by the day the cell started (a built
+          environment is reused while its pins hold)."""
+        cut = self.origin.uploaded_before
+        if cut:
+            return f"as of {str(cut)[:10]} (a cut-off: nothing uploaded later was installed)"
+        if self.engine == "local":
+            return "not by the harness: the local engine ran the packages the interpreter already held"
+        if self.origin.resolved_at:
+            return f"as of {self.origin.resolved_at[:10]}, the day its environment was built, {NO_CUTOFF}"
+        day = str(self.started or "")[:10]
+        return f"as of the day its environment was built, {NO_CUTOFF}" + (f" (by {day}, when it ran)" if day else "")
+
     def metric(self, name: str):
         return self.metrics.get(name)
 
@@ -316,6 +338,7 @@ class Provenance(_View):
     gpus: tuple = ()          # host_resources.gpus
     gpu_links: tuple = ()     # the kinds of link in host_resources.topology, sorted
     uploaded_before: str | None = None  # cutoff.uploaded_before: the day the environment resolved as of
+    resolved_at: str | None = None      # when the environment was resolved (built): what "no cut-off" means
 
     @classmethod
     def of(cls, data: Any) -> Provenance:
@@ -325,7 +348,8 @@ class Provenance(_View):
                    harness_version=data.get("harness_version"),
                    gpus=tuple(Gpu.of(g) for g in resources.get("gpus") or ()),
                    gpu_links=tuple(sorted(set(_obj(resources.get("topology")).values()))),
-                   uploaded_before=_obj(data.get("cutoff")).get("uploaded_before"))
+                   uploaded_before=_obj(data.get("cutoff")).get("uploaded_before"),
+                   resolved_at=data.get("resolved_at") if isinstance(data.get("resolved_at"), str) else None)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import outputroots
+
 STAGE_DIR = "user"          # under the staged workloads root, beside the `workloads` package
 # The walk's budget, fixed before it starts (see walk()):
 MAX_FILES = 5_000           # a code folder is a few files; a data lake by mistake stops here
@@ -39,7 +41,9 @@ MAX_NAMES = 20_000          # every name the walk looks at, skipped ones too: a 
 SYSTEM_FOLDERS = {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
                   "/run", "/sbin", "/sys", "/usr", "/var"}
 PSEUDO = ("/proc", "/sys", "/dev")
-SKIPPED = {"__pycache__", "venv", "results", "bundles", "site", "node_modules"}
+# Never code: caches of tools, and the harness's own output folders by their default names (one
+# named otherwise is known by its marker or by this command's options: harness/outputroots.py).
+SKIPPED = {"__pycache__", "venv", "node_modules", "results", "bundles", "reduced", "diverge", "site"}
 RUN_MARKERS = (".locks", ".workloads")
 ENTRY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 PARAM_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -105,7 +109,9 @@ def walk(root: Path) -> list[tuple[Path, int]]:
     - special files (FIFOs, sockets, character and block devices), reached directly or by a
       link, are skipped, not refused: none holds code, reading a FIFO blocks and a device may
       never end, and a dev server's socket in a project folder is no reason to refuse it;
-    - the names in SKIPPED, hidden folders, *.egg-info, results run folders, *.pyc.
+    - the names in SKIPPED, hidden folders, *.egg-info, results run folders, *.pyc;
+    - the harness's own output, wherever it sits and however it is named (outputroots.is_output):
+      hashed or copied, each run's output would change the code and nest in the next copy.
     A folder or file it cannot read is a CodeProblem naming it (never a partial hash)."""
     refused = _refused(root)
     if refused:
@@ -144,8 +150,8 @@ def walk(root: Path) -> list[tuple[Path, int]]:
                     continue
                 if info.st_dev != top.st_dev or (info.st_dev, info.st_ino) in seen:
                     continue  # another mount, or a folder met twice
-                if any(os.path.isdir(os.path.join(path, m)) for m in RUN_MARKERS):
-                    continue
+                if any(os.path.isdir(os.path.join(path, m)) for m in RUN_MARKERS) or outputroots.is_output(path):
+                    continue  # a run folder, or another folder the harness writes
                 seen.add((info.st_dev, info.st_ino))
                 subfolders.append(path)
             elif stat.S_ISREG(info.st_mode) and not entry.name.endswith((".pyc", ".pyo")):
@@ -283,6 +289,21 @@ def copy_into(root: Path, code: Code) -> Path:
     except OSError:  # another run staged the same hash first
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def copy_files(source: Path, dest: Path, copy=shutil.copy2) -> list[Path]:
+    """The files of the code folder `source` (resolved) into `dest`, by the same walk as the hash,
+    so what a copy holds is what the hash covers -- never the harness's own output inside it
+    (`reduce` once copied its candidates into each next candidate). `copy(src, dst)`: shutil's
+    signature (a hard link, where a copy per use would cost the disk). Returns what was copied,
+    relative to `source`."""
+    copied = []
+    for path, _size in walk(source):
+        relative = path.relative_to(source)
+        (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+        copy(path, dest / relative)
+        copied.append(relative)
+    return copied
 
 
 def codes_of(cells) -> list[Code]:

@@ -31,7 +31,7 @@ from .watch import changes as ch
 from .watch import expand, history, page, publish, series
 
 NOTHING_NEW, CHANGED, ERROR, BUSY = 0, 1, 2, 3
-BISECTED_KINDS = ("broke", "expectation", "family-changed")
+BISECTED_KINDS = ("broke", "mended", "expectation", "family-changed")  # a bisect goes whichever way the ends do
 DIVERGED_KINDS = ("accuracy", "expectation")  # a value moved: `diverge` says where in the model
 
 
@@ -130,7 +130,7 @@ class Watch:
 
     def _evidence(self, change: ch.Change, entries: list[dict]) -> dict:
         """The change's record: links (relative to the site) to the results that show it, and its
-        bisect (a new break) with the bundle of the first bad cell."""
+        bisect (a new break or mend) with the bundle of the first changed release's cell."""
         sources: dict[str, str] = {}
         at_after = [e for e in entries if self._in_series(e, change) and _version_of(e, change.package) == change.after]
         bad = [e for e in at_after if e.get("status") != status.OK] or at_after
@@ -169,9 +169,11 @@ class Watch:
                    for key, _version, _e in series.keyed([e]))
 
     def _bisect(self, change: ch.Change) -> Path | None:
-        """The existing bisect between the last good and the first bad release the watch saw:
-        every index release between them (the watch may have seen only some), as of the watch's date."""
-        from . import bisect
+        """The existing bisect between the releases the watch saw on either side of the change (the
+        last good and first bad of a break, the last bad and first good of a mend): every index
+        release between them (the watch may have seen only some), as of the watch's date; the ends'
+        outcomes say which way it searches."""
+        from . import bisect, bisect_ends
         cells = [c for c in self.m.cells if self._cell_in(c, change)]
         if not cells:
             return None
@@ -180,7 +182,7 @@ class Watch:
         resolver = expand.WatchResolver(self.as_of, offline=self.args.offline)
         pre = any(Version(v).is_prerelease for v in (change.before, change.after) if _is_version(v))
         try:
-            versions = bisect.bounds(change.package, env.python, good=change.before, bad=change.after, spec=None,
+            versions = bisect_ends.bounds(change.package, env.python, good=change.before, bad=change.after, spec=None,
                                      pre=pre, resolver=resolver)
         except Exception as exc:  # noqa: BLE001 - a bisect that cannot start leaves the change unbisected
             self.console.print(f"[yellow]not bisected[/]: {shown(str(exc))}", highlight=False)
@@ -198,7 +200,7 @@ class Watch:
                                    bundles=Path(self.args.bundles), resolver=resolver, nightly=nightly,
                                    as_of=self.as_of)
         if not found.problem:
-            change.bisected_to = found.first_bad or " or ".join(found.candidates)
+            change.bisected_to = found.after or " or ".join(found.candidates)
         return bundle
 
     def _cell_in(self, cell: Cell, change: ch.Change, release: str | None = None) -> bool:

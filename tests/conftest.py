@@ -96,6 +96,15 @@ def _module_leaves_no_temp(request, tmp_path_factory):
             shutil.rmtree(path, ignore_errors=True)
 
 
+def pytest_configure(config) -> None:
+    """Every harness cache the tests make (most make their own, to start empty) shares one uv cache:
+    the suite's (``installer.CACHE_VARIABLE``), so a wheel is downloaded once for the whole suite
+    and every virtualenv holds it as hard links to one copy. Set before any test starts, so no test
+    changes it (``_process_left_as_found``)."""
+    from harness import installer, paths
+    os.environ.setdefault(installer.CACHE_VARIABLE, str(paths.cache_dir() / "uv"))
+
+
 def pytest_xdist_auto_num_workers(config) -> int:
     """`-n auto`: a worker per core and one more, at most MAX_WORKERS. A test's harness itself runs
     cells on every core, but part of the suite's time is spent waiting (on Slurm's queue, a

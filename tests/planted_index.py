@@ -6,6 +6,7 @@ upgrade itself in a new virtualenv."""
 from __future__ import annotations
 
 import base64
+import collections
 import hashlib
 import io
 import json
@@ -15,6 +16,9 @@ from http.server import BaseHTTPRequestHandler
 from harness.cutoff import LoopbackIndex
 
 REAL_INDEX = "https://pypi.org/simple"
+# The caching headers PyPI sends: a file never changes, a project page may after ten minutes
+IMMUTABLE = "max-age=365000000, immutable, public"
+PAGE = "max-age=600, public"
 
 
 def wheel(name: str, version: str, body: str, module: str | None = None) -> tuple[str, bytes]:
@@ -48,6 +52,8 @@ class PlantedIndex(LoopbackIndex):
         self.files: dict[str, tuple[str, bytes, str]] = {}   # filename -> (project, bytes, uploaded)
         self.modules = modules or {}
         self.bodies = bodies or {}   # {(name, version): the module's code after its __version__}
+        self.served: collections.Counter = collections.Counter()  # filename -> times its file was fetched
+        self.lies: dict[str, bytes] = {}  # filename -> bytes served instead of the file its page's hash names
         for name, versions in releases.items():
             for version, uploaded in versions.items():
                 self.plant(name, version, uploaded)
@@ -57,7 +63,9 @@ class PlantedIndex(LoopbackIndex):
             def do_GET(self):  # noqa: N802
                 parts = [p for p in self.path.split("?")[0].split("/") if p]
                 if parts[:1] == ["files"] and len(parts) == 2 and parts[1] in index.files:
-                    return self._send(200, index.files[parts[1]][1], "application/octet-stream")
+                    index.served[parts[1]] += 0 if getattr(self, "head_only", False) else 1  # HEAD fetches nothing
+                    data = index.lies.get(parts[1], index.files[parts[1]][1])
+                    return self._send(200, data, "application/octet-stream", IMMUTABLE)
                 if parts[:1] == ["simple"] and len(parts) == 2:
                     mine = [(f, d, u) for f, (p, d, u) in index.files.items() if p == parts[1]]
                     if not mine:
@@ -69,15 +77,22 @@ class PlantedIndex(LoopbackIndex):
                     body = {"meta": {"api-version": "1.1"}, "name": parts[1], "versions": versions, "files": [
                         {"filename": f, "url": f"/files/{f}", "hashes": {"sha256": hashlib.sha256(d).hexdigest()},
                          "upload-time": u} for f, d, u in mine]}
-                    return self._send(200, json.dumps(body).encode(), "application/vnd.pypi.simple.v1+json")
+                    return self._send(200, json.dumps(body).encode(), "application/vnd.pypi.simple.v1+json", PAGE)
                 return self._send(404, b"not found", "text/plain")
 
-            def _send(self, code, data, kind):
+            def do_HEAD(self):  # noqa: N802 - an installer may ask about a file (its size, range requests) first
+                self.head_only = True
+                return self.do_GET()
+
+            def _send(self, code, data, kind, caching=None):
                 self.send_response(code)
                 self.send_header("Content-Type", kind)
+                if caching:
+                    self.send_header("Cache-Control", caching)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not getattr(self, "head_only", False):
+                    self.wfile.write(data)
 
             def log_message(self, *args):
                 pass

@@ -1,15 +1,13 @@
 """Where the suite's time goes, printed at the end of every run so that CI's log keeps it.
 
-Three tables after pytest's own summary:
+Two tables after pytest's own summary:
 
 * **per test file**: the summed time of its tests (setup + call + teardown, where a module's
   shared fixture is charged to its first test), how many ran, and its share of the whole -- a
   sum of work, which a run on several workers spreads over less wall time;
 * **environments built**: every environment this run built rather than reused, by engine, with
   its seconds, read from the harness's build ledger (``harness.ledger``) of every cache the run
-  used (the user's, and the temporary ones tests make under pytest's base folder);
-* **downloads**: what the builds fetched through the harness's download cache and what it
-  served again, from the same ledger.
+  used (the user's, and the temporary ones tests make under pytest's base folder).
 
 pytest's ``--durations`` (set in pyproject.toml) lists the slowest tests themselves.
 
@@ -37,8 +35,9 @@ LONG_FIRST = {"tests/test_warm.py": 335, "tests/test_wrappers.py": 302, "tests/t
               "tests/test_held_out.py": 233, "tests/test_user_workloads.py": 232, "tests/test_slurm.py": 219,
               "tests/test_bisect_real.py": 207, "tests/test_controls.py": 159, "tests/test_watch.py": 134,
               "tests/test_trust.py": 103, "tests/test_scheduler.py": 98, "tests/test_releases.py": 85,
-              "tests/test_toolchain.py": 84, "tests/test_downloads.py": 63, "tests/test_repro.py": 50,
-              "tests/test_watch_example.py": 48, "tests/test_smoke_real.py": 47, "tests/test_docker_warm.py": 46}
+              "tests/test_toolchain.py": 84, "tests/test_repro.py": 50,
+              "tests/test_watch_example.py": 48, "tests/test_smoke_real.py": 47, "tests/test_docker_warm.py": 46,
+              "tests/test_reduce_confined.py": 380}
 CACHE_KEY = "suite_timing/seconds_per_file"
 
 _started = time.time()
@@ -111,10 +110,3 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
             slowest = sorted(made, key=lambda e: -e.get("seconds", 0))[:5]
             write(f"  {engine}: {len(made)}, {sum(e.get('seconds', 0) for e in made):.0f} s; slowest: "
                   + ", ".join(f"{e.get('environment')} {e.get('seconds', 0):.0f} s" for e in slowest))
-    downloads = [e for e in entries if e.get("kind") == "download"]
-    if downloads:
-        fetched = [e for e in downloads if e.get("fetched")]
-        write(f"downloads: {len(fetched)} file(s), {sum(e.get('bytes', 0) for e in fetched) / 1e6:.0f} MB in "
-              f"{sum(e.get('seconds', 0) for e in fetched):.0f} s fetched; "
-              f"{len(downloads) - len(fetched)} served again from the download cache "
-              f"({sum(e.get('bytes', 0) for e in downloads if not e.get('fetched')) / 1e6:.0f} MB)")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import status
-from harness.bisect import BAD, GOOD, SKIP, Criteria, Verdict, judge, probes, search
+from harness.bisect import BAD, GOOD, SKIP, Criteria, Verdict, judge, judge_ends, probes, search
 from harness.result import Result
 
 pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
@@ -105,15 +105,72 @@ def test_a_non_monotone_middle_gives_a_change_and_a_warning():
     assert any("not monotone" in w and "1.8.0" in w for w in found.warnings)
 
 
-@pytest.mark.parametrize("ends, problem", [((BAD, BAD), "good end"), ((GOOD, GOOD), "bad end"),
-                                           ((SKIP, BAD), "good end"), ((GOOD, SKIP), "bad end")])
+@pytest.mark.parametrize("ends, problem", [((BAD, BAD), "do not differ"), ((GOOD, GOOD), "do not differ"),
+                                           ((SKIP, BAD), "old end 1.0.0 cannot be judged"),
+                                           ((GOOD, SKIP), "new end 1.15.0 cannot be judged")])
 def test_bounds_that_do_not_bracket_a_change_give_no_answer(ends, problem):
     kinds = first_bad_at(8)
     kinds[VERSIONS[0]], kinds[VERSIONS[-1]] = ends
     calls = []
     found = search(VERSIONS, oracle_from(kinds, calls))
-    assert problem in found.problem and found.first_bad is None
+    assert problem in found.problem and found.after is None and found.direction is None
     assert len(calls) == 1  # nothing more is run once the ends are wrong
+
+
+def first_good_at(n: int, versions=VERSIONS) -> dict[str, str]:
+    """Broken up to release n, mended from it on."""
+    return {v: (GOOD if i >= n else BAD) for i, v in enumerate(versions)}
+
+
+@pytest.mark.parametrize("good_from", range(1, 16))
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_a_bad_old_end_and_a_good_new_one_find_the_first_good_release(good_from, jobs):
+    """The other question: the stack is broken, which release mends it? The ends say which way."""
+    calls = []
+    found = search(VERSIONS, oracle_from(first_good_at(good_from), calls), jobs=jobs)
+    assert (found.direction, found.first_good, found.last_bad) == ("mended", VERSIONS[good_from],
+                                                                   VERSIONS[good_from - 1])
+    assert found.first_bad is None and found.last_good is None     # the break's names do not apply
+    assert found.answer() == {"direction": "mended", "first_good": VERSIONS[good_from],
+                              "last_bad": VERSIONS[good_from - 1], "first_bad": None, "last_good": None}
+    assert not found.problem and not found.warnings
+    assert len({v for c in calls for v in c}) == sum(len(c) for c in calls)  # nobody asked twice
+
+
+def test_a_break_is_still_a_break_and_says_so():
+    found = search(VERSIONS, oracle_from(first_bad_at(6)))
+    assert (found.direction, found.first_bad, found.last_good, found.first_good) == ("broke", "1.6.0", "1.5.0", None)
+    assert [(s.before, s.after) for s in found.steps][0] == ("1.0.0", "1.15.0")
+
+
+def test_a_mend_behind_skipped_releases_gives_the_candidates():
+    kinds = first_good_at(9)
+    kinds.update({"1.7.0": SKIP, "1.8.0": SKIP})
+    found = search(VERSIONS, oracle_from(kinds))
+    assert found.direction == "mended" and found.last_bad == "1.6.0" and found.first_good is None
+    assert found.candidates == ["1.7.0", "1.8.0", "1.9.0"]
+
+
+def test_a_mend_that_breaks_again_in_between_warns():
+    kinds = first_good_at(4)
+    kinds["1.8.0"] = BAD   # mended at 1.4.0, broken once more at 1.8.0
+    found = search(VERSIONS, oracle_from(kinds), jobs=3)  # round 1 tests 1.4.0, 1.8.0 and 1.11.0
+    assert found.first_good == "1.4.0" and found.last_bad == "1.3.0"
+    assert any("not monotone" in w and "1.8.0" in w for w in found.warnings), found.warnings
+
+
+@pytest.mark.parametrize("expect, ends, problem", [
+    ("broke", (BAD, BAD), "the old end 1.0.0 is not good"), ("broke", (GOOD, GOOD), "the new end 1.15.0 is not bad"),
+    ("broke", (BAD, GOOD), "the old end 1.0.0 is not good"),
+    ("mended", (GOOD, BAD), "the old end 1.0.0 is not bad"), ("mended", (BAD, BAD), "the new end 1.15.0 is not good"),
+])
+def test_nights_must_change_the_way_the_releases_did(expect, ends, problem):
+    """Below the releases the ends are asked to differ as the releases did: a night before a break
+    that is already bad is not where the break came in, whatever the rest of the nights do."""
+    kinds = first_bad_at(8)
+    kinds[VERSIONS[0]], kinds[VERSIONS[-1]] = ends
+    found = search(VERSIONS, oracle_from(kinds), expect=expect)
+    assert problem in found.problem and found.after is None
 
 
 def test_probes_spread_evenly():
@@ -148,22 +205,24 @@ def test_timeouts_and_crashes_are_bad_and_unavailable_is_a_skip():
     assert skip.kind == SKIP and "No matching distribution" in skip.why
 
 
-@given(n=st.integers(2, 40), data=st.data(), jobs=st.integers(1, 6))
+@given(n=st.integers(2, 40), data=st.data(), jobs=st.integers(1, 6), mend=st.booleans())
 @settings(max_examples=300, deadline=None)
-def test_any_monotone_sequence_with_skips(n, data, jobs):
-    """Whatever the list, the change and the skips: the answer brackets the true change,
-    only skipped releases lie between, and no release is asked twice."""
+def test_any_monotone_sequence_with_skips(n, data, jobs, mend):
+    """Whatever the list, the change, its direction and the skips: the answer brackets the true
+    change, only skipped releases lie between, and no release is asked twice."""
     versions = [f"0.{i}" for i in range(n)]
     change = data.draw(st.integers(1, n - 1))
     skips = data.draw(st.sets(st.integers(1, n - 2), max_size=n // 2)) if n > 2 else set()
-    kinds = {v: SKIP if i in skips else (BAD if i >= change else GOOD) for i, v in enumerate(versions)}
+    before, after = (BAD, GOOD) if mend else (GOOD, BAD)
+    kinds = {v: SKIP if i in skips else (after if i >= change else before) for i, v in enumerate(versions)}
     calls = []
     found = search(versions, oracle_from(kinds, calls), jobs=jobs)
     assert sum(len(c) for c in calls) == len({v for c in calls for v in c})
-    lo, hi = versions.index(found.last_good), versions.index(found.candidates[-1])
+    assert found.direction == ("mended" if mend else "broke")
+    lo, hi = versions.index(found.before), versions.index(found.candidates[-1])
     assert lo < change <= hi
     assert all(kinds[v] == SKIP for v in found.candidates[:-1])
-    assert found.first_bad == (versions[change] if not found.candidates[:-1] else None)
+    assert found.after == (versions[change] if not found.candidates[:-1] else None)
     if not skips:
         assert len(found.tested) <= 2 + jobs * math.ceil(math.log(max(n - 2, 1), jobs + 1) + 1)
 
@@ -183,3 +242,39 @@ def test_a_value_the_matrix_expects_and_a_release_does_not_give_is_bad():
     assert silent.kind == BAD and "expectation not met: learning_rate_after 0.01 != 0.0068" in silent.why
     assert judge([run(0.0068), run(0.01)], good.evidence).flaky
     assert judge([run(0.01)], None).kind == BAD, "a good end that misses the value is not good"
+
+
+def _value(lr: float, want: float = 0.0068) -> Result:
+    met = abs(lr - want) < 1e-4
+    return Result(cell="c", status=status.OK, metrics={"learning_rate_after": lr},
+                  expectation={"met": met, "values": [{"metric": "learning_rate_after", "got": lr, "want": want,
+                                                       "met": met, "detail": f"learning_rate_after {lr} != {want}"}]})
+
+
+def test_each_end_is_judged_by_what_it_does_not_by_its_place():
+    """An end that fails is bad and one that works is good, whichever is older; the end that
+    works is the yardstick: the one every release between is judged against."""
+    err = Result(cell="c", status=status.ERROR, error={"signature": "exception: AttributeError: spmd_mode"})
+    old, new = judge_ends([err], [_ok(0.9, [1000])])
+    assert (old.kind, new.kind) == (BAD, GOOD) and "spmd_mode" in old.why and "1 ok" in new.why
+    old, new = judge_ends([_ok(0.9, [1000])], [err])
+    assert (old.kind, new.kind) == (GOOD, BAD)
+    # a value the matrix expects, missed by the older end and given again by the newer: a mend
+    old, new = judge_ends([_value(0.01)], [_value(0.0068)])
+    assert (old.kind, new.kind) == (BAD, GOOD)
+    # both fail: no end works, nothing to measure against
+    old, new = judge_ends([err], [Result(cell="c", status=status.TIMEOUT)])
+    assert (old.kind, new.kind) == (BAD, BAD)
+
+
+def test_between_two_working_ends_the_worse_one_is_bad():
+    """A speed or accuracy shift between two working ends goes either way: a slower newer end
+    is a break, a slower older end a mend; within the noise, neither."""
+    crit = Criteria(accuracy_drop=0.05, speed_drop=20)
+    fast, slow = [_ok(0.9, [1000, 1100, 950])], [_ok(0.9, [600, 650, 700])]
+    assert [v.kind for v in judge_ends(fast, slow, crit)] == [GOOD, BAD]
+    assert [v.kind for v in judge_ends(slow, fast, crit)] == [BAD, GOOD]
+    low = [_ok(0.7, [1000, 1100, 950])]
+    assert [v.kind for v in judge_ends(low, fast, crit)] == [BAD, GOOD]
+    assert [v.kind for v in judge_ends(fast, [_ok(0.89, [990, 1050])], crit)] == [GOOD, GOOD]
+    assert [v.kind for v in judge_ends(fast, slow, Criteria())] == [GOOD, GOOD]   # no criterion: status only

@@ -178,3 +178,74 @@ def test_the_report_publishes_each_divergence_as_a_page(planted):
     page = next(text for text in pages.values() if "act/f/none-c1/b32/r0" in text)
     assert "activation" in page and "tanh" in page and "layers.png" in page   # the key that differs, the plot
     assert "diverge/" in (site / "index.html").read_text()                      # linked from the index
+
+
+OWN_MATRIX = """\
+name: own
+environments:
+  - {name: base, python: "3.11", keras: "3.15.1", backend: jax}
+  - {name: spelt, python: "3.11", keras: "3.15.1", backend: jax, env: {PLANT: axis}}
+workloads:
+  - {name: f, model: user, path: ., build: "factory:build", data: "factory:data"}
+parallelism:
+  - {wrapper: none, devices: 1}
+batch_sizes: [32]
+epochs: 2
+timeouts: {wall: 300, progress: 240}
+"""
+# Issue 54's model (Conv1D, BatchNormalization, LSTM); one side spells the normalised axis of its
+# 3-D input from the end, the other from the start, as Keras 2.2.4 (-1) and tf.keras 2.15 ([2]) did.
+AXIS_FACTORY = """\
+import os
+
+import keras
+import numpy as np
+
+SPELT = os.environ.get("PLANT") == "axis"
+
+
+def build(**params):
+    inputs = keras.Input((8, 4))
+    x = keras.layers.Conv1D(6, 3, padding="same", name="conv")(inputs)
+    x = keras.layers.BatchNormalization(axis=2 if SPELT else -1, name="norm")(x)
+    x = keras.layers.LayerNormalization(axis=[2] if SPELT else -1, name="layernorm")(x)
+    x = keras.layers.LSTM(8, name="lstm")(x)
+    outputs = keras.layers.Dense(3, activation="softmax", name="out")(x)
+    return keras.Model(inputs, outputs)
+
+
+def data(**params):
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(128, 8, 4)).astype("float32")
+    y = np.eye(3, dtype="float32")[(x[:, :, 0].sum(axis=1) > 0).astype(int) + (x[:, 0, 1] > 1)]
+    return x, y
+"""
+
+
+@pytest.mark.tf
+def test_in_its_own_folder_an_axis_spelt_two_ways_is_no_difference_and_a_second_comparison_reruns_nothing(
+        tmp_path):
+    """Issue 54, run as a user runs it: `diverge` in the folder of the factory and the matrix (`path:
+    .`), every option its default, so its output (diverge/, results/) lies inside the code folder.
+    The axis spelt two ways is one axis (it was reported "norm.axis -1 -> 2"), and the second
+    comparison finds the code unchanged -- its own record once changed the code's hash -- and
+    reuses every side instead of running them again."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "m.yaml").write_text(OWN_MATRIX)
+    (folder / "factory.py").write_text(AXIS_FACTORY)
+
+    def compare():
+        proc = harness("diverge", "m.yaml", "base/", "spelt/", "--engine", "venv", "--json", cwd=folder, timeout=1200)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return json.loads(proc.stdout), proc, {p: json.loads(p.read_text())["started"]
+                                               for p in (folder / "diverge" / "cells").rglob("result.json")}
+    found, _, first = compare()
+    assert found["configurations"]["differences"] == [] and not found["diverges"], found["summary"]
+    spelt = json.loads(next((folder / "diverge" / "cells").rglob("spelt/**/layers.json")).read_text())
+    norm = next(layer for layer in spelt["layers"] if layer["name"] == "norm")
+    assert norm["input_rank"] == 3
+    again, proc, second = compare()
+    assert len(first) == 3 and second == first, proc.stderr[-3000:]   # the three sides reused, none run again
+    assert "changed since" not in proc.stderr + proc.stdout
+    assert again["configurations"] == found["configurations"]

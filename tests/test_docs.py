@@ -47,7 +47,7 @@ MAX_README_LINES = 250
 # nox sessions that wrap a harness command: the word a covering test must hold
 SESSION_COMMAND = {"matrix": "run", "build": "build", "repro": "repro", "bisect": "bisect", "report": "report",
                    "tests": "pytest", "lint": "ruff", "lock": "--as-of", "tests-latest": "tests-latest",
-                   "docs": "mkdocs", "watch": "watch"}
+                   "docs": "mkdocs", "watch": "watch", "upgrade": "upgrade"}
 _MARKER = re.compile(r"^<!--\s*(.*?)\s*-->$")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.list_bound import matrix as rules_matrix
-from harness import matrix, names
+from harness import installer, matrix, names
 from harness.cells import Cell, Environment, Parallelism, Workload
 from harness.engines.venv import VenvEngine
 from harness.errors import MatrixError, UserError
@@ -153,8 +153,9 @@ PYYAML_RELEASES = ("6.0.3", "6.0.4")
 def pyyaml_release(request, tmp_path_factory) -> dict:
     """Variables that make `python -m harness` import this PyYAML release (checked, not assumed)."""
     target = tmp_path_factory.mktemp(f"pyyaml-{request.param}")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:",
-                    "--target", str(target), f"pyyaml=={request.param}"], check=True, timeout=600)
+    subprocess.run([installer.uv(), "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:", "--python",
+                    sys.executable, "--target", str(target), f"pyyaml=={request.param}"], check=True, timeout=600,
+                   env=installer.variables())
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))}
     seen = subprocess.run([sys.executable, "-c", "import yaml; print(yaml.__version__)"], capture_output=True,
                           text=True, env={**os.environ, **env}, check=True).stdout.strip()

@@ -37,6 +37,37 @@ def test_spellings_that_mean_the_same_are_one():
     assert [(d["key"], d["reference"], d["other"]) for d in found["differences"]] == [("activation", "relu", "tanh")]
 
 
+def test_an_axis_spelled_two_ways_is_one_axis_and_only_what_changes_behaviour_is_reported():
+    """Issue 54: Conv1D + BatchNormalization + LSTM, Keras 2.2.4 against tf.keras 2.15, reported
+    "norm.axis -1 -> [2]" -- one axis of a 3-D input -- and the LSTM's `implementation`, which
+    chooses a kernel, not a function. As the two stacks write them (layerwise.py adds the rank)."""
+    def layers(norm_axis, lstm: dict, rank=3):
+        return [{"index": 0, "name": "norm", "class": "BatchNormalization", "input_rank": rank, "weights": [],
+                 "config": {"name": "norm", "axis": norm_axis, "momentum": 0.99, "epsilon": 0.001}},
+                {"index": 1, "name": "lstm", "class": "LSTM", "input_rank": rank, "weights": [],
+                 "config": {"name": "lstm", "units": 8, "activation": "tanh", **lstm}}]
+    keras224 = layers(-1, {"recurrent_activation": "sigmoid", "implementation": 1, "unroll": False})
+    tf215 = layers([2], {"recurrent_activation": "sigmoid", "implementation": 2, "unroll": True})
+    found = layerdiff.configurations(side("a", keras224, {}), side("b", tf215, {}))
+    assert found["verdict"] == "same" and found["only_on_one_side"] == [], found
+    tf215[1]["config"]["recurrent_activation"] = "hard_sigmoid"   # a difference that changes what it computes
+    tf215[0]["config"]["axis"] = [1]                               # another axis
+    found = layerdiff.configurations(side("a", keras224, {}), side("b", tf215, {}))
+    differences = [(d["layer"], d["key"]) for d in found["differences"]]
+    assert differences == [("norm", "axis"), ("lstm", "recurrent_activation")]
+
+
+@pytest.mark.parametrize(("a", "b", "rank", "same"), [
+    (-1, [2], 3, True), (-1, 2, 3, True), ([-1], [3], 4, True), ([1, -1], [3, 1], 4, True),
+    ([1, 2], (2, 1), None, True),
+    (2, [2], None, True),          # without a rank, an index and the list of it are still one
+    (-1, [2], None, False),        # without a rank, -1 may be any axis: compared as written
+    (-1, [1], 3, False), (None, -1, 3, False), (-1, 5, 3, False),
+])
+def test_axis_spellings_are_made_one_against_the_input_rank(a, b, rank, same):
+    assert (layerdiff.one_axis(a, rank) == layerdiff.one_axis(b, rank)) is same
+
+
 def _three(out_b: list[np.ndarray], grads_b: list[np.ndarray], floor_out=None):
     rng = np.random.RandomState(0)
     outs = [rng.normal(size=(8, 4)).astype("float32") for _ in range(3)]

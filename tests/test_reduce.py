@@ -2,11 +2,19 @@
 planted package whose 2.0 dropped an API). A 150-line training script with one line that breaks on
 2.0 comes out at most 15 lines long, still failing on 2.0 with the same error and still passing on
 1.0, its candidates forked from warm launchers; what cannot be reduced says so in one line, exit
-2, the user's file untouched. Two real virtualenvs, real processes."""
+2, the user's file untouched. Run as a user runs it -- in the script's own folder, every option
+its default, so the harness's output lies inside the code folder -- it neither nests its output
+nor says of the environments more than their records do (issue 54). Two real virtualenvs, real
+processes."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+
+from harness.outputroots import MARKER
 
 from .conftest import harness
 from .reduce_planted import MATRIX, TRAIN, code_lines, planted_case, record, reduce
@@ -50,3 +58,61 @@ def test_what_cannot_be_reduced_is_one_line_and_exit_2(planted):
     proc = harness("reduce", str(root / "m2.yaml"), "old/same/", "new/same/", "--engine", "venv",
                    "--out", str(root / "out3"), "--results", str(root / "results"), env=env, timeout=600)
     assert proc.returncode == 2 and "broken.py:1" in proc.stderr, proc.stderr   # the reducer cannot parse it
+
+
+OWN_FOLDER = """\
+name: mine
+environments:
+{environments}
+workloads:
+  - {{name: total, script: total.py, path: .}}
+timeouts: {{wall: 120, progress: 120}}
+"""
+PINNED = """\
+  - {name: old, python: "3.11", packages: ["plantedlib==1.0"]}
+  - {name: new, python: "3.11", packages: ["plantedlib==2.0"]}"""
+RANGED = """  - {name: lib, python: "3.11", packages: [{plantedlib: ">=1.0"}]}"""
+TOTAL = "import plantedlib\n\nvalues = [1, 2, 3]\nprint(plantedlib.scale(2), plantedlib.legacy_total(values))\n"
+
+
+def _reduce_in_own_folder(folder: Path, env: dict, environments: str, good: str, bad: str) -> tuple[Path, str]:
+    """`reduce` in the folder of the matrix and the script (`path: .`), every option its default: the
+    issue's command, which ended at once in a traceback (its output copied into each candidate)."""
+    folder.mkdir()
+    (folder / "m.yaml").write_text(OWN_FOLDER.format(environments=environments))
+    (folder / "total.py").write_text(TOTAL)
+    proc = harness("reduce", "m.yaml", good, bad, "--engine", "venv", cwd=folder, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [out] = (folder / "reduced").glob("*__total__*")
+    assert not [p for p in out.rglob("*") if "reduced" in p.relative_to(out).parts[1:]]   # nothing nested
+    assert (folder / "reduced" / MARKER).is_file() and (folder / "total.py").read_text() == TOTAL
+    assert "legacy_total" in (out / "reduced" / "total.py").read_text()
+    issue = (out / "ISSUE.md").read_text()
+    assert "each resolved as of its release's day" not in issue
+    [sentence] = [line for line in issue.splitlines() if line.startswith("The packages no pin fixed were resolved")]
+    return out, sentence
+
+
+def _provenance(out: Path, side: str) -> dict:
+    return json.loads((out / side / "provenance.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_draft_from_exact_pins_says_they_resolved_without_a_cut_off(planted, tmp_path):
+    root, env = planted
+    out, sentence = _reduce_in_own_folder(tmp_path / "mine", env, PINNED, "old/", "new/")
+    for side in ("good", "bad"):
+        record = _provenance(out, side)
+        assert "cutoff" not in record                                       # what the records say
+        assert f"as of {record['resolved_at'][:10]}, the day its environment was built, no cut-off" in sentence
+
+
+@pytest.mark.slow
+def test_a_draft_from_a_range_gives_each_sides_cut_off_as_its_record_has_it(planted, tmp_path):
+    root, env = planted
+    out, sentence = _reduce_in_own_folder(tmp_path / "ranged", env, RANGED, "lib-plantedlib1.0/",
+                                          "lib-plantedlib2.0/")
+    good, bad = (_provenance(out, side)["cutoff"]["uploaded_before"][:10] for side in ("good", "bad"))
+    assert good < bad   # 1.0's upload, then 2.0's (tests/reduce_planted.py)
+    assert f"for the first versions, as of {good} (a cut-off" in sentence, sentence
+    assert f"for the second, as of {bad} (a cut-off" in sentence, sentence

@@ -10,13 +10,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 import textwrap
 
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from harness import cutoff, releases
+from harness import cutoff, interpreters, pipsettings, releases
 from harness.matrix import load
 
 from .conftest import ROOT, harness
@@ -155,11 +154,15 @@ def test_range_problems_are_one_line_each_with_file_and_key(cache, tmp_path):
 
 
 def test_the_cutoff_index_serves_only_what_was_uploaded_before(cache, tmp_path):
-    """The route for pips without --uploaded-prior-to: pip itself, asked for `six`, gets
-    the newest release uploaded before the cut-off (six 1.12.0, December 2018)."""
+    """The route for pips without --uploaded-prior-to (Python 3.6's, in the lock's resolution and TF 1.x
+    GPU images): pip itself, asked for `six`, gets the newest release uploaded before the cut-off
+    (six 1.12.0, December 2018)."""
+    python = interpreters.find("3.6", {})
+    if python is None:
+        pytest.skip("no Python 3.6 interpreter on this host")
     with cutoff.CutoffIndex("2019-06-01T00:00:00Z") as index:
         cert = ["--cert", os.environ["PIP_CERT"]] if os.environ.get("PIP_CERT") else []
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--isolated", "--no-deps", *cert,
+        proc = subprocess.run([python[0], "-m", "pip", "download", "--isolated", "--no-deps", *cert,
                                "--index-url", index.url, "six", "--dest", str(tmp_path / "dl")],
                               capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -176,7 +179,7 @@ def test_a_cached_list_answers_only_for_a_cut_off_before_its_fetch_and_the_lock_
     stamp = lambda moment: moment.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
     with PlantedIndex({"latecomer": {"1.0": "2024-01-10T12:00:00Z"}}) as served:
         monkeypatch.setenv("PIP_INDEX_URL", served.url)
-        monkeypatch.setattr(releases, "_settings", None)
+        monkeypatch.setattr(pipsettings, "_settings", None)
         monkeypatch.setattr(releases, "_read", {})
 
         def listed(moment: str, refresh: bool = False) -> list[str]:
@@ -201,10 +204,10 @@ def test_pip_26_is_the_first_with_the_option():
     assert not cutoff.pip_has_cutoff(None)
 
 
-def test_an_old_pip_gets_the_cutoff_through_the_harness_index(tmp_path):
-    """Python 3.6 needs pip 21.3.1, which has no --uploaded-prior-to: TF 1.12 with Keras 2.2.5
-    (a range) resolves its unpinned NumPy, h5py and protobuf as of August 2019 through the
-    loopback index, in a real virtualenv, and trains."""
+def test_python_3_6_resolves_as_of_its_cutoff_sdists_and_all(tmp_path):
+    """Python 3.6, whose newest pip (21.3.1) has no --uploaded-prior-to, and whose week's absl-py is an
+    sdist: TF 1.12 with Keras 2.2.5 (a range) resolves its unpinned NumPy, h5py and protobuf as of
+    August 2019 (uv's --exclude-newer), in a real virtualenv, and trains."""
     path = tmp_path / "tf1.yaml"
     path.write_text(textwrap.dedent("""
         name: tf1-range
@@ -219,11 +222,12 @@ def test_an_old_pip_gets_the_cutoff_through_the_harness_index(tmp_path):
     assert result["status"] == "ok" and result["seen"]["keras"] == "2.2.5"
     assert result["seen"]["numpy"] == "1.16.4"            # the newest NumPy < 1.17 of August 2019 (1.16.6 came later)
     cutoff = result["provenance"]["cutoff"]
-    assert cutoff["uploaded_before"] == "2019-08-23T16:47:06Z" and "harness index on 127.0.0.1" in cutoff["via"]
+    assert cutoff["uploaded_before"] == "2019-08-23T16:47:06Z" and "--exclude-newer" in cutoff["via"]
+    assert list(cutoff["excepted"]) == ["pip"]   # the user's tool; setuptools 40.8.0 was out by then
 
 
 def test_an_image_build_gets_the_cutoff_too(docker_client, tmp_path):
-    """The Docker engine: pip in the build reads the loopback cut-off index. NumPy 2.0.0's
+    """The Docker engine: uv in the image build resolves as of the cut-off too. NumPy 2.0.0's
     environment gets June 2024's SciPy, and JAX 0.4.25 still fails on NumPy 2's copy=False."""
     matrix = ROOT / "examples" / "numpy2-copy" / "matrix.yaml"
     proc = harness("run", str(matrix), "--engine", "docker", "--only", "*numpy2.0.0*",
@@ -234,7 +238,7 @@ def test_an_image_build_gets_the_cutoff_too(docker_client, tmp_path):
     assert result["engine"] == "docker", proc.stdout[-2000:] + proc.stderr[-2000:]
     assert result["status"] == "error" and "Unable to avoid copy" in result["error"]["signature"]
     cutoff = result["provenance"]["cutoff"]
-    assert cutoff["uploaded_before"] == "2024-06-17T13:24:44Z" and "--network host" in cutoff["via"]
+    assert cutoff["uploaded_before"] == "2024-06-17T13:24:44Z" and "--exclude-newer" in cutoff["via"]
     lock = docker_client.containers.run(result["provenance"]["image"], ["cat", "/opt/env/requirements.lock"],
                                         remove=True).decode()
     assert "scipy==1.13.1" in lock and "numpy==2.0.0" in lock    # SciPy as of June 2024, not today's

@@ -98,7 +98,7 @@ def test_an_environment_that_cannot_be_had_still_leaves_a_bundle(tmp_path):
                    "--out", str(tmp_path / "b"))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "1/1 attempts failed -- unavailable" in proc.stdout and "no run.sh" in proc.stdout
-    bundle = next((tmp_path / "b").iterdir())
+    bundle = next(p for p in (tmp_path / "b").iterdir() if p.is_dir())
     assert not (bundle / "run.sh").exists() and "unavailable" in (bundle / "README.md").read_text()
     from harness.engines.venv import VenvEngine
     from harness.matrix import load

@@ -384,7 +384,7 @@ def test_bisect_runs_each_round_as_array_tasks(slurm, tmp_path):
     assert {r["cell"].split("/")[0] for r in results.values()} >= {"keras3.0.5-jax-packaging21.3",
                                                                   "keras3.0.5-jax-packaging22.0"}, sorted(results)
     assert all(re.fullmatch(r"\d+_\d+", r["provenance"]["slurm"]["job"]) for r in results.values())
-    bundle = next((tmp_path / "bundles").iterdir())
+    bundle = next(p for p in (tmp_path / "bundles").iterdir() if p.is_dir())
     assert (bundle / "run.sh").exists() and "packaging22.0" in bundle.name
     again = harness(*args, timeout=600)
     assert again.returncode == 0 and "first bad: packaging 22.0" in again.stdout, again.stdout[-3000:]

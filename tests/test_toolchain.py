@@ -18,7 +18,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from harness import cutoff, releases
+from harness import cutoff, installer, releases
 from harness.toolchain import lockfile, resolve
 from harness.toolchain.lockfile import GROUPS, Lock, LockError, Pin
 
@@ -113,8 +113,9 @@ def test_a_session_installs_its_part_of_the_lock_and_brings_a_reused_one_back(tm
     assert lockfile.differences(pins, installed(python)) == ([], [], [])
     vermin = next(p for p in pins if p.name == "vermin")
     older = [str(v) for v in sorted(releases.project("vermin").releases()) if v < Version(vermin.version)][-1]
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", f"vermin=={older}", "iniconfig"],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run([installer.uv(), "pip", "install", "--quiet", "--no-deps", "--python", str(python),
+                    f"vermin=={older}", "iniconfig"], check=True, capture_output=True, timeout=600,
+                   env=installer.variables())
     assert lockfile.differences(pins, installed(python)) == ([], [f"vermin {older} (lock: {vermin.version})"],
                                                              ["iniconfig"])
     proc = subprocess.run(nox, cwd=ROOT, capture_output=True, text=True, timeout=900)

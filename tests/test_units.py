@@ -11,7 +11,7 @@ import pytest
 
 from harness import status
 from harness.cells import Cell, Environment, Parallelism, Workload
-from harness.engines.base import pip_failure
+from harness.installer import failure as install_failure
 from harness.outcome import classify, not_engaged
 from harness.resources import Gpu, Inventory, Pool
 from harness.result import Result
@@ -107,11 +107,11 @@ def test_control_verdicts(expect, result, met):
     assert status.judge(None, result) is None
 
 
-def test_pip_failure_names_the_conflict():
+def test_install_failure_names_the_conflict():
     log = ("ERROR: Cannot install keras==2.2.4 and tensorflow-cpu==2.15.1 because these package versions "
            "have conflicting dependencies.\n\nThe conflict is caused by:\n    The user requested keras==2.2.4\n"
            "    tensorflow-cpu 2.15.1 depends on keras<2.16 and >=2.15.0\n\nERROR: ResolutionImpossible: ...\n")
-    line = pip_failure(log)
+    line = install_failure(log)
     assert line.startswith("Cannot install keras==2.2.4 and tensorflow-cpu==2.15.1")
     assert "depends on keras<2.16" in line
 

@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from harness import releases
+from harness import pipsettings
 from harness.matrix import load
 from harness.release_cells import open_stack
 from harness.result import Result
@@ -56,7 +56,7 @@ def _planted(monkeypatch, tmp_path, index) -> None:
     ones an earlier test of this worker read are set aside for this test."""
     monkeypatch.setenv("PIP_INDEX_URL", index.url)
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(releases, "_settings", None)
+    monkeypatch.setattr(pipsettings, "_settings", None)
 
 
 def _entries(tmp_path, index, monkeypatch, matrix: str = MATRIX) -> list[dict]:

@@ -6,7 +6,6 @@ import ctypes
 import json
 import os
 import posixpath
-import re
 import resource
 import shutil
 import signal
@@ -34,6 +33,7 @@ from ..cellenv import (  # noqa: F401 - re-exported
 )
 from ..cellgroup import CellGroup, leftovers
 from ..cells import Cell, Environment, size_bytes
+from ..confinement import NOT_ASKED, Offer, writable
 from ..errors import CellUnsupported
 from ..launch import SLOT_VARIABLES, Launcher, Server, fresh_because, warm_settings
 from ..outcome import signal_name
@@ -111,6 +111,9 @@ class Engine(ABC):
     # Warm cells (issue: the fixed cost of a cell): compile and data caches, the host's own
     # `unsupported` verdicts and, for process engines, a warm launch. `--fresh` turns it all off.
     warm: bool = True
+    # Where its cells may write (confinement.py): reduce confines its candidates; any other cell
+    # writes wherever its user can. A container is its cells' confinement whatever this says.
+    confine: Offer = NOT_ASKED
     replay_words = "a virtualenv from the exact pins"   # how a bundle's run.sh remakes the environment
     recipe_words = "the exact pip lock"                 # what a bundle's environment/ holds
 
@@ -295,6 +298,9 @@ class ProcessEngine(Engine):
         # harness killed with -9 cannot remove it: the next run does (store.clean_partials).
         env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix=ctx.scratch_prefix)  # named for its clean-up
         env["HOME"] = home = own_home(scratch)  # likewise its home: never the user's (cellenv.HOME_NOTE)
+        folders = writable(workdir, scratch, warmth.caches)  # where it may write, if it is confined
+        confined = self.confine.variables(folders)
+        env.update(confined)
         after: list[dict] = []
         preparing = None
         released_at: list[float] = []
@@ -314,7 +320,8 @@ class ProcessEngine(Engine):
                         proc = server.start_cell(workdir, cpus, limit,
                                                  wall + BACKSTOP_GRACE if wall else None,
                                                  tmpdir=scratch, cgroup=group.procs_file, home=home,
-                                                 slot={k: env[k] for k in SLOT_VARIABLES if k in env})
+                                                 slot={k: env[k] for k in SLOT_VARIABLES if k in env},
+                                                 confine=confined)
                     except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
                         warmth.notes.append(f"launched fresh: the warm launcher did not answer ({exc})")
                         server = None
@@ -376,6 +383,7 @@ class ProcessEngine(Engine):
                           detail={"pid": proc.pid, "memory_limit_bytes": limit,
                                   "variables": sorted(env), **warmth.detail(server is not None),
                                   "home": HOME_NOTE + ("; " + LAUNCHER_HOME_NOTE if server is not None else ""),
+                                  "confinement": self.confine.record(folders),
                                   "leftovers": leftovers(read_reaped(workdir), after, group, how="subreaper"
                                                          + (" in a cgroup" if group.path else "")),
                                   "memory": memory})
@@ -385,30 +393,3 @@ def _text(data: bytes | str | None) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
 
 
-_BUILDKIT_PREFIX = re.compile(r"^#\d+ [\d.]+ ")
-_NOT_THE_CAUSE = ("executor failed", "process ", "failed to solve", "ResolutionImpossible", "Ignored the following")
-
-
-def pip_failure(log: str) -> str:
-    """Why pip failed, in one line, from a venv log or a BuildKit build log.
-
-    pip's first ERROR line names the conflict ("Cannot install A and B ...");
-    its last one is a generic ResolutionImpossible link, and BuildKit adds its
-    own wrappers after that. The lines under "The conflict is caused by:" are
-    the part a user acts on, so they are kept.
-    """
-    lines = [_BUILDKIT_PREFIX.sub("", line).rstrip() for line in log.splitlines()]
-    errors = [line.split("ERROR: ", 1)[1].strip() for line in lines if "ERROR: " in line]
-    cause = next((e for e in errors if not e.startswith(_NOT_THE_CAUSE)), None)
-    if cause is None:
-        cause = errors[-1] if errors else next((ln for ln in reversed(lines) if ln.strip()), "pip failed")
-    if "The conflict is caused by:" in lines:
-        start = lines.index("The conflict is caused by:") + 1
-        because = []
-        for line in lines[start:]:
-            if not line.startswith("    "):
-                break
-            because.append(line.strip())
-        if because:
-            cause += " (" + "; ".join(because) + ")"
-    return cause[:400]

@@ -9,6 +9,7 @@ OOM flag separately -- both are needed, since OOMKilled can be true with exit
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,23 +18,26 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
 from pathlib import Path
 
 from rich.console import Console
 
-from .. import __version__, bases, buildlock, downloads, ledger, stacks
+from .. import __version__, bases, buildlock, cutoff, installer, ledger, stacks
 from ..caches import in_container
 from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from ..cellgroup import leftovers
 from ..cells import Cell, Environment
 from ..chains import carries_files
+from ..confinement import container as container_confinement
 from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
 from ..launch import fresh_because, warm_settings
 from ..outcome import signal_name
+from ..pipsettings import pip_settings
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, INPUTS_DIR, SPEC_FILE, STDERR_FILE, STDOUT_FILE
-from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, pip_failure, read_reaped
+from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, read_reaped
 from .containers import LABEL, OUT_MOUNT, WORKLOADS_MOUNT, owner_is_dead, owner_labels
 from .docker_warm import ContainerServer, run_forked
 
@@ -177,6 +181,40 @@ def default_base(env: Environment) -> str:
 LOCKS = ("/opt/env/requirements.lock", "/opt/requirements.lock")  # venv images, tf1-gpu images
 
 
+def _install_note(env: Environment) -> dict:
+    """What an image's provenance says of its install: uv's note, or for a TF 1.x GPU image (pip)
+    the cut-off's loopback index."""
+    if family(env) != "tf1-gpu":
+        return installer.note(env)
+    return {"installer": "pip", **({"cutoff": cutoff.cutoff_note(env, cutoff.BUILD_VIA)} if env.uploaded_before
+                                   else {})}
+
+
+def _resolved_at(image) -> dict:
+    """When an image's packages were resolved: its build's day, from the image itself (a reused
+    image was resolved when it was built, not when it is used). Empty where Docker does not say."""
+    created = str((image.attrs or {}).get("Created") or "")
+    return {"resolved_at": created[:19] + "Z"} if len(created) >= 19 else {}
+
+
+def _index_on_loopback() -> bool:
+    """Whether the index the build reads is on this host's loopback (a local mirror, a cut-off's
+    index) and the daemon is too (the default socket or a unix one): then the build shares the
+    host's network to reach it, as the harness's own installs do."""
+    host = urllib.parse.urlsplit(pip_settings().index).hostname or ""
+    daemon = os.environ.get("DOCKER_HOST", "")
+    return host in ("localhost", "127.0.0.1", "::1") and (not daemon or daemon.startswith("unix://"))
+
+
+def _pip_index(env: Environment):
+    """For a TF 1.x GPU image (pip), the cut-off's loopback index while the build lasts (None
+    without a cut-off); for every other image, none (uv applies the cut-off itself). The TF 1.x
+    GPU image is the one pip is kept for: its base's Python 3.5 is older than any uv serves."""
+    if family(env) == "tf1-gpu":
+        return cutoff.build_index(env)
+    return contextlib.nullcontext(None)
+
+
 def _requirements(env: Environment) -> list[str]:
     reqs = env.requirements
     if family(env) == "tf1-gpu":  # the base already holds tensorflow-gpu
@@ -259,17 +297,20 @@ class DockerEngine(Engine):
         requested = env.base_image or default_base(env)
         with open(log_path, "a") as log:
             base = bases.resolve(self.client, self.cli, requested, log, self.pythons)
-            build_args = {"BASE_IMAGE": base.used, "BOOTSTRAP_PIP": stacks.pip_requirement(env.python)}
+            build_args = {"BASE_IMAGE": base.used}
+            if fam == "tf1-gpu":  # pip, for the base's Python 3.5, which uv does not serve
+                build_args["BOOTSTRAP_PIP"] = stacks.pip_requirement(env.python)
             tag = self.image_tag(env, base.used, dockerfile, build_args)
             provenance = {"image_tag": tag, "base_requested": requested, "base_used": base.used,
                           "base_route": base.route, "base_id": base.image_id, "dockerfile": f"images/{fam}/Dockerfile",
                           "dockerfile_sha256": hashlib.sha256(dockerfile.encode()).hexdigest(),
                           "requirements": _requirements(env), "force": list(env.force), "ca_bundle": bool(self.ca)}
-            provenance.update(downloads.build_note(env))
+            provenance.update(_install_note(env))
             with buildlock.held(tag):  # another run building this image: wait for it, then reuse it
                 try:
                     image = self.client.images.get(tag)
-                    return Prepared(env, {**provenance, "image": image.id}, handle=image.id, reused=True)
+                    return Prepared(env, {**provenance, "image": image.id, **_resolved_at(image)}, handle=image.id,
+                                    reused=True)
                 except docker.errors.ImageNotFound:
                     pass
                 twin = self._same_recipe(tag)
@@ -278,7 +319,8 @@ class DockerEngine(Engine):
                 with ledger.building(self.name, env.name) as timing:
                     self._build(env, tag, dockerfile_path, build_args, base, log, log_path)
         image = self.client.images.get(tag)
-        return Prepared(env, {**provenance, "image": image.id, "build_seconds": timing["seconds"]}, handle=image.id)
+        return Prepared(env, {**provenance, "image": image.id, "build_seconds": timing["seconds"],
+                              **_resolved_at(image)}, handle=image.id)
 
     def _same_recipe(self, tag: str) -> str | None:
         """An image built from the same recipe (Dockerfile, base, pins: the digest its tag ends
@@ -304,16 +346,23 @@ class DockerEngine(Engine):
             f"{LABEL}.dockerfile-sha256": hashlib.sha256(dockerfile.read_bytes()).hexdigest(),
             f"{LABEL}.recipe": tag.rsplit("-", 1)[1],  # what another name's environment finds it by
         }
-        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx, downloads.build_index(env) as index:
-            # pip in the build reads the harness's loopback index: the download cache, as of the cut-off
-            # if there is one (the build shares the host's network for it; the image's pip has no
-            # configuration of its own to isolate)
-            first = [f"--index-url {index}"] if index else []
+        with tempfile.TemporaryDirectory(prefix="harness-build-") as ctx, _pip_index(env) as index:
             shutil.copy(dockerfile, Path(ctx) / "Dockerfile")
-            (Path(ctx) / "requirements.txt").write_text("\n".join(first + _requirements(env)) + "\n")
+            if family(env) != "tf1-gpu":  # uv: its executable mounted from the context, its options a file
+                unsupported = installer.supported(env.python)
+                if unsupported:
+                    raise EnvironmentUnavailable(unsupported)
+                shutil.copy(installer.binary_for_images(), Path(ctx) / "uv")
+                (Path(ctx) / "uv-options").write_text("\n".join(installer.options(env)) + "\n")
+                pins = installer.requirements(env)
+            else:  # pip reads a cut-off's loopback index (the build shares the host's network for it)
+                pins = [f"--index-url {index}", *_requirements(env)] if index else _requirements(env)
+            first = [f"--index-url {index}"] if index else []
+            (Path(ctx) / "requirements.txt").write_text("\n".join(pins) + "\n")
             (Path(ctx) / "forced.txt").write_text("".join(f"{r}\n" for r in (first + list(env.force))
                                                           if env.force))
-            args = [self.cli, "build", "--progress=plain", "-t", tag] + (["--network", "host"] if index else [])
+            host_network = bool(index) or (family(env) != "tf1-gpu" and _index_on_loopback())
+            args = [self.cli, "build", "--progress=plain", "-t", tag] + (["--network", "host"] if host_network else [])
             for key, value in build_args.items():
                 args += ["--build-arg", f"{key}={value}"]
             for key, value in labels.items():
@@ -336,7 +385,7 @@ class DockerEngine(Engine):
             log.flush()
         if proc.returncode != 0:
             tail = log_path.read_text(errors="replace")[-6000:]
-            raise EnvironmentUnavailable(f"image build failed: {pip_failure(tail)}; "
+            raise EnvironmentUnavailable(f"image build failed: {installer.failure(tail)}; "
                                          f"log: {log_path}", tail)
 
     # -- running a cell ---------------------------------------------------------
@@ -434,6 +483,7 @@ class DockerEngine(Engine):
                           timed_out=timed_out, seconds=seconds,
                           detail={"container_oom_flag": bool(state.get("OOMKilled")), "image": prepared.handle,
                                   "memory_limit": memory, **warmth.detail(False),
+                                  "confinement": container_confinement({**volumes, **cache_volumes}, OUT_MOUNT),
                                   # the subreaper runs inside the container too; what it could not end
                                   # (or a cell given up) ends with the container: its init is PID 1
                                   "leftovers": leftovers(read_reaped(workdir), [], None,
@@ -507,7 +557,8 @@ class DockerEngine(Engine):
         An image that cannot be read (gone, or built before it kept a lock) gives the pins."""
         from ..recipes import docker_script, lock_without_forced
         fam = prov["dockerfile"].split("/")[1]
-        shutil.copy(bases.images_dir() / fam / "Dockerfile", env_dir / "Dockerfile")
+        recipe = "tf1-gpu" if fam == "tf1-gpu" else "replay"  # pip and Docker alone: what its readers have
+        shutil.copy(bases.images_dir() / recipe / "Dockerfile", env_dir / "Dockerfile")
         lock = self._lock(prov.get("image") or prov["image_tag"])
         (env_dir / "requirements.txt").write_text(lock_without_forced(lock, cell.environment.force) if lock
                                                   else "".join(f"{r}\n" for r in _requirements(cell.environment)))

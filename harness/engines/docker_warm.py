@@ -44,6 +44,7 @@ from pathlib import Path
 from .. import beside
 from ..cellenv import hardening
 from ..cellgroup import leftovers
+from ..confinement import container
 from ..launch import READY_SECONDS, ServerBase, WarmChild
 from ..outcome import signal_name
 from ..supervise import RawOutcome, waiting_on, watch
@@ -84,6 +85,7 @@ class ContainerServer(ServerBase):
         volumes = {str(workloads): {"bind": WORKLOADS_MOUNT, "mode": "ro"},
                    str(self.folder): {"bind": LAUNCH_MOUNT, "mode": "rw"},
                    str(self.stage): {"bind": OUT_MOUNT, "mode": "rw"}, **(where.get("volumes") or {})}
+        self.volumes = volumes  # what its cells may write besides /tmp (their exit.confinement)
         self.lifeline: socket.socket | None = None
         self.retired = False
         self.busy = threading.Lock()  # one cell at a time: the container is that cell's
@@ -282,7 +284,7 @@ def _forked(server: ContainerServer, image: str, cell, workdir: Path, ctx, warmt
     return RawOutcome(exit_code=code, signal=sig, oom_killed=oom and code != 0, timed_out=timed_out,
                       seconds=seconds + warmth.waited,
                       detail={"container_oom_flag": oom, "image": image, "memory_limit": memory,
-                              **warmth.detail(True),
+                              **warmth.detail(True), "confinement": container(server.volumes, OUT_MOUNT),
                               "leftovers": leftovers(read_reaped(workdir), proc.swept, None, by="launcher sweep",
                                                      how="subreaper in the launcher's container, then the "
                                                          "launcher's sweep of the container"),

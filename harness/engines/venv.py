@@ -2,7 +2,10 @@
 
 For machines without a container engine. A venv pins Python + packages but
 not the OS, CUDA or cuDNN, which is why its provenance records the interpreter
-and ``pip freeze`` and why Docker is preferred when it answers.
+and what the environment holds (``uv pip freeze``), and why Docker is preferred
+when it answers. uv builds it (``installer``): its files hard-linked from uv's
+cache, so a second environment with the same wheels costs neither a download
+nor their disk.
 """
 
 from __future__ import annotations
@@ -11,19 +14,17 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
-from .. import buildlock, downloads, interpreters, ledger, samefiles, stacks
+from .. import buildlock, installer, interpreters, ledger
 from ..cells import CUTOFF_RULE, Environment
 from ..errors import EnvironmentUnavailable
-from ..evidence import tail
 from ..paths import inside
-from .base import Prepared, ProcessEngine, cache_dir, pip_failure
+from .base import Prepared, ProcessEngine, cache_dir
 
 MARKER = "harness-env.json"
-RECIPE_VERSION = 2  # bump when the way venvs are built changes (2: folders named by content alone)
+RECIPE_VERSION = 3  # bump when the way venvs are built changes (2: folders named by content alone; 3: uv)
 
 
 class VenvEngine(ProcessEngine):
@@ -74,28 +75,15 @@ class VenvEngine(ProcessEngine):
 
     def _build(self, env: Environment, where: Path, building: Path, exe: str, full: str,
                log_path: Path) -> Prepared:
+        unsupported = installer.supported(full)
+        if unsupported:
+            raise EnvironmentUnavailable(unsupported)
         with open(log_path, "w") as log:
-            def step(*args: str) -> None:
-                log.write(f"$ {' '.join(args)}\n")
-                log.flush()
-                proc = subprocess.run(args, stdout=log, stderr=subprocess.STDOUT,
-                                      env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-                if proc.returncode != 0:
-                    log.flush()
-                    text = tail(log_path, 6000)
-                    raise EnvironmentUnavailable(f"{args[2] if len(args) > 2 else args[0]} failed: "
-                                                 f"{pip_failure(text)}", text)
-
             started = time.monotonic()
-            step(exe, "-m", "venv", str(building))
+            installer.run(installer.create(exe, building), log, log_path, "creating the virtualenv")
             py = str(building / "bin" / "python")
-            step(py, "-m", "pip", "install", "--upgrade", stacks.pip_requirement(full))
-            with downloads.pip_index(env, py) as (index_args, index_note):
-                if env.requirements:
-                    step(py, "-m", "pip", "install", *index_args, *env.requirements)
-                if env.force:
-                    step(py, "-m", "pip", "install", "--no-deps", *index_args, *env.force)
-            freeze = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True).stdout
+            offline = installer.populate(py, env, log, log_path)
+            freeze = installer.freeze(py)
         (building / "requirements.lock").write_text(freeze)
         provenance = {
             "venv": str(where),
@@ -105,16 +93,14 @@ class VenvEngine(ProcessEngine):
             "lock_sha256": hashlib.sha256(freeze.encode()).hexdigest(),
             "build_seconds": round(time.monotonic() - started, 1),
             "recipe": RECIPE_VERSION,
-            **index_note,
+            **installer.note(env),
+            "resolved_offline": offline,  # from uv's cache alone: every page in it newer than the cut-off
+            "resolved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # the day "no cut-off" means
         }
-        store = self.root / samefiles.STORE
-        shared = samefiles.share(building, store)  # files other venvs hold too: one copy on disk
         (building / MARKER).write_text(json.dumps(provenance, indent=2))
         shutil.rmtree(where, ignore_errors=True)
         os.replace(building, where)
-        samefiles.forget_unused(store)
-        ledger.append("build", engine=self.name, environment=env.name, seconds=provenance["build_seconds"],
-                      shared_bytes=shared["bytes_saved"])
+        ledger.append("build", engine=self.name, environment=env.name, seconds=provenance["build_seconds"])
         return Prepared(env, provenance, handle=where)
 
     def interpreter(self, prepared: Prepared) -> str:

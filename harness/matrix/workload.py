@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .. import chains, usercode
+from .. import chains, outputroots, usercode
 from ..cells import Workload
 from ..workloads.protocol import FAULTS, RNN_CELLS, TRAPS
 from .checker import _Checker, _is_type, _key, _show
@@ -108,6 +108,7 @@ def _user_code(check: _Checker, where: str, model: str, params: dict) -> usercod
     except usercode.CodeProblem as exc:
         check.problem(f"{where}.path", str(exc))
         return None
+    outputroots.check_apart(code.source, f"{where} in {check.path}")  # an output folder that holds it: one line
     if model == "user":
         for key in ("build", "data"):
             entry = params[key]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..names import file_name
-from ..result import Result
+from ..result import NO_CUTOFF, Result
 from ..status import OK, failure_line
 from . import analysis
 from .analysis import Spread
@@ -441,7 +441,8 @@ def support_grids(results: list[Result], ctx: Context | None = None) -> list[Tab
                            "but not the value its matrix expects), or the status with its footnote. Releases in "
                            "version order. Tested with: the versions the cells saw"
                            + ("; resolved as of: everything not pinned resolved as the index was then (the "
-                              "release's upload, README: Version ranges)." if dated else "."))
+                              f"release's upload, README: Version ranges); {NO_CUTOFF}: the newest releases the "
+                              "day its environment was built." if dated else "."))
         for v in versions:
             row = [Entry(v)]
             for label, batch in cols:
@@ -454,8 +455,8 @@ def support_grids(results: list[Result], ctx: Context | None = None) -> list[Tab
                 else:
                     row.append(Entry(r["status"], link=r["cell"], mark=r["word"], ref=ctx.key_of.get(r["cell"])))
             row.append(Entry(next((r["with"] for r in rows if r["version"] == v and r["with"]), "")))
-            if dated:
-                row.append(Entry(first[v]["as_of"]))
+            if dated:  # each row as its record says: a release of the range may have been run without one
+                row.append(Entry(first[v]["as_of"] or NO_CUTOFF))
             table.rows.append(row)
         out.append(table)
     return out

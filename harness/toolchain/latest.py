@@ -86,15 +86,17 @@ def pytest(args: list[str], failures: Path, root: Path) -> int:
 
 
 def pip_install(pin: Pin | str) -> None:
-    """One release into this virtualenv, without its dependencies (hash-checked when locked)."""
+    """One release into this virtualenv, without its dependencies (hash-checked when locked), by uv:
+    the session's virtualenv, made by uv, holds no pip."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
         if isinstance(pin, Pin):
             req.write(f"{pin.name}=={pin.version} " + " ".join(f"--hash=sha256:{h}" for h in pin.hashes) + "\n")
         else:
             req.write(pin + "\n")
     try:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "-r", req.name],
-                       check=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+        from uv import find_uv_bin  # the lock's uv, installed beside the harness
+        subprocess.run([find_uv_bin(), "pip", "install", "--quiet", "--no-deps", "--python", sys.executable,
+                        "-r", req.name], check=True)
     finally:
         os.unlink(req.name)
 

@@ -52,7 +52,7 @@ def run(stack, plan, spec, model, train, loss, log, record, outdir):
     for i, layer in enumerate(layers):
         weights = layer.get_weights()
         doc["layers"].append({"index": i, "name": layer.name, "class": type(layer).__name__,
-                              "config": _plain(_config(layer)),
+                              "config": _plain(_config(layer)), "input_rank": _input_rank(layer),
                               "weights": [{"name": _weight_name(v), "shape": list(w.shape)}
                                           for v, w in zip(layer.weights, weights)],
                               "mapped": None})
@@ -163,6 +163,20 @@ def _config(layer):
         return layer.get_config()
     except Exception as exc:  # noqa: BLE001 - a custom layer without get_config: say so
         return {"<get_config failed>": type(exc).__name__}
+
+
+def _input_rank(layer):
+    """The rank of the layer's input, batch axis included, or None where the model does not say:
+    what an axis in its configuration counts against (the host makes -1 and [2] one axis of a
+    3-D input, harness/layerdiff.py). A layer of several inputs: the first's (they share a rank
+    wherever an axis is given, as Concatenate's)."""
+    try:
+        tensor = layer.input
+        if isinstance(tensor, (list, tuple)):
+            tensor = tensor[0]
+        return int(len(tensor.shape))
+    except Exception:  # noqa: BLE001 - no single input, a shape of unknown rank: no rank, said as None
+        return None
 
 
 def _plain(value):

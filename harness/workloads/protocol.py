@@ -51,6 +51,9 @@ TRAPS = ("clear_session", "loss_times_devices")
 ENV_WALL_DEADLINE = "HARNESS_WALL_DEADLINE"   # epoch seconds after which the cell ends itself
 ENV_DATA_DIR = "HARNESS_DATA_DIR"             # a private folder where generated data is kept (data.py)
 ENV_LAUNCH = "HARNESS_LAUNCH"                 # "warm" in a child of workloads/forkserver.py
+# What the host asks of a cell it confines (workloads/confine.py, harness/confinement.py): JSON
+# {"how": "landlock" or "mount-namespace", "writable": [folders]}; absent, the cell is not confined.
+ENV_CONFINE = "HARNESS_CONFINE"
 
 # The user's own code (workloads/user.py, harness/usercode.py, harness/chains.py). In a cell
 # folder: what a cell leaves for the cells that need it, what it was handed by them, and the

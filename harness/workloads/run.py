@@ -83,6 +83,19 @@ def _stand_by(outdir, log, record):
     log.emit("go", waited=round(went - mark, 4))
 
 
+def _confine(record):
+    """Confine this process's writes as the host asked (workloads/confine.py), before anything of
+    the user's runs: a cell that cannot be confined as asked is `unsupported` and runs nothing."""
+    from . import confine
+    from .compat import Unsupported
+    try:
+        applied = confine.from_environ()
+    except confine.Unconfinable as exc:
+        raise Unsupported("the confinement the harness asked for could not be applied: %s" % exc)
+    if applied is not None:
+        record["confinement"] = applied
+
+
 def _idle(workload, log):
     """Hold the cell's devices for a while and finish: scheduling without a framework."""
     deadline = time.time() + float(workload.get("seconds", 1.0))
@@ -277,6 +290,7 @@ def main(argv):
               "outcome": "ok", "error": None}
     code = EXIT_OK
     try:
+        _confine(record)
         _train(spec, log, record, outdir)
     except Exception as exc:  # noqa: BLE001 - every exception is evidence, recorded below
         from .compat import Unsupported

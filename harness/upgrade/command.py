@@ -1,0 +1,193 @@
+"""`harness upgrade`'s command line and its course: read the project, write and load its matrix,
+search each package, gather each blocker's evidence, try the combined stack, write the report.
+Exit 0: every target holds, together; 1: something blocks (or the combination does not hold);
+2: the input cannot be used (one line)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from pathlib import Path
+
+from packaging.version import Version
+from rich.console import Console
+
+from .. import bisect, releases
+from ..argtypes import whole
+from ..bisect import GOOD, Criteria
+from ..engine_args import add_engine_args, pythons
+from ..errors import UserError
+from ..terminal import shown
+from . import evidence, frontier, plan, project, writers
+
+ACCURACY_FLOOR = 0.01  # the least accuracy change counted, however narrow the baseline's spread
+PYTHON_RE = re.compile(r"3\.\d{1,2}")
+
+
+def add(sub) -> None:
+    p = sub.add_parser("upgrade", help="how far a project's packages can move up, each blocker with its evidence",
+                       description="Run the project's pins (the baseline) and the newest releases (or those named) "
+                                   "on its script or model factory; per package, bisect to the newest release that "
+                                   "keeps the baseline's status and values, with each blocker's evidence; try the "
+                                   "combined stack; write UPGRADE.md and upgrade.json under --out.")
+    p.add_argument("project", nargs="?", default=".", metavar="PROJECT", help="the project's folder (default: .)")
+    p.add_argument("--requirements", metavar="FILE",
+                   help="the pins: requirements.txt, pyproject.toml, uv.lock or poetry.lock (default: found there)")
+    p.add_argument("--script", metavar="FILE", help="the training script (relative to PROJECT)")
+    p.add_argument("--args", nargs="*", default=[], metavar="ARG", help="the script's arguments")
+    p.add_argument("--factory", metavar="MODULE:FUNCTION", help="instead of --script: the model factory")
+    p.add_argument("--data", metavar="MODULE:FUNCTION", help="with --factory: the data")
+    p.add_argument("--package", action="append", default=[], metavar="NAME[==VERSION]",
+                   help="a package to move, to its newest release or VERSION (repeatable; default: the ML stack "
+                        "the project pins)")
+    p.add_argument("--python-version", default="3.11", metavar="X.Y", help="the project's Python (default 3.11)")
+    p.add_argument("--repeats", type=whole(1, 100), metavar="R", help="repeats per release (default 1)")
+    p.add_argument("--accuracy-drop", type=float, metavar="X",
+                   help=f"an accuracy change counts past X or the baseline's spread (default {ACCURACY_FLOOR})")
+    p.add_argument("--speed-drop", type=float, metavar="PERCENT",
+                   help="also a blocker: steady samples/s more than PERCENT %% below the baseline and outside "
+                        "its range (every release then runs afresh)")
+    p.add_argument("--nightly", action="store_true", help="for each blocker, the first bad nightly build too")
+    p.add_argument("--no-reduce", action="store_true", help="no reduced script for a break")
+    p.add_argument("--no-diverge", action="store_true", help="no layer-by-layer comparison for a value shift")
+    p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS", help="reduce: each candidate's time")
+    p.add_argument("--unconfined", action="store_true", help="reduce: candidates unconfined (as reduce --unconfined)")
+    p.add_argument("--results", default="results", metavar="DIR", help="results folder (default: results)")
+    p.add_argument("--out", default="upgrade", metavar="DIR", help="where the report goes (default: upgrade)")
+    p.add_argument("--offline", action="store_true", help="list releases from the cache only")
+    add_engine_args(p)
+
+
+def command(args, console: Console) -> int:
+    from ..engines import select_engine
+    from ..matrix import load
+    from ..outputs import check_apart
+    from ..paths import check_writable
+
+    if not PYTHON_RE.fullmatch(args.python_version):
+        raise UserError(f"--python-version expects X.Y (e.g. 3.11), got {args.python_version!r}")
+    for name in ("accuracy_drop", "speed_drop", "budget"):
+        value = getattr(args, name)
+        if value is not None and not (0 <= value < (100 if name == "speed_drop" else 1e9)):
+            raise UserError(f"--{name.replace('_', '-')} expects a number >= 0, got {value}")
+    folder = Path(args.project)
+    pins = project.read(project.find(folder, args.requirements))
+    asked = project.packages(pins, args.package)
+    work = plan.workload(folder, args.script, args.args, args.factory, args.data)
+    out, results = Path(args.out), Path(args.results)
+    check_apart(out, "--out", [results])  # reduce and diverge keep their cells there
+    check_writable(out, "--out")
+    check_writable(results, "--results")
+    resolver = releases.Resolver(offline=args.offline)
+    base = plan.environment(pins, args.python_version, list(asked))
+    targets = _targets(asked, pins, args.python_version, resolver)
+    envs = [base, *[e for e in {plan.opened(base, p)["name"]: plan.opened(base, p) for p in asked}.values()
+                    if e["name"] != base["name"]]]
+    name = "upgrade-" + re.sub(r"[^A-Za-z0-9._-]", "-", folder.resolve().name or "project")
+    out.mkdir(parents=True, exist_ok=True)
+    matrix_path = out / "matrix.yaml"
+    matrix_path.write_text(plan.matrix_text(name, envs, work, args.repeats))
+    m = load(matrix_path)
+    started = time.monotonic()
+    report = {"project": str(folder.resolve()), "pins": str(pins.source), "matrix": str(matrix_path),
+              "results": str(results), "python": args.python_version, "workload": work, "packages": []}
+    with select_engine(args.engine, pythons=pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console) as engine:
+        report["engine"] = engine.name
+        yardstick, criteria = None, None
+        for package, (current, target, newest) in targets.items():
+            env_name = plan.opened(base, package)["name"]
+            cells = [c for c in m.cells if c.environment.name == env_name]
+            crit = criteria or Criteria(args.accuracy_drop or ACCURACY_FLOOR, args.speed_drop)
+            search = frontier.Search(m, cells, package, engine, results, console, crit, resolver, args.repeats)
+            console.rule(f"upgrade: {package} {current} -> {target}")
+            answer, found = frontier.frontier(search, current, target, newest)
+            if yardstick is None and answer.tested.get(current, {}).get("verdict") == GOOD:
+                base_results = search.rounds[0].results_of[current]
+                yardstick = bisect.evidence(base_results)
+                acc = yardstick["val_accuracy"]
+                spread = (acc.hi - acc.lo) if acc else 0.0
+                criteria = Criteria(max(args.accuracy_drop or ACCURACY_FLOOR, spread), args.speed_drop)
+                report["baseline"] = {"cells": yardstick["cells"], "status": yardstick["status"],
+                                      "val_accuracy": acc.as_dict() if acc else None,
+                                      "accuracy_tolerance": criteria.accuracy_drop}
+            entry = dataclasses.asdict(answer)
+            if answer.blocker:
+                entry["blocker"].update(_evidence(args, search, answer, found, yardstick, out, console))
+                answer.cells, answer.ran = search.cost()
+                entry["cells"], entry["ran"] = answer.cells, answer.ran
+            entry["environment"] = env_name
+            frontier.show(answer, console)
+            report["packages"].append(entry)
+        report["combined"] = _combined(m, base, report["packages"], engine, results, console, yardstick,
+                                       criteria or Criteria(args.accuracy_drop or ACCURACY_FLOOR, args.speed_drop),
+                                       resolver)
+    report["seconds"] = round(time.monotonic() - started, 1)
+    report["cells"] = sum(p["cells"] for p in report["packages"]) + len(report["combined"].get("cells", []))
+    report["commands"] = writers.commands(report, args)
+    md, js = writers.write(report, out)
+    console.rule("upgrade")
+    console.print(shown(writers.summary(report)), highlight=False)
+    console.print(f"report: {shown(str(md))}, {shown(str(js))}", highlight=False)
+    blocked = any(not p["holds"] for p in report["packages"]) or report["combined"].get("holds") is False
+    return 1 if blocked else 0
+
+
+def _targets(asked: dict, pins: project.Pins, python: str, resolver) -> dict[str, tuple[str, str, str]]:
+    """{package: (current, target, newest)}: the newest release the index has for this Python,
+    or the one the user gave (which must be a release)."""
+    out = {}
+    for package, given in asked.items():
+        current = pins.pins[package]
+        try:
+            found = resolver.expand(package, f">={current}", python, releases.Options())
+        except releases.ReleasesUnavailable as exc:
+            raise UserError(f"cannot list the releases of {package}: {exc}") from None
+        listed = sorted(found.versions, key=Version)
+        fit = [v for v in listed if v not in found.unfit]
+        newest = (fit or listed or [current])[-1]
+        if given and given not in listed:
+            raise UserError(f"--package {package}=={given}: not a release of {package} on {found.index} "
+                            f"(newer ones: {', '.join(listed[-8:]) or 'none'})")
+        out[package] = (current, given or newest, max(newest, given or newest, key=Version))
+    return out
+
+
+def _evidence(args, search, answer, found, yardstick, out: Path, console: Console) -> dict:
+    got: dict = {}
+    kind = answer.blocker["kind"]
+    if kind == frontier.BREAK:
+        got["mend_release"] = frontier.mend_by_release(search, answer)
+        if yardstick:
+            got["mend_setting"] = evidence.setting(search, answer, yardstick, None)
+    if args.nightly and kind != frontier.UNAVAILABLE and found is not None:
+        got["nightly"] = evidence.nightly(search, found, console)
+    if not args.no_reduce and kind == frontier.BREAK:
+        got["reduced"] = evidence.reduced(search, answer, out / "reduced", args.budget, args.unconfined)
+    if not args.no_diverge and kind in (frontier.VALUE, frontier.ACCURACY, frontier.SPEED):
+        got["diverge"] = evidence.diverged(search, answer, out / "diverge")
+    return got
+
+
+def _combined(m, base: dict, packages: list[dict], engine, results: Path, console: Console, yardstick,
+              criteria, resolver) -> dict:
+    """Every package at its frontier at once, run and judged against the baseline: the newest
+    stack that holds is claimed only when this cell says so."""
+    from ..release_cells import with_release
+    moved = {p["package"]: p["frontier"] for p in packages if p["frontier"] and p["frontier"] != p["current"]}
+    if not moved:
+        return {"moved": {}, "holds": None, "why": "no package moves: the baseline is the newest stack that holds"}
+    if yardstick is None:
+        return {"moved": moved, "holds": None, "why": "the baseline does not run here"}
+    cells = [c for c in m.cells if c.environment.name == base["name"]]
+    env = cells[0].environment
+    for package, version in moved.items():
+        env = with_release(env, package, version, None)
+    cut = releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)])
+    env = dataclasses.replace(env, name=f"combined-{env.name}", uploaded_before=cut)
+    console.rule("upgrade: the combined stack")
+    combined = [dataclasses.replace(c, environment=env, expect=None) for c in cells]
+    verdict = frontier.judged(m, combined, engine, results, console, yardstick, criteria)
+    return {"moved": moved, "holds": verdict.kind == GOOD, "why": verdict.why,
+            "cells": verdict.evidence.get("cells", [])}

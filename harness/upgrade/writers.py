@@ -1,0 +1,139 @@
+"""The report: `upgrade.json` (everything, for tools) and `UPGRADE.md` (for people), the second
+written from the first only, so the two never say different things. Every line that claims
+something names the cells behind it; what the user can do is only what the evidence supports:
+pin below the first bad release, move to the release or setting that mends it, the reduced
+script that shows the break."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+
+def commands(report: dict, args) -> dict:
+    """The command lines that reproduce each answer (the same matrix, so the same cells)."""
+    matrix, results = report["matrix"], report["results"]
+    engine = f"--engine {args.engine}" if args.engine != "auto" else ""
+    out: dict = {}
+    for p in report["packages"]:
+        acc = report.get("baseline", {}).get("accuracy_tolerance")
+        line = (f"python -m harness bisect {shlex.quote(matrix)} --package {p['package']} --cell "
+                f"'{p['environment']}/*' --old {p['current']} --new {p['target']} --results {shlex.quote(results)}"
+                + (f" --accuracy-drop {acc:g}" if acc is not None else "") + (f" {engine}" if engine else ""))
+        cmds = {"search": line}
+        b = p.get("blocker") or {}
+        mend = b.get("mend_release") or {}
+        if mend.get("newest"):
+            cmds["mend"] = (f"python -m harness bisect {shlex.quote(matrix)} --package {p['package']} --cell "
+                            f"'{p['environment']}/*' --old {p['target']} --new {mend['newest']} --results "
+                            f"{shlex.quote(results)}" + (f" {engine}" if engine else ""))
+        if (b.get("reduced") or {}).get("folder"):
+            cmds["reduce"] = (f"python -m harness reduce {shlex.quote(matrix)} '{p['environment']}/' --package "
+                              f"{p['package']} --good {b['last_good']} --bad {b['first_bad']} --results "
+                              f"{shlex.quote(results)}" + (f" {engine}" if engine else ""))
+        out[p["package"]] = cmds
+    return out
+
+
+def _cells(cells: list[str]) -> str:
+    return ", ".join(f"`{c}`" for c in cells[:3]) + (f" (+{len(cells) - 3})" if len(cells) > 3 else "") or "none"
+
+
+def _actions(p: dict) -> list[str]:
+    b = p["blocker"]
+    out = [f"pin `{p['package']}<{b['first_bad']}` (newest safe: {b['last_good']})"]
+    mend = b.get("mend_release") or {}
+    if mend.get("found"):
+        out.append(f"move to `{p['package']}=={mend['first_good']}`, the first release that mends it "
+                   f"(cells {_cells(mend['cells'])})")
+    setting = b.get("mend_setting") or {}
+    if setting.get("mends"):
+        out.append(f"stay on `{p['package']}=={setting['at']}` with {setting['setting']} "
+                   f"(cells {_cells(setting['cells'])})")
+    red = b.get("reduced") or {}
+    if red.get("script"):
+        out.append(f"report it upstream: the reduced script `{red['script']}` "
+                   f"({red['lines']['original']} -> {red['lines']['reduced']} lines) and the draft `{red['issue']}`")
+    return out
+
+
+def markdown(report: dict) -> str:
+    lines = ["# Upgrade report", "",
+             f"Project `{report['project']}`, pins from `{report['pins']}`, Python {report['python']}, "
+             f"engine {report.get('engine')}; the matrix it ran: `{report['matrix']}`, "
+             f"results in `{report['results']}`.", ""]
+    base = report.get("baseline")
+    if base:
+        lines += [f"Baseline: {base['status']} (cells {_cells(base['cells'])}); an accuracy change counts past "
+                  f"{base['accuracy_tolerance']:g}.", ""]
+    else:
+        lines += ["Baseline: it does not run here, so nothing below is judged against it.", ""]
+    lines += ["| package | current | newest safe | target | blocking change | cells (run now) |",
+              "|---|---|---|---|---|---|"]
+    for p in report["packages"]:
+        b = p.get("blocker")
+        block = (f"{b['kind']} at {b['first_bad']}" if b else ("none" if p["holds"] else f"no answer: {p['problem']}"))
+        lines.append(f"| {p['package']} | {p['current']} | {p['frontier'] or '-'} | {p['target']} | "
+                     f"{block.replace('|', '/')} | {p['cells']} ({p['ran']}) |")
+    c = report["combined"]
+    lines += ["", "## The combined stack", ""]
+    if c.get("holds") is None:
+        lines.append(c["why"])
+    else:
+        moved = ", ".join(f"{k}=={v}" for k, v in c["moved"].items())
+        lines.append(f"{moved}: {'holds' if c['holds'] else 'does **not** hold'} -- {c['why']} "
+                     f"(cells {_cells(c.get('cells', []))})")
+    for p in report["packages"]:
+        b = p.get("blocker")
+        if not b:
+            continue
+        lines += ["", f"## {p['package']}: {b['kind']} at {b['first_bad']}", "",
+                  f"- first bad {b['first_bad']}: {b['why'][:300]} (cells {_cells(b['cells'])})",
+                  f"- last good {b['last_good']} (cells {_cells(b['good_cells'])})"]
+        night = b.get("nightly") or {}
+        if night.get("first_bad") or night.get("first_good"):
+            lines.append(f"- first bad night: {night['nightly']} {night['first_bad']} (last good night "
+                         f"{night['last_good']}){'; ' + night['history'] if night.get('history') else ''}")
+        elif night.get("problem"):
+            lines.append(f"- nights: {night['problem']}")
+        mend = b.get("mend_release")
+        if mend and not mend.get("found"):
+            lines.append(f"- no release up to {mend['newest']} mends it (cells {_cells(mend['cells'])})")
+        setting = b.get("mend_setting")
+        if setting and not setting["mends"]:
+            lines.append(f"- {setting['setting']} at {setting['at']} does not mend it: {setting['why'][:200]} "
+                         f"(cells {_cells(setting['cells'])})")
+        for key in ("reduced", "diverge"):
+            if (b.get(key) or {}).get("problem"):
+                lines.append(f"- no {key}: {b[key]['problem']}")
+        if (b.get("diverge") or {}).get("folder"):
+            d = b["diverge"]
+            lines.append(f"- diverge: {'the models part' if d['diverges'] else 'no divergence above the floor'} "
+                         f"({d['folder']})")
+        lines += ["", "What you can do:", ""] + [f"- {a}" for a in _actions(p)]
+    lines += ["", "## Reproduce", "", "```sh"]
+    for cmd in report["commands"].values():
+        for line in ([cmd] if isinstance(cmd, str) else cmd.values()):
+            lines.append(line)
+    lines += ["```", "", f"Cost: {report['cells']} cell(s), {report['seconds']:.0f} s."]
+    return "\n".join(lines) + "\n"
+
+
+def summary(report: dict) -> str:
+    parts = []
+    for p in report["packages"]:
+        state = "holds" if p["holds"] else (f"newest safe {p['frontier']}" if p["frontier"] else "no answer")
+        parts.append(f"{p['package']} {p['current']} -> {p['target']}: {state} "
+                     f"({p['cells']} cells, {p['ran']} run now)")
+    c = report["combined"]
+    parts.append("combined: " + ("not run: " + c["why"] if c.get("holds") is None else
+                                 ("holds" if c["holds"] else "does not hold") + f" ({len(c.get('cells', []))} cells)"))
+    return "\n".join(parts) + f"\n{report['cells']} cell(s) in all, {report['seconds']:.0f} s"
+
+
+def write(report: dict, out: Path) -> tuple[Path, Path]:
+    js, md = out / "upgrade.json", out / "UPGRADE.md"
+    js.write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    md.write_text(markdown(report))
+    return md, js

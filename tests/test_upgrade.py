@@ -1,0 +1,117 @@
+"""`harness upgrade` on a planted index: a user's project pinning two planted packages, its
+training script calling an API one of them drops (2.0) and brings back (2.2), and reporting an
+accuracy the other lowers (1.2). One report holds the break, the release that mends it and the
+accuracy shift, each line with the cells behind it; a second run costs no new cell. Real
+virtualenvs, a second or so each (quick tier). Then bad input: one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import harness
+from .planted_index import PlantedIndex
+
+QUICK = pytest.mark.quick
+
+API = "def legacy_total(xs):\n    return sum(xs)\n"
+MEND = {"1.0": "2024-01-01T00:00:00Z", "2.0": "2024-03-01T00:00:00Z", "2.1": "2024-04-01T00:00:00Z",
+        "2.2": "2024-06-01T00:00:00Z", "3.0": "2024-08-01T00:00:00Z"}
+ACC = {"1.0": "2024-01-05T00:00:00Z", "1.1": "2024-02-05T00:00:00Z", "1.2": "2024-05-05T00:00:00Z"}
+BODIES = {**{("plantedmend", v): API for v in ("1.0", "2.2", "3.0")},
+          **{("plantedacc", v): "def score():\n    return 0.9\n" for v in ("1.0", "1.1")},
+          ("plantedacc", "1.2"): "def score():\n    return 0.8\n"}
+SCRIPT = """\
+import plantedacc
+import plantedmend
+from workloads.metrics import report
+
+print(plantedmend.legacy_total([1, 2]))
+report("val_accuracy", plantedacc.score())
+"""
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("upgrade")
+    (root / "proj").mkdir()
+    (root / "proj" / "train.py").write_text(SCRIPT)
+    (root / "proj" / "requirements.txt").write_text("# the project's pins\nplantedmend==1.0\nplantedacc==1.0\n")
+    with PlantedIndex({"plantedmend": MEND, "plantedacc": ACC}, bodies=BODIES) as served:
+        yield root, {"PIP_INDEX_URL": served.url, "HARNESS_CACHE": str(root / "cache")}
+
+
+def upgrade(root, env, *extra: str):
+    return harness("upgrade", str(root / "proj"), "--script", "train.py", "--package", "plantedmend==2.1",
+                   "--package", "plantedacc", "--engine", "venv", "--results", str(root / "r"),
+                   "--out", str(root / "u"), "--budget", "30", *extra, env=env, timeout=1200)
+
+
+@QUICK
+def test_one_report_holds_a_break_its_mend_and_an_accuracy_shift(planted):
+    root, env = planted
+    proc = upgrade(root, env)
+    out = proc.stdout
+    assert proc.returncode == 1, out[-4000:] + proc.stderr[-3000:]
+    report = json.loads((root / "u" / "upgrade.json").read_text())
+    mend, acc = report["packages"]
+    assert (mend["package"], mend["current"], mend["target"], mend["frontier"]) == ("plantedmend", "1.0", "2.1", "1.0")
+    b = mend["blocker"]
+    assert (b["kind"], b["first_bad"], b["last_good"]) == ("break", "2.0", "1.0")
+    assert "legacy_total" in b["why"] and b["cells"] and all("plantedmend2.0" in c for c in b["cells"])
+    assert (b["mend_release"]["found"], b["mend_release"]["first_good"]) == (True, "2.2")
+    assert (acc["package"], acc["target"], acc["frontier"]) == ("plantedacc", "1.2", "1.1")
+    assert (acc["blocker"]["kind"], acc["blocker"]["first_bad"]) == ("accuracy", "1.2")
+    assert "val_accuracy 0.800" in acc["blocker"]["why"]
+    combined = report["combined"]
+    assert combined["moved"] == {"plantedacc": "1.1"} and combined["holds"] is True and combined["cells"]
+    md = (root / "u" / "UPGRADE.md").read_text()
+    assert "| plantedmend | 1.0 | 1.0 | 2.1 | break at 2.0 |" in md
+    assert "| plantedacc | 1.0 | 1.1 | 1.2 | accuracy at 1.2 |" in md
+    assert "move to `plantedmend==2.2`, the first release that mends it" in md
+    assert "pin `plantedacc<1.2`" in md and "python -m harness bisect" in md
+    for line in md.splitlines():  # every claim names its cells
+        if line.startswith(("- first bad", "- last good", "| planted")) or "mends it" in line:
+            assert "`" in line or "(" in line, line
+    assert "cell(s) in all" in out
+    # the same command again: every answer from finished cells, none run now
+    assert b["reduced"].get("script") or b["reduced"].get("problem"), b["reduced"]
+    again = upgrade(root, env, "--no-reduce")
+    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
+    second = json.loads((root / "u" / "upgrade.json").read_text())
+    assert [p["ran"] for p in second["packages"]] == [0, 0]
+    assert second["packages"][0]["blocker"]["first_bad"] == "2.0"
+
+
+@QUICK
+@pytest.mark.parametrize("files, args, message", [
+    ({}, [], "no requirements.txt, pyproject.toml or lock"),
+    ({"requirements.txt": "plantedmend>=1.0\n"}, [], "requirements.txt:1: 'plantedmend>=1.0' is not an exact pin"),
+    ({"requirements.txt": "plantedmend==1.0\nthis is not it\n"}, [], "requirements.txt:2:"),
+    ({"requirements.txt": "plantedmend==1.0\n"}, ["--package", "nosuchpackage"], "does not pin nosuchpackage"),
+    ({"requirements.txt": "plantedmend==1.0\n"}, ["--package", "plantedmend==0.5"], "not newer than"),
+    ({"requirements.txt": "plantedmend==1.0\n"}, ["--package", "plantedmend==9.9"], "not a release of plantedmend"),
+    ({"requirements.txt": "plantedmend==1.0\n"}, [], "pins none of"),
+    ({"pyproject.toml": "[project\n"}, [], "not TOML"),
+    ({"requirements.txt": "plantedmend==1.0\n"}, ["--package", "plantedmend", "--python-version", "three"],
+     "--python-version expects X.Y"),
+])
+def test_bad_input_is_one_line_and_exit_2(planted, tmp_path, files, args, message):
+    root, env = planted
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "train.py").write_text(SCRIPT)
+    proc = harness("upgrade", str(tmp_path), "--script", "train.py", *args, "--engine", "venv",
+                   "--results", str(tmp_path / "r"), "--out", str(tmp_path / "u"), env=env, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:] + proc.stdout[-2000:]
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@QUICK
+def test_no_workload_is_one_line(planted, tmp_path):
+    root, env = planted
+    (tmp_path / "requirements.txt").write_text("plantedmend==1.0\n")
+    proc = harness("upgrade", str(tmp_path), "--package", "plantedmend", "--results", str(tmp_path / "r"),
+                   "--out", str(tmp_path / "u"), env=env, timeout=120)
+    assert proc.returncode == 2 and "name the workload: --script FILE" in proc.stderr, proc.stderr
