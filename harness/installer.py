@@ -30,6 +30,12 @@ What the harness still decides, and so says here:
   than the cut-off: ``CREATED``) resolves the same from the cache alone, so it is installed
   ``--offline`` first, and online only where that fails. An environment without a cut-off resolves
   as of today, online.
+- **setuptools as ``python -m venv`` left it.** A virtualenv that ``python -m venv`` made held the
+  interpreter's own setuptools (65.5.0 for Python 3.10-3.11, 40.6.2 for 3.6; none from 3.12 on), and
+  pip kept it where it met the requirements -- TensorFlow 2.x's TensorBoard asks for any setuptools
+  >= 41. uv makes a bare virtualenv, and would resolve today's setuptools, which no longer has
+  ``pkg_resources``: old code that imports it would break where it ran before. So the interpreter's
+  bundled setuptools is installed first (``SEED``), and the resolution keeps it where it fits.
 - **pip in every environment.** ``python -m venv`` put pip in each environment; users open a shell in
   one and install, so pip is installed with the requirements: the newest release the interpreter
   runs (``stacks.pip_requirement``), as of the day of the build whatever the cut-off (``TOOLS``) --
@@ -46,6 +52,8 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
 
 from . import stacks
 from .errors import EnvironmentUnavailable
@@ -175,6 +183,26 @@ def supported(python: str) -> str | None:
     return None
 
 
+# Prints the setuptools wheel `python -m venv` would seed with this interpreter (ensurepip's bundled
+# one, or a Debian interpreter's /usr/share/python-wheels), or nothing: run by the environment's
+# interpreter, on the host or in an image build (images/venv/Dockerfile), Python 3.6 and up
+SEED = ("import glob, os\n"
+        "try:\n"
+        "    import ensurepip\n"
+        "    found = glob.glob(os.path.join(os.path.dirname(ensurepip.__file__), '_bundled', 'setuptools-*.whl'))\n"
+        "except ImportError:\n"
+        "    found = []\n"
+        "found = found or glob.glob('/usr/share/python-wheels/setuptools-*.whl')\n"
+        "print(sorted(found)[-1] if found else '')\n")
+
+
+def seed(interpreter: str) -> str | None:
+    """The setuptools wheel `python -m venv` would seed with `interpreter` (``SEED``), or None."""
+    out = subprocess.run([interpreter, "-I", "-c", SEED], capture_output=True, text=True, timeout=60)
+    found = out.stdout.strip() if out.returncode == 0 else ""
+    return found or None
+
+
 def requirements(env) -> list[str]:
     """What a resolution installs: pip (the module's docstring), then the environment's pins."""
     return [stacks.pip_requirement(env.python), *env.requirements]
@@ -207,9 +235,13 @@ def run(args: list[str], log, log_path: Path, what: str) -> None:
         raise EnvironmentUnavailable(f"{what} failed: {failure(text)}", text)
 
 
-def populate(python: str, env, log, log_path: Path) -> bool:
-    """Install `env`'s packages into the environment of `python`: from uv's cache alone first where
-    that gives the same answer (the module's docstring), else online. Returns whether it was offline."""
+def populate(python: str, env, log, log_path: Path, seeded: str | None = None) -> bool:
+    """Install `env`'s packages into the environment of `python`: the setuptools `seeded` first (a
+    local wheel, ``seed``), then the rest, from uv's cache alone first where that gives the same
+    answer (the module's docstring), else online. Returns whether it was offline."""
+    if seeded:
+        run([uv(), "pip", "install", "--python", python, "--no-config", "--offline", "--no-deps", seeded],
+            log, log_path, "seeding setuptools")
     cutoff = getattr(env, "uploaded_before", None)
     offline = bool(cutoff) and fetched_after(cutoff)
     if offline:
@@ -274,7 +306,24 @@ def freeze(python: str) -> str:
                          env=variables())
     if out.returncode != 0:
         raise EnvironmentUnavailable(f"uv pip freeze failed: {out.stderr.strip()[-300:]}", out.stderr)
-    return out.stdout
+    return plain_pins(out.stdout)
+
+
+_LOCAL_WHEEL = re.compile(r"^(\S+) @ file://\S*/([^/\s]+\.whl)\s*$")
+
+
+def plain_pins(freeze_text: str) -> str:
+    """A freeze with each package installed from a local wheel (the seeded setuptools: ``SEED``)
+    written as ``name==version``, as pip freeze writes it: a lock names releases any index has, never a
+    path of the machine that built it."""
+    lines = []
+    for line in freeze_text.splitlines():
+        match = _LOCAL_WHEEL.match(line)
+        if match:
+            with contextlib.suppress(ValueError):
+                line = f"{match.group(1)}=={parse_wheel_filename(match.group(2))[1]}"
+        lines.append(line)
+    return "\n".join(lines) + ("\n" if freeze_text.endswith("\n") else "")
 
 
 def binary_for_images() -> Path:

@@ -353,6 +353,7 @@ class DockerEngine(Engine):
                 if unsupported:
                     raise EnvironmentUnavailable(unsupported)
                 shutil.copy(installer.binary_for_images(), Path(ctx) / "uv")
+                (Path(ctx) / "seed.py").write_text(installer.SEED)
                 (Path(ctx) / "uv-options").write_text("\n".join(installer.options(env)) + "\n")
                 pins = installer.requirements(env)
             else:  # pip reads a cut-off's loopback index (the build shares the host's network for it)
@@ -574,7 +575,7 @@ class DockerEngine(Engine):
             except (docker.errors.DockerException, UnicodeDecodeError):
                 continue
             if text.strip():
-                return text
+                return installer.plain_pins(text)
         return None
 
     def shell(self, cell: Cell, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:

@@ -24,7 +24,7 @@ from ..paths import inside
 from .base import Prepared, ProcessEngine, cache_dir
 
 MARKER = "harness-env.json"
-RECIPE_VERSION = 3  # bump when the way venvs are built changes (2: folders named by content alone; 3: uv)
+RECIPE_VERSION = 4  # bump when the way venvs are built changes (2: folders named by content alone; 3: uv; 4: seeded)
 
 
 class VenvEngine(ProcessEngine):
@@ -82,7 +82,8 @@ class VenvEngine(ProcessEngine):
             started = time.monotonic()
             installer.run(installer.create(exe, building), log, log_path, "creating the virtualenv")
             py = str(building / "bin" / "python")
-            offline = installer.populate(py, env, log, log_path)
+            seeded = installer.seed(exe)
+            offline = installer.populate(py, env, log, log_path, seeded)
             freeze = installer.freeze(py)
         (building / "requirements.lock").write_text(freeze)
         provenance = {
@@ -94,6 +95,7 @@ class VenvEngine(ProcessEngine):
             "build_seconds": round(time.monotonic() - started, 1),
             "recipe": RECIPE_VERSION,
             **installer.note(env),
+            "seeded": Path(seeded).name if seeded else None,  # as python -m venv seeds it (installer.SEED)
             "resolved_offline": offline,  # from uv's cache alone: every page in it newer than the cut-off
             "resolved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # the day "no cut-off" means
         }
