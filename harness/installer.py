@@ -272,7 +272,8 @@ def failure(log: str) -> str:
     are kept.
     """
     lines = [_BUILDKIT_PREFIX.sub("", line).rstrip() for line in log.splitlines()]
-    uv_error = next((i for i, line in enumerate(lines) if line.startswith("error: ")), None)
+    # the last: a log may hold an earlier attempt's (the offline one before the online one)
+    uv_error = next((i for i in reversed(range(len(lines))) if lines[i].startswith("error: ")), None)
     if uv_error is not None:
         said, cause = [lines[uv_error][len("error: "):].strip()], False
         for line in lines[uv_error + 1:]:

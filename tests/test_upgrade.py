@@ -7,10 +7,11 @@ virtualenvs, a second or so each (quick tier). Then bad input: one line, exit 2.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from .conftest import harness
+from .conftest import ROOT, harness
 from .planted_index import PlantedIndex
 
 QUICK = pytest.mark.quick
@@ -115,3 +116,25 @@ def test_no_workload_is_one_line(planted, tmp_path):
     proc = harness("upgrade", str(tmp_path), "--package", "plantedmend", "--results", str(tmp_path / "r"),
                    "--out", str(tmp_path / "u"), env=env, timeout=120)
     assert proc.returncode == 2 and "name the workload: --script FILE" in proc.stderr, proc.stderr
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_a_keras_2_script_pinned_to_tf_2_15_is_blocked_at_2_16_and_tf_keras_mends_it(tmp_path):
+    """The real case (examples/upgrade-tf215): a Keras 2 script that sets Adam's `lr`, pinned to
+    TensorFlow 2.15.1. TensorFlow 2.16 made tf.keras Keras 3, which refuses `lr`: the frontier is
+    2.15.1, the blocker 2.16.1 with a reduced script, and tf-keras behind tf.keras at the newest
+    TensorFlow mends it -- each answer with its cells."""
+    proc = harness("upgrade", str(ROOT / "examples" / "upgrade-tf215"), "--script", "train.py", "--package",
+                   "tensorflow==2.21.0", "--engine", "venv", "--results", str(tmp_path / "r"),
+                   "--out", str(tmp_path / "u"), timeout=1800)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]   # something blocks
+    report = json.loads((tmp_path / "u" / "upgrade.json").read_text())
+    [tf] = report["packages"]
+    assert (tf["current"], tf["frontier"], tf["target"]) == ("2.15.1", "2.15.1", "2.21.0"), tf
+    blocker = tf["blocker"]
+    assert blocker["first_bad"] == "2.16.1" and "lr" in blocker["why"], blocker
+    assert blocker["mend_setting"]["mends"] and blocker["mend_setting"]["cells"], blocker["mend_setting"]
+    reduced = Path(blocker["reduced"]["script"])
+    assert reduced.exists() and "lr=" in reduced.read_text()
+    assert "2.16.1" in (tmp_path / "u" / "UPGRADE.md").read_text()

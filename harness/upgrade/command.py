@@ -128,7 +128,8 @@ def command(args, console: Console) -> int:
     report["commands"] = writers.commands(report, args)
     md, js = writers.write(report, out)
     console.rule("upgrade")
-    console.print(shown(writers.summary(report)), highlight=False)
+    for line in writers.summary(report).splitlines():  # shown() escapes a newline: one line at a time
+        console.print(shown(line), highlight=False)
     console.print(f"report: {shown(str(md))}, {shown(str(js))}", highlight=False)
     blocked = any(not p["holds"] for p in report["packages"]) or report["combined"].get("holds") is False
     return 1 if blocked else 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.version import Version
 from rich.console import Console
 
-from .. import bisect, stacks
+from .. import bisect, releases, stacks
 from ..bisect import GOOD
 from ..errors import UserError
 from ..terminal import shown
@@ -36,12 +36,31 @@ def setting(search: Search, answer: Answer, yardstick: dict, out_matrix) -> dict
     cells = []
     for c in search.cells_for(answer.target):
         e = c.environment
-        e = dataclasses.replace(e, keras_api="tf_keras", name=f"{e.name}-tf_keras")
+        e = dataclasses.replace(e, keras_api="tf_keras", name=f"{e.name}-tf_keras",
+                                uploaded_before=_with_tf_keras(e, search.resolver))
         cells.append(dataclasses.replace(c, environment=e))
     verdict = judged(search.m, cells, search.engine, search.results, search.console, yardstick, search.criteria)
     return {"setting": "keras_api: tf_keras (tf-keras installed, TF_USE_LEGACY_KERAS=1)",
             "package": stacks.keras_package("tf_keras"), "at": answer.target, "mends": verdict.kind == GOOD,
             "why": verdict.why, "cells": verdict.evidence.get("cells", [])}
+
+
+def _with_tf_keras(env, resolver) -> str | None:
+    """The cut-off of a tf-keras environment at a TensorFlow release: tf-keras for a TensorFlow
+    minor comes out days after it (2.21's twelve), so TensorFlow's own cut-off finds none; the
+    first tf-keras of that minor's upload is taken too, as its users met them, and the later wins."""
+    if not env.uploaded_before or not env.tensorflow:
+        return env.uploaded_before
+    minor = Version(env.tensorflow)
+    try:
+        found = resolver.expand("tf_keras", f"~={minor.major}.{minor.minor}.0", env.python, releases.Options())
+    except releases.ReleasesUnavailable:
+        return env.uploaded_before
+    if not found.versions:
+        return env.uploaded_before
+    first = min(found.versions, key=Version)
+    cut = releases.cutoff_of([resolver.uploaded("tf_keras", first)])
+    return max(env.uploaded_before, cut) if cut else env.uploaded_before
 
 
 def nightly(search: Search, found: bisect.Found, console: Console) -> dict:

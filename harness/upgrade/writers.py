@@ -49,7 +49,7 @@ def _actions(p: dict) -> list[str]:
                    f"(cells {_cells(mend['cells'])})")
     setting = b.get("mend_setting") or {}
     if setting.get("mends"):
-        out.append(f"stay on `{p['package']}=={setting['at']}` with {setting['setting']} "
+        out.append(f"move to `{p['package']}=={setting['at']}` with {setting['setting']} "
                    f"(cells {_cells(setting['cells'])})")
     red = b.get("reduced") or {}
     if red.get("script"):
