@@ -184,15 +184,18 @@ def supported(python: str) -> str | None:
 
 
 # Prints the setuptools wheel `python -m venv` would seed with this interpreter (ensurepip's bundled
-# one, or a Debian interpreter's /usr/share/python-wheels), or nothing: run by the environment's
-# interpreter, on the host or in an image build (images/venv/Dockerfile), Python 3.6 and up
-SEED = ("import glob, os\n"
-        "try:\n"
-        "    import ensurepip\n"
-        "    found = glob.glob(os.path.join(os.path.dirname(ensurepip.__file__), '_bundled', 'setuptools-*.whl'))\n"
-        "except ImportError:\n"
-        "    found = []\n"
-        "found = found or glob.glob('/usr/share/python-wheels/setuptools-*.whl')\n"
+# one, or a Debian interpreter's /usr/share/python-wheels; none from Python 3.12 on, where venv seeds
+# pip alone), or nothing: run by the environment's interpreter, on the host or in an image build
+# (images/venv/Dockerfile), Python 3.6 and up
+SEED = ("import glob, os, sys\n"
+        "found = []\n"
+        "if sys.version_info < (3, 12):  # from 3.12 on, venv seeds no setuptools\n"
+        "    try:\n"
+        "        import ensurepip\n"
+        "        found = glob.glob(os.path.join(os.path.dirname(ensurepip.__file__), '_bundled', 'setuptools-*.whl'))\n"
+        "    except ImportError:\n"
+        "        pass\n"
+        "    found = found or glob.glob('/usr/share/python-wheels/setuptools-*.whl')\n"
         "print(sorted(found)[-1] if found else '')\n")
 
 

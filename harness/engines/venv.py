@@ -24,7 +24,7 @@ from ..paths import inside
 from .base import Prepared, ProcessEngine, cache_dir
 
 MARKER = "harness-env.json"
-RECIPE_VERSION = 4  # bump when the way venvs are built changes (2: folders named by content alone; 3: uv; 4: seeded)
+RECIPE_VERSION = 5  # bump when the way venvs are built changes (2: folders named by content alone; 3: uv; 4-5: seeded)
 
 
 class VenvEngine(ProcessEngine):
