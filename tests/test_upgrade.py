@@ -7,6 +7,7 @@ virtualenvs, a second or so each (quick tier). Then bad input: one line, exit 2.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -49,13 +50,20 @@ def upgrade(root, env, *extra: str):
                    "--out", str(root / "u"), "--budget", "30", *extra, env=env, timeout=1200)
 
 
-@QUICK
-def test_one_report_holds_a_break_its_mend_and_an_accuracy_shift(planted):
+@pytest.fixture(scope="module")
+def first(planted):
+    """The project form, run once: its printout and its report."""
     root, env = planted
     proc = upgrade(root, env)
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-3000:]
+    return proc, json.loads((root / "u" / "upgrade.json").read_text())
+
+
+@QUICK
+def test_one_report_holds_a_break_its_mend_and_an_accuracy_shift(planted, first):
+    root, env = planted
+    proc, report = first
     out = proc.stdout
-    assert proc.returncode == 1, out[-4000:] + proc.stderr[-3000:]
-    report = json.loads((root / "u" / "upgrade.json").read_text())
     mend, acc = report["packages"]
     assert (mend["package"], mend["current"], mend["target"], mend["frontier"]) == ("plantedmend", "1.0", "2.1", "1.0")
     b = mend["blocker"]
@@ -83,6 +91,95 @@ def test_one_report_holds_a_break_its_mend_and_an_accuracy_shift(planted):
     second = json.loads((root / "u" / "upgrade.json").read_text())
     assert [p["ran"] for p in second["packages"]] == [0, 0]
     assert second["packages"][0]["blocker"]["first_bad"] == "2.0"
+
+
+MATRIX = """\
+name: planted-stack
+environments:
+  - name: pinned
+    python: "3.11"
+    packages: [plantedmend==1.0, plantedacc==1.0]
+  - name: elsewhere
+    python: "3.11"
+    packages: [plantedmend==2.2, plantedacc==1.1]
+workloads:
+  - script: proj/train.py
+"""
+
+
+def answers(report: dict) -> list:
+    """What an upgrade concluded, apart from where it ran: per package its ends, frontier and
+    blocker (with its mend), and the combined stack."""
+    out = []
+    for p in report["packages"]:
+        b = p.get("blocker") or {}
+        out.append((p["package"], p["current"], p["target"], p["frontier"], p["holds"], b.get("kind"),
+                    b.get("first_bad"), b.get("last_good"), (b.get("mend_release") or {}).get("first_good")))
+    c = report["combined"]
+    return out + [(c["moved"], c["holds"])]
+
+
+@QUICK
+def test_a_cell_of_a_matrix_gets_the_project_forms_answers(planted, first):
+    """The same pins and script, given as a cell of a matrix (the environment's own name, a second
+    environment beside it): the same answers; the report names the matrix and the cell, and the
+    matrix it wrote holds the cell's environment as the matrix defines it, its commands' cells."""
+    from harness.matrix import load
+
+    root, env = planted
+    (root / "stack.yaml").write_text(MATRIX)
+    out = root / "um"
+    proc = harness("upgrade", "--matrix", str(root / "stack.yaml"), "--cell", "pinned/*", "--package",
+                   "plantedmend==2.1", "--package", "plantedacc", "--engine", "venv", "--results", str(root / "rm"),
+                   "--out", str(out), "--no-reduce", env=env, timeout=1200)
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-3000:]
+    report = json.loads((out / "upgrade.json").read_text())
+    assert answers(report) == answers(first[1])
+    assert report["from"]["cell"] == "pinned/*" and report["from"]["environment"] == "pinned"
+    assert report["from"]["cells"] == ["pinned/train/none-c1/b128/r0"] and report["project"] is None
+    assert all(c.startswith("pinned-plantedmend") for c in report["packages"][0]["blocker"]["cells"])
+    md = (out / "UPGRADE.md").read_text()
+    assert "stack.yaml`, cell `pinned/*` (environment `pinned`" in md
+    assert "| plantedmend | 1.0 | 1.0 | 2.1 | break at 2.0 |" in md
+    written = load(out / "matrix.yaml")
+    [base] = [e for e in written.environments if e.name == "pinned"]
+    original = [c for c in load(root / "stack.yaml").cells if c.environment.name == "pinned"]
+    assert base == original[0].environment and [c.id for c in written.cells if c.environment == base] == \
+        [c.id for c in original]
+    assert [c.workload.params["code"]["sha256"] for c in written.cells] == \
+        [original[0].workload.params["code"]["sha256"]]  # the same code, from a matrix elsewhere
+    for cmds in report["commands"].values():  # every reproduce command names the written matrix's cells
+        assert f"bisect {out / 'matrix.yaml'}" in cmds["search"] and "--cell 'pinned/train/none-c1/b128/*'" in \
+            cmds["search"], cmds
+    # and they run: the search's command, from the cells the upgrade ran (none run now)
+    search = harness(*shlex.split(report["commands"]["plantedmend"]["search"])[3:], cwd=root, env=env, timeout=600)
+    assert search.returncode == 0, search.stdout[-3000:] + search.stderr[-3000:]
+    assert "first bad: plantedmend 2.0" in search.stdout and "(0 run now" in search.stdout, search.stdout[-3000:]
+
+
+@QUICK
+@pytest.mark.parametrize("args, message", [
+    (["--matrix", "M", "--cell", "pinned/*", "--script", "train.py"], "--matrix/--cell or a project (--script)"),
+    (["--matrix", "M", "--cell", "pinned/*", "PROJ"], "--matrix/--cell or a project (PROJECT)"),
+    (["--matrix", "M", "--cell", "pinned/*", "--python-version", "3.10"], "(--python-version), not both"),
+    (["--matrix", "M"], "--matrix FILE and --cell GLOB go together"),
+    (["--cell", "pinned/*", "PROJ", "--script", "train.py"], "--matrix FILE and --cell GLOB go together"),
+    (["--matrix", "M", "--cell", "nosuch/*"], "--cell 'nosuch/*': no cell of"),
+    (["--matrix", "M", "--cell", "*"], "--cell '*': cells of 2 environments (pinned, elsewhere)"),
+    (["--matrix", "M", "--cell", "pinned/*", "--package", "numpy"], "does not pin numpy"),
+])
+def test_a_cell_mixed_with_a_project_or_matching_nothing_is_one_line(planted, tmp_path, args, message):
+    root, env = planted
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "train.py").write_text(SCRIPT)
+    (tmp_path / "proj" / "requirements.txt").write_text("plantedmend==1.0\n")
+    (tmp_path / "m.yaml").write_text(MATRIX)
+    given = [str(tmp_path / "m.yaml") if a == "M" else str(tmp_path / "proj") if a == "PROJ" else a for a in args]
+    proc = harness("upgrade", *given, "--engine", "venv", "--results", str(tmp_path / "r"),
+                   "--out", str(tmp_path / "u"), env=env, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:] + proc.stdout[-2000:]
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "u").exists()  # refused before anything was written
 
 
 @QUICK

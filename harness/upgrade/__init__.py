@@ -4,7 +4,8 @@ Someone about to upgrade asks one question per package -- how new can I go befor
 breaks or changes? -- and a second about them all -- does the newest safe set hold together?
 The answer is built from the harness's own pieces, never a parallel path: the user's pins
 become one environment of a generated matrix and their script or model factory its workload
-(`project`, `plan`); each package is searched with bisect's search, oracle and cells
+(`project`, `plan`) -- or a matrix cell's environment and workload, as that matrix defines them
+(`fromcell`); each package is searched with bisect's search, oracle and cells
 (`frontier`), so every release tested is an ordinary cell that `run`, `bisect` and a second
 `upgrade` reuse; the evidence of a change comes from `reduce`, `diverge` and a bisect below the
 releases (`evidence`); the report says nothing a cell does not back (`writers`).

@@ -19,7 +19,7 @@ from ..bisect import GOOD, Criteria
 from ..engine_args import add_engine_args, pythons
 from ..errors import UserError
 from ..terminal import shown
-from . import evidence, frontier, plan, project, writers
+from . import evidence, fromcell, frontier, plan, project, writers
 
 ACCURACY_FLOOR = 0.01  # the least accuracy change counted, however narrow the baseline's spread
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
@@ -28,20 +28,24 @@ PYTHON_RE = re.compile(r"3\.\d{1,2}")
 def add(sub) -> None:
     p = sub.add_parser("upgrade", help="how far a project's packages can move up, each blocker with its evidence",
                        description="Run the project's pins (the baseline) and the newest releases (or those named) "
-                                   "on its script or model factory; per package, bisect to the newest release that "
+                                   "on its script or model factory -- or a matrix cell's environment and workload "
+                                   "(--matrix, --cell); per package, bisect to the newest release that "
                                    "keeps the baseline's status and values, with each blocker's evidence; try the "
                                    "combined stack; write UPGRADE.md and upgrade.json under --out.")
-    p.add_argument("project", nargs="?", default=".", metavar="PROJECT", help="the project's folder (default: .)")
+    p.add_argument("project", nargs="?", metavar="PROJECT", help="the project's folder (default: .)")
     p.add_argument("--requirements", metavar="FILE",
                    help="the pins: requirements.txt, pyproject.toml, uv.lock or poetry.lock (default: found there)")
     p.add_argument("--script", metavar="FILE", help="the training script (relative to PROJECT)")
-    p.add_argument("--args", nargs="*", default=[], metavar="ARG", help="the script's arguments")
+    p.add_argument("--args", nargs="*", metavar="ARG", help="the script's arguments")
     p.add_argument("--factory", metavar="MODULE:FUNCTION", help="instead of --script: the model factory")
     p.add_argument("--data", metavar="MODULE:FUNCTION", help="with --factory: the data")
+    p.add_argument("--matrix", metavar="FILE", help="instead of a project: a matrix, with --cell")
+    p.add_argument("--cell", metavar="GLOB", help="with --matrix: the cells (of one environment) whose environment "
+                                                  "and workload are the baseline")
     p.add_argument("--package", action="append", default=[], metavar="NAME[==VERSION]",
                    help="a package to move, to its newest release or VERSION (repeatable; default: the ML stack "
-                        "the project pins)")
-    p.add_argument("--python-version", default="3.11", metavar="X.Y", help="the project's Python (default 3.11)")
+                        "the project or the cell's environment pins)")
+    p.add_argument("--python-version", metavar="X.Y", help="the project's Python (default 3.11)")
     p.add_argument("--repeats", type=whole(1, 100), metavar="R", help="repeats per release (default 1)")
     p.add_argument("--accuracy-drop", type=float, metavar="X",
                    help=f"an accuracy change counts past X or the baseline's spread (default {ACCURACY_FLOOR})")
@@ -65,40 +69,43 @@ def command(args, console: Console) -> int:
     from ..outputs import check_apart
     from ..paths import check_writable
 
-    if not PYTHON_RE.fullmatch(args.python_version):
+    from_cell = fromcell.check_form(args)
+    if args.python_version is not None and not PYTHON_RE.fullmatch(args.python_version):
         raise UserError(f"--python-version expects X.Y (e.g. 3.11), got {args.python_version!r}")
     for name in ("accuracy_drop", "speed_drop", "budget"):
         value = getattr(args, name)
         if value is not None and not (0 <= value < (100 if name == "speed_drop" else 1e9)):
             raise UserError(f"--{name.replace('_', '-')} expects a number >= 0, got {value}")
-    folder = Path(args.project)
-    pins = project.read(project.find(folder, args.requirements))
+    start = _from_cell(args, load) if from_cell else _from_project(args)
+    pins, python, keep = start["pins"], start["python"], start["keep"]
     asked = project.packages(pins, args.package)
-    work = plan.workload(folder, args.script, args.args, args.factory, args.data)
     out, results = Path(args.out), Path(args.results)
     check_apart(out, "--out", [results])  # reduce and diverge keep their cells there
     check_writable(out, "--out")
     check_writable(results, "--results")
     resolver = releases.Resolver(offline=args.offline)
-    base = plan.environment(pins, args.python_version, list(asked))
-    targets = _targets(asked, pins, args.python_version, resolver)
+    base = start["base"] or plan.environment(pins, python, list(asked))
+    targets = _targets(asked, pins, python, resolver)
     envs = [base, *[e for e in {plan.opened(base, p)["name"]: plan.opened(base, p) for p in asked}.values()
                     if e["name"] != base["name"]]]
-    name = "upgrade-" + re.sub(r"[^A-Za-z0-9._-]", "-", folder.resolve().name or "project")
+    name = "upgrade-" + re.sub(r"[^A-Za-z0-9._-]", "-", start["name"] or "project")
     out.mkdir(parents=True, exist_ok=True)
     matrix_path = out / "matrix.yaml"
-    matrix_path.write_text(plan.matrix_text(name, envs, work, args.repeats))
+    matrix_path.write_text(plan.matrix_text(name, envs, start["works"], None if keep else args.repeats,
+                                            start["settings"], start["source"]))
     m = load(matrix_path)
     started = time.monotonic()
-    report = {"project": str(folder.resolve()), "pins": str(pins.source), "matrix": str(matrix_path),
-              "results": str(results), "python": args.python_version, "workload": work, "packages": []}
+    report = {"project": start["project"], "pins": str(pins.source), "matrix": str(matrix_path),
+              "results": str(results), "python": python,
+              "workload": start["works"][0] if len(start["works"]) == 1 else start["works"], "packages": [],
+              **({"from": start["from"]} if from_cell else {})}
     with select_engine(args.engine, pythons=pythons(args.python), ca_bundle=args.ca_bundle,
                        console=console) as engine:
         report["engine"] = engine.name
         yardstick, criteria = None, None
         for package, (current, target, newest) in targets.items():
             env_name = plan.opened(base, package)["name"]
-            cells = [c for c in m.cells if c.environment.name == env_name]
+            cells = _cells(m, env_name, keep)
             crit = criteria or Criteria(args.accuracy_drop or ACCURACY_FLOOR, args.speed_drop)
             search = frontier.Search(m, cells, package, engine, results, console, crit, resolver, args.repeats)
             console.rule(f"upgrade: {package} {current} -> {target}")
@@ -122,7 +129,7 @@ def command(args, console: Console) -> int:
             report["packages"].append(entry)
         report["combined"] = _combined(m, base, report["packages"], engine, results, console, yardstick,
                                        criteria or Criteria(args.accuracy_drop or ACCURACY_FLOOR, args.speed_drop),
-                                       resolver)
+                                       resolver, keep)
     report["seconds"] = round(time.monotonic() - started, 1)
     report["cells"] = sum(p["cells"] for p in report["packages"]) + len(report["combined"].get("cells", []))
     report["commands"] = writers.commands(report, args)
@@ -133,6 +140,35 @@ def command(args, console: Console) -> int:
     console.print(f"report: {shown(str(md))}, {shown(str(js))}", highlight=False)
     blocked = any(not p["holds"] for p in report["packages"]) or report["combined"].get("holds") is False
     return 1 if blocked else 0
+
+
+def _from_project(args) -> dict:
+    """The project form: its pins, its workload, the baseline written from them (`plan`)."""
+    folder = Path(args.project or ".")
+    pins = project.read(project.find(folder, args.requirements))
+    work = plan.workload(folder, args.script, args.args or [], args.factory, args.data)
+    return {"pins": pins, "python": args.python_version or "3.11", "base": None, "works": [work],
+            "settings": None, "keep": None, "name": folder.resolve().name, "project": str(folder.resolve()),
+            "source": "the project's pins and its workload"}
+
+
+def _from_cell(args, load) -> dict:
+    """The matrix form: the cell's environment and workload as its matrix defines them (`fromcell`)."""
+    m = load(args.matrix)
+    cells = fromcell.select(m, args.cell)
+    env = cells[0].environment
+    works = [fromcell.workload(w) for w in {c.workload.name: c.workload for c in cells}.values()]
+    started = {"matrix": str(Path(args.matrix).resolve()), "cell": args.cell, "environment": env.name,
+               "cells": [c.id for c in cells], "parts": sorted(fromcell.kept(cells))}
+    return {"pins": fromcell.pins(env, f"{args.matrix} (environment {env.name})"), "python": env.python,
+            "base": fromcell.environment(env), "works": works, "settings": fromcell.settings(cells, args.repeats),
+            "keep": fromcell.kept(cells), "name": m.name, "project": None, "from": started,
+            "source": f"environment {env.name} and its workload from {Path(m.path).name}"}
+
+
+def _cells(m, env_name: str, keep: set[str] | None) -> list:
+    """The written matrix's cells of one environment (of the matrix form: those the glob named)."""
+    return [c for c in m.cells if c.environment.name == env_name and (keep is None or fromcell.part(c) in keep)]
 
 
 def _targets(asked: dict, pins: project.Pins, python: str, resolver) -> dict[str, tuple[str, str, str]]:
@@ -172,7 +208,7 @@ def _evidence(args, search, answer, found, yardstick, out: Path, console: Consol
 
 
 def _combined(m, base: dict, packages: list[dict], engine, results: Path, console: Console, yardstick,
-              criteria, resolver) -> dict:
+              criteria, resolver, keep: set[str] | None = None) -> dict:
     """Every package at its frontier at once, run and judged against the baseline: the newest
     stack that holds is claimed only when this cell says so."""
     from ..release_cells import with_release
@@ -181,7 +217,7 @@ def _combined(m, base: dict, packages: list[dict], engine, results: Path, consol
         return {"moved": {}, "holds": None, "why": "no package moves: the baseline is the newest stack that holds"}
     if yardstick is None:
         return {"moved": moved, "holds": None, "why": "the baseline does not run here"}
-    cells = [c for c in m.cells if c.environment.name == base["name"]]
+    cells = _cells(m, base["name"], keep)
     env = cells[0].environment
     for package, version in moved.items():
         env = with_release(env, package, version, None)

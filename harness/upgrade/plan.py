@@ -78,9 +78,13 @@ def workload(folder: Path, script: str | None, args: list[str], factory: str | N
                     "--data MODULE:FUNCTION (your model factory)")
 
 
-def matrix_text(name: str, envs: list[dict], work: dict, repeats: int | None) -> str:
-    raw = {"name": name, "description": "written by harness upgrade: the project's pins and its workload",
-           "environments": envs, "workloads": [work], "timeouts": TIMEOUTS}
+def matrix_text(name: str, envs: list[dict], works: list[dict], repeats: int | None,
+                settings: dict | None = None, source: str = "the project's pins and its workload") -> str:
+    """The matrix: these environments and workloads; `settings` (a matrix cell's batch sizes,
+    parallelism, timeouts, ...) in place of the defaults."""
+    raw = {"name": name, "description": f"written by harness upgrade: {source}",
+           "environments": envs, "workloads": works, "timeouts": TIMEOUTS}
     if repeats:
         raw["repeats"] = repeats
+    raw.update(settings or {})
     return yaml.safe_dump(raw, sort_keys=False)

@@ -15,18 +15,21 @@ def commands(report: dict, args) -> dict:
     """The command lines that reproduce each answer (the same matrix, so the same cells)."""
     matrix, results = report["matrix"], report["results"]
     engine = f"--engine {args.engine}" if args.engine != "auto" else ""
+    parts = (report.get("from") or {}).get("parts") or ["*"]  # of a matrix cell: the cells its glob named
     out: dict = {}
     for p in report["packages"]:
         acc = report.get("baseline", {}).get("accuracy_tolerance")
-        line = (f"python -m harness bisect {shlex.quote(matrix)} --package {p['package']} --cell "
-                f"'{p['environment']}/*' --old {p['current']} --new {p['target']} --results {shlex.quote(results)}"
+        cell = " ".join(f"--cell {shlex.quote(p['environment'] + '/' + part + ('' if part == '*' else '/*'))}"
+                        for part in parts)
+        line = (f"python -m harness bisect {shlex.quote(matrix)} --package {p['package']} {cell} --old "
+                f"{p['current']} --new {p['target']} --results {shlex.quote(results)}"
                 + (f" --accuracy-drop {acc:g}" if acc is not None else "") + (f" {engine}" if engine else ""))
         cmds = {"search": line}
         b = p.get("blocker") or {}
         mend = b.get("mend_release") or {}
         if mend.get("newest"):
-            cmds["mend"] = (f"python -m harness bisect {shlex.quote(matrix)} --package {p['package']} --cell "
-                            f"'{p['environment']}/*' --old {p['target']} --new {mend['newest']} --results "
+            cmds["mend"] = (f"python -m harness bisect {shlex.quote(matrix)} --package {p['package']} {cell} "
+                            f"--old {p['target']} --new {mend['newest']} --results "
                             f"{shlex.quote(results)}" + (f" {engine}" if engine else ""))
         if (b.get("reduced") or {}).get("folder"):
             cmds["reduce"] = (f"python -m harness reduce {shlex.quote(matrix)} '{p['environment']}/' --package "
@@ -59,8 +62,12 @@ def _actions(p: dict) -> list[str]:
 
 
 def markdown(report: dict) -> str:
+    start = report.get("from")
+    origin = (f"Matrix `{start['matrix']}`, cell `{start['cell']}` (environment `{start['environment']}`: "
+              f"{_cells(start['cells'])})" if start else
+              f"Project `{report['project']}`, pins from `{report['pins']}`")
     lines = ["# Upgrade report", "",
-             f"Project `{report['project']}`, pins from `{report['pins']}`, Python {report['python']}, "
+             f"{origin}, Python {report['python']}, "
              f"engine {report.get('engine')}; the matrix it ran: `{report['matrix']}`, "
              f"results in `{report['results']}`.", ""]
     base = report.get("baseline")
