@@ -129,9 +129,12 @@ def test_the_lock_session_makes_the_same_lock_for_the_same_date_either_way_pip_a
     the same releases, groups and hashes. Both ask the index as it is now; whether lock.txt is still
     what its date resolves to is `--check`'s to say (the index's past can grow: the next test)."""
     lock = lockfile.read()
-    older = tmp_path / "older-pip"
+    older, newer = tmp_path / "older-pip", tmp_path / "newer-pip"
     venv.create(older, with_pip=True)  # the pip this Python bundles: older than 26.0
-    pythons = {"own": sys.executable, "bundled": str(older / "bin" / "python")}
+    venv.create(newer, with_pip=True)  # and the newest pip, which has --uploaded-prior-to
+    subprocess.run([str(newer / "bin" / "python"), "-m", "pip", "install", "--quiet", "--upgrade", "pip>=26"],
+                   check=True, capture_output=True, timeout=600)
+    pythons = {"own": str(newer / "bin" / "python"), "bundled": str(older / "bin" / "python")}
     with_option = {k: cutoff.pip_has_cutoff(cutoff.pip_version_of(v)) for k, v in pythons.items()}
     assert with_option == {"own": True, "bundled": False}, with_option
     made = {k: resolve.make({PYTHON: v}, lock.cutoff, log=lambda _: None) for k, v in pythons.items()}

@@ -140,6 +140,7 @@ def make(pythons: dict[str, str], cutoff: str, log=print) -> Lock:
     every = [r for texts in group_roots.values() for r in texts]
     per_python: dict[str, dict[str, tuple[str, set[str], str | None]]] = {}
     for version, exe in pythons.items():
+        exe = with_pip(exe)
         log(f"resolving for Python {version} ({exe}) as of {cutoff}")
         report = report_of(exe, every, cutoff)
         member = groups_of(report, group_roots)
@@ -208,12 +209,26 @@ def check(lock: Lock, pythons: dict[str, str], log=print) -> int:
     return 1
 
 
+_HAS_PIP = "import importlib.util, sys; sys.exit(importlib.util.find_spec('pip') is None)"
+_BASE = "import sys; print(getattr(sys, '_base_executable', None) or sys.executable)"
+
+
+def with_pip(python: str) -> str:
+    """`python`, or where it holds no pip -- a virtualenv made by uv, as nox's sessions are -- the
+    interpreter it was made from: the lock's resolution needs pip's report (the only pip it
+    runs), and the same Python resolves the same markers."""
+    if subprocess.run([python, "-I", "-c", _HAS_PIP], capture_output=True).returncode == 0:
+        return python
+    base = subprocess.run([python, "-I", "-c", _BASE], capture_output=True, text=True).stdout.strip()
+    return base or python
+
+
 def interpreters_for(wanted: list[str]) -> dict[str, str]:
     found, missing = {}, []
     for version in wanted:
         hit = interpreters.find(version)
         if hit:
-            found[version] = hit[0]
+            found[version] = with_pip(hit[0])
         else:
             missing.append(version)
     if missing:
