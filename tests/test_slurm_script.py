@@ -65,7 +65,11 @@ def stand_ins(tmp_path) -> dict:
 
 
 def _pwned(*roots: Path) -> list[Path]:
-    return [p for root in roots for p in root.rglob("PWNED-*")]
+    """Files a hostile value would have made, anywhere under `roots`. Walked with os.walk, which
+    passes over a folder that goes while it looks: other workers' tests make and remove theirs
+    under the same checkout (nox's temporary folder) meanwhile."""
+    return [Path(folder) / name for root in roots for folder, _, files in os.walk(root)
+            for name in files if name.startswith("PWNED-")]
 
 
 def test_hostile_values_are_quoted_and_nothing_runs_but_the_task(tmp_path, stand_ins):
