@@ -70,10 +70,6 @@ TOOLS = ("pip",)
 OLDEST_PYTHON = (3, 6)
 
 
-class InstallerUnavailable(EnvironmentUnavailable):
-    """uv could not be found or run: every build needs it."""
-
-
 @functools.lru_cache(maxsize=1)
 def uv() -> str:
     """The uv executable: the ``uv`` package installed beside the harness (the project's lock pins
@@ -85,7 +81,7 @@ def uv() -> str:
         found = shutil.which("uv")
         if found:
             return found
-    raise InstallerUnavailable("uv is not installed beside the harness nor on PATH: it builds every environment "
+    raise EnvironmentUnavailable("uv is not installed beside the harness nor on PATH: it builds every environment "
                                "(pip install uv, or install the harness from its lock: nox -s matrix --install-only)")
 
 
@@ -211,11 +207,10 @@ def requirements(env) -> list[str]:
     return [stacks.pip_requirement(env.python), *env.requirements]
 
 
-def create(interpreter: str, folder: Path, *, system_site_packages: bool = False) -> list[str]:
+def create(interpreter: str, folder: Path) -> list[str]:
     """The command that makes a virtualenv at `folder` for `interpreter`: relocatable, since it is
     built beside its place and moved there whole when it is complete."""
-    return [uv(), "venv", "--quiet", "--no-config", "--relocatable", "--python", interpreter,
-            *(["--system-site-packages"] if system_site_packages else []), str(folder)]
+    return [uv(), "venv", "--quiet", "--no-config", "--relocatable", "--python", interpreter, str(folder)]
 
 
 def install(python: str, env, *, forced: bool = False, offline: bool = False) -> list[str]:
@@ -329,8 +324,3 @@ def plain_pins(freeze_text: str) -> str:
         lines.append(line)
     return "\n".join(lines) + ("\n" if freeze_text.endswith("\n") else "")
 
-
-def binary_for_images() -> Path:
-    """The uv executable an image build mounts (never copied into a layer): this host's, which needs
-    nothing of an image but glibc >= 2.17."""
-    return Path(uv())

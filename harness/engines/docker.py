@@ -352,7 +352,7 @@ class DockerEngine(Engine):
                 unsupported = installer.supported(env.python)
                 if unsupported:
                     raise EnvironmentUnavailable(unsupported)
-                shutil.copy(installer.binary_for_images(), Path(ctx) / "uv")
+                shutil.copy(installer.uv(), Path(ctx) / "uv")  # needs only glibc >= 2.17 of an image
                 (Path(ctx) / "seed.py").write_text(installer.SEED)
                 (Path(ctx) / "uv-options").write_text("\n".join(installer.options(env)) + "\n")
                 pins = installer.requirements(env)
