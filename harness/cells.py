@@ -161,6 +161,10 @@ class Cell:
     repeat: int
     seed: int = 1234
     limits: Limits = Limits()
+    # `reseed: true` in the matrix: each repeat trains from its own seed (seed + repeat) on the
+    # same data (drawn with `seed`), so the repeats measure the run-to-run spread of the accuracy,
+    # not only of the timing (an accuracy difference means something only outside that spread)
+    reseed: bool = False
     expect: dict | None = field(default=None, hash=False, compare=False)
     # chains (harness/chains.py): the cells whose files this one consumes, as
     # {"cell", "as", "spec_sha256"}; and the ids of the cells that consume this one's
@@ -177,6 +181,11 @@ class Cell:
         """The id without the repeat: cells that only differ in repeat share it."""
         return self.id.rsplit("/", 1)[0]
 
+    @property
+    def training_seed(self) -> int:
+        """The seed of the weights and the batch order: the data's, unless the repeats reseed."""
+        return self.seed + self.repeat if self.reseed else self.seed
+
     def spec(self) -> dict:
         """What the in-environment side reads (spec.json)."""
         return {
@@ -191,6 +200,7 @@ class Cell:
             "epochs": self.epochs,
             "repeat": self.repeat,
             "seed": self.seed,
+            "training_seed": self.training_seed,
             "limits": asdict(self.limits),
             "expect": self.expect,
             **({"needs": [dict(n) for n in self.needs]} if self.needs else {}),

@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {list,run,build,status,repro,report,bisect,diverge,reduce,watch,upgrade} ...``.
+"""Command line: ``python -m harness {list,run,build,status,repro,report,bisect,diverge,reduce,watch,upgrade,atlas} ...``.
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -23,6 +23,7 @@ from .outputs import check_apart, check_output_folder
 from .paths import check_writable
 from .store import scan
 from .terminal import shown, visible
+from .atlas import command as atlas
 from .upgrade import command as upgrade
 
 DEFAULT_MATRIX = "matrices/smoke.yaml"
@@ -316,6 +317,7 @@ SUBCOMMANDS = (
     _subcommand_watch,
     _subcommand_report,
     upgrade.add,
+    atlas.add,
 )
 
 def cmd_list(args, console: Console) -> int:
@@ -549,7 +551,7 @@ def cmd_watch(args, console: Console) -> int:
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "build": cmd_build, "status": cmd_status, "repro": cmd_repro,
             "report": cmd_report, "bisect": cmd_bisect, "diverge": cmd_diverge,
-            "reduce": cmd_reduce, "upgrade": upgrade.command,
+            "reduce": cmd_reduce, "upgrade": upgrade.command, "atlas": atlas.command,
             "watch": cmd_watch}
 
 

@@ -4,7 +4,7 @@ Some cells are `unsupported` for a reason the matrix alone settles: a
 wrapper that the environment's Keras has no way to express (data_parallel
 off Keras 3 on JAX, multi_gpu_model on Keras 3, tf.device replicas on the
 JAX backend, any placement on the torch backend), a cuDNN layer Keras 3
-does not have, a tf.data feed without TensorFlow. Launching such a cell
+does not have or a CPU environment cannot run, a tf.data feed without TensorFlow. Launching such a cell
 costs an interpreter start, the stack's import and, on GPUs, the devices it
 holds meanwhile -- to learn what is known already. These reasons are the
 in-environment side's own (``workloads/wrappers.py``, ``compat.py``), word
@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from .cells import BUILT_IN_MODELS, Cell
+from .workloads.protocol import NO_CUDNN
 
 _EXACT = re.compile(r"[0-9]+(\.[0-9]+)*")
 
@@ -66,6 +67,8 @@ def unsupported(cell: Cell) -> str | None:
         layer = "CuDNNGRU" if cell_kind == "cudnn_gru" else "CuDNNLSTM"
         return (f"Keras 3 has no {layer} layer (its GRU/LSTM pick cuDNN themselves "
                 "on the torch and tensorflow backends)")
+    if cell.workload.model == "rnn" and cell_kind in ("cudnn_gru", "cudnn_lstm") and env.device == "cpu":
+        return NO_CUDNN % ("CuDNNGRU" if cell_kind == "cudnn_gru" else "CuDNNLSTM")
     # run._train: the feed
     if par.feed == "dataset" and (not has_tf or tf1 or env.api == "standalone"):
         return ("fitting from tf.data needs TF 2 with tf.keras or Keras 3 (standalone Keras 2 and TF 1 "

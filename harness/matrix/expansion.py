@@ -61,6 +61,7 @@ def _cells(raw: dict, environments: list[Environment], workloads: list[Workload]
                     continue
                 cells.append(Cell(environment=env, workload=work_, parallelism=par, batch_size=batch,
                                   epochs=raw.get("epochs", 1), repeat=repeat, seed=raw.get("seed", 1234),
+                                  reseed=bool(raw.get("reseed", False)),
                                   limits=limits, expect=values.expectation(rules[2].every(exp))))
     return cells
 

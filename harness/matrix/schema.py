@@ -91,7 +91,7 @@ EXPECT_KEYS = {**{k: v for k, v in RULE_KEYS.items() if k != "repeat"},
                "status": str, "signature": str, "why": str, **VALUE_KEYS}
 TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": list,
             "parallelism": list, "batch_sizes": list, "epochs": int, "repeats": int, "seed": int,
-            "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
+            "reseed": bool, "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
             "slurm": dict, "releases": dict, "watch": dict}
 # How version ranges expand (harness.releases.Options); the README's "Version ranges" lists them.
 RELEASES_KEYS = {"pre": bool, "every": str, "cutoff": bool, "margin_days": (int, float)}

@@ -22,7 +22,7 @@ import os
 import platform
 import sys
 
-from .protocol import cuda_version_text, cudnn_version_text
+from .protocol import NO_CUDNN, cuda_version_text, cudnn_version_text
 
 
 class Unsupported(Exception):
@@ -425,6 +425,8 @@ class Stack(object):
             layer = getattr(getattr(getattr(v1, "keras", None), "layers", None), name, None)
             if layer is None:
                 raise Unsupported("%s is not available in %s %s" % (name, self.api, self.keras_version()))
+            if not any("GPU" in d.upper() for d in self.device_names()):
+                raise Unsupported(NO_CUDNN % name)
             return layer
         raise ValueError("unknown rnn cell %r" % cell)
 

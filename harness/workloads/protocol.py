@@ -106,3 +106,7 @@ def _integer(value):
     if isinstance(value, str) and value.isdigit() and len(value) <= 9:
         return int(value)
     return None
+
+# The reason a cuDNN layer (CuDNNGRU, CuDNNLSTM) is `unsupported` where no GPU is seen: its only
+# kernels are cuDNN's. One sentence for the host (preflight) and the process (compat).
+NO_CUDNN = "%s runs on cuDNN kernels only, which need an NVIDIA GPU; this environment has none"

@@ -130,7 +130,8 @@ def _train(spec, log, record, outdir):
     _phase(record, "devices")
     stack.check_keras(spec)  # the Keras asked is the one that runs, or the cell is an error
     log.emit("devices", devices=record["seen"]["devices"], gpus=record["seen"]["gpus"])
-    stack.seed(int(spec["seed"]))
+    trained_from = int(spec.get("training_seed", spec["seed"]))  # the data is always drawn with "seed"
+    stack.seed(trained_from)
     par = spec["parallelism"]
     plan = wrappers.Plan(stack, par, trap=workload.get("trap"))
     record["placement"] = plan.devices
@@ -152,7 +153,7 @@ def _train(spec, log, record, outdir):
                           loss=plan.loss(loss), metrics=["accuracy"], **plan.compile_options)
     _phase(record, "compiled")
     batch = int(spec["batch_size"])
-    fit, rows, probe = _inputs(stack, train, val, batch, par.get("feed", "arrays"), int(spec["seed"]))
+    fit, rows, probe = _inputs(stack, train, val, batch, par.get("feed", "arrays"), trained_from)
     programs = ahead.prepare(stack, trainable, fit, outdir, warmth)  # only while it stands by
     if programs is not None:
         record["timing"]["programs_ahead"] = programs

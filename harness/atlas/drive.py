@@ -1,0 +1,178 @@
+"""The atlas run: every environment of every atlas matrix, one after another, within a disk bound.
+
+An environment at a time: ``harness run MATRIX --only 'ENV/*'`` in its own process (the
+process boundary of every run: a crash or a kill there costs that run, never the atlas), then,
+unless kept, the environment is removed -- the virtualenv and the uv cache it was installed
+from, which is its own (``HARNESS_UV_CACHE`` per environment): uv links a virtualenv's files
+to its cache, so removing one without the other frees nothing. Peak disk is then about one
+environment, whatever the number of releases.
+
+Resumable by construction: finished cells are in the results store, so a second run skips an
+environment whose every cell is there (without building it) and runs only what is missing of
+the others. Each environment's course is one line of ``atlas-run.jsonl`` in the results folder
+(seconds, cells run, disk before removal): where the atlas's time and disk figures come from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import buildlock, releases
+from .. import matrix as matrix_mod
+from ..cells import Environment
+from ..engines.venv import MARKER, VenvEngine
+from ..installer import CACHE_VARIABLE
+from ..paths import cache_dir
+from ..store import ResultStore
+
+LOG = "atlas-run.jsonl"
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One environment of one atlas matrix, and the cells it owes."""
+    matrix_path: Path
+    matrix: matrix_mod.Matrix
+    environment: Environment
+
+    @property
+    def cells(self) -> list:
+        return [c for c in self.matrix.cells if c.environment.name == self.environment.name]
+
+
+def matrices(where: Path) -> list[Path]:
+    """The atlas matrices: a folder's ``*.yaml`` in name order, or the one file named."""
+    return sorted(where.glob("*.yaml")) if where.is_dir() else [where]
+
+
+def stacks(paths: list[Path], results: Path, refresh: bool = False) -> list[Stack]:
+    """Every environment of the matrices, its version ranges expanded as this results folder
+    recorded them (a second run measures the same releases unless refreshed)."""
+    out = []
+    for path in paths:
+        resolver = releases.Resolver(results, refresh=refresh)
+        m = matrix_mod.load(path, resolver=resolver)
+        out += [Stack(path, m, env) for env in m.environments]
+    return out
+
+
+def owed(stack: Stack, results: Path) -> int:
+    """How many of the stack's cells have no result yet."""
+    store = ResultStore(results, stack.matrix.name)
+    return sum(1 for c in stack.cells if store.needs_run(c))
+
+
+def uv_cache(stack: Stack) -> Path:
+    """The environment's own uv cache, named like its virtualenv."""
+    return cache_dir() / "atlas-uv" / VenvEngine().location(stack.environment).name
+
+
+def footprint(*folders: Path) -> int:
+    """Bytes on disk below the folders, each inode once (a virtualenv's files are its cache's)."""
+    seen, total = set(), 0
+    for folder in folders:
+        for root, _dirs, files in os.walk(folder):
+            for name in files:
+                try:
+                    st = os.lstat(os.path.join(root, name))
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_blocks * 512
+    return total
+
+
+def remove(stack: Stack) -> None:
+    """The environment's virtualenv and uv cache, under the venv's build lock (another run that
+    wants the venv waits and then builds it again, never sees half of it)."""
+    venv = VenvEngine().location(stack.environment)
+    with buildlock.held(venv.name, venv):
+        shutil.rmtree(venv, ignore_errors=True)
+        shutil.rmtree(uv_cache(stack), ignore_errors=True)
+
+
+def run_one(stack: Stack, results: Path, extra: list[str]) -> int:
+    """``harness run`` for the stack's cells in a child process; a TERM or INT here ends the
+    child first (its own handler stops its cells and keeps what finished)."""
+    env = dict(os.environ, **{CACHE_VARIABLE: str(uv_cache(stack))})
+    cmd = [sys.executable, "-m", "harness", "run", str(stack.matrix_path), "--engine", "venv",
+           "--results", str(results), "--only", f"{stack.environment.name}/*", *extra]
+    child = subprocess.Popen(cmd, env=env)
+    try:
+        return child.wait()
+    except BaseException:
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        raise
+
+
+def drive(stack_list: list[Stack], results: Path, *, keep: bool, extra: list[str],
+          say: Callable[[str], None]) -> dict:
+    """Run every stack that owes cells; returns the counts. Stops at the first run that was
+    interrupted (exit 130 or a signal): the atlas resumes from there."""
+    results.mkdir(parents=True, exist_ok=True)
+    done = skipped = 0
+    for i, stack in enumerate(stack_list, 1):
+        name = f"{stack.matrix.name}/{stack.environment.name}"
+        missing = owed(stack, results)
+        if not missing:
+            skipped += 1
+            continue
+        say(f"[{i}/{len(stack_list)}] {name}: {missing} cells")
+        started = time.time()
+        rc = run_one(stack, results, extra)
+        venv = VenvEngine().location(stack.environment)
+        entry = {"matrix": stack.matrix.name, "environment": stack.environment.name, "cells": missing,
+                 "left": owed(stack, results), "rc": rc, "started": _iso(started),
+                 "seconds": round(time.time() - started, 1),
+                 "build_seconds": _build_seconds(venv),
+                 "disk_bytes": footprint(venv, uv_cache(stack)), "removed": False}
+        if rc in (130, -signal.SIGINT, -signal.SIGTERM, 143):
+            _log(results, entry)
+            raise KeyboardInterrupt
+        if not keep and not entry["left"]:
+            remove(stack)
+            entry["removed"] = True
+        _log(results, entry)
+        done += 1
+    return {"ran": done, "complete": skipped}
+
+
+def _build_seconds(venv: Path) -> float | None:
+    try:
+        marker = json.loads((venv / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return marker.get("build_seconds")
+
+
+def _iso(moment: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+
+
+def _log(results: Path, entry: dict) -> None:
+    with open(results / LOG, "a") as fh:
+        fh.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def course(results: Path) -> list[dict]:
+    """The lines of the run log (every environment's course, every session)."""
+    try:
+        lines = (results / LOG).read_text().splitlines()
+    except OSError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
