@@ -135,6 +135,14 @@ def upgrade(session: nox.Session) -> None:
 
 
 @nox.session
+def atlas(session: nox.Session) -> None:
+    """The compatibility atlas: run what is missing, then publish: -- [MATRICES] [atlas run's options]."""
+    install(session, "runtime")
+    session.run("python", "-m", "harness", "atlas", "run", *session.posargs, success_codes=[0, 1])
+    session.run("python", "-m", "harness", "atlas", "publish")
+
+
+@nox.session
 def report(session: nox.Session) -> None:
     """Publish results: nox -s report -- [RESULTS...] [--out DIR]; or -- compare RUN_A RUN_B"""
     install(session, "runtime")

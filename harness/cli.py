@@ -1,4 +1,5 @@
-"""Command line: ``python -m harness {list,run,build,status,repro,report,bisect,diverge,reduce,watch,upgrade,atlas} ...``.
+"""Command line: ``python -m harness COMMAND ...`` (list, run, build, status, repro, report, bisect,
+diverge, reduce, watch, upgrade, atlas).
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -16,6 +17,7 @@ from rich.console import Console
 
 from . import argtypes, outputroots, status, values
 from . import matrix as matrix_mod
+from .atlas import command as atlas
 from .engine_args import add_engine_args as _add_engine_args
 from .engine_args import pythons as _pythons
 from .errors import UserError
@@ -23,7 +25,6 @@ from .outputs import check_apart, check_output_folder
 from .paths import check_writable
 from .store import scan
 from .terminal import shown, visible
-from .atlas import command as atlas
 from .upgrade import command as upgrade
 
 DEFAULT_MATRIX = "matrices/smoke.yaml"

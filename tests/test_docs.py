@@ -129,16 +129,22 @@ def subcommand_of(words: list[str]) -> str | None:
 
 
 @functools.cache
-def harness_help(command: str = "") -> str:
-    proc = subprocess.run([sys.executable, "-m", "harness", *([command] if command else []), "--help"],
+def harness_help(*command: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "harness", *command, "--help"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
 def options_of(command: str) -> set[str]:
-    """The long options `python -m harness COMMAND --help` lists (not those its help texts mention)."""
-    return set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)", harness_help(command), re.M))
+    """The long options `python -m harness COMMAND --help` lists (not those its help texts mention),
+    and those of its actions where it has some (`atlas run`, `atlas lookup`, ...)."""
+    pattern = r"^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)"
+    found = set(re.findall(pattern, harness_help(command), re.M))
+    actions = re.search(r"^usage: .*? \{([a-z,]+)\}", harness_help(command), re.M | re.S) if command else None
+    for action in actions.group(1).split(",") if actions else []:
+        found |= set(re.findall(pattern, harness_help(command, action), re.M))
+    return found
 
 
 def nox_sessions() -> set[str]:

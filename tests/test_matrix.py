@@ -45,6 +45,18 @@ def test_expansion_ids_are_readable_stable_and_complete(tmp_path):
     assert ids == [c.id for c in matrix.load(write(tmp_path, GOOD, "again.yaml")).cells]
 
 
+def test_reseed_gives_each_repeat_its_own_training_seed_on_the_same_data(tmp_path):
+    """`reseed: true`: repeat r trains from seed + r (its weights and batch order), the data still drawn
+    with the seed, so the repeats measure the accuracy's spread; without it every repeat is the seed's."""
+    plain = matrix.load(write(tmp_path, GOOD + "seed: 7\n"))
+    reseeded = matrix.load(write(tmp_path, GOOD + "seed: 7\nreseed: true\n", "reseeded.yaml"))
+    assert {c.spec()["training_seed"] for c in plain.cells} == {7}
+    by_repeat = {c.repeat: c.spec() for c in reseeded.cells if c.id.startswith("tf2.15/convnet/none-c1/b128/")}
+    assert {r: s["training_seed"] for r, s in by_repeat.items()} == {0: 7, 1: 8}
+    assert {s["seed"] for s in by_repeat.values()} == {7}
+    assert [c.id for c in plain.cells] == [c.id for c in reseeded.cells]  # the ids do not move
+
+
 def test_include_and_exclude_rules(tmp_path):
     text = GOOD + """
 include:

@@ -15,6 +15,7 @@ from harness.cells import Cell, Environment, Limits, Parallelism, Workload
 from harness.launch import ONLY_CELL
 from harness.resources import Gpu, Slot
 from harness.store import iter_results
+from harness.workloads.protocol import NO_CUDNN
 
 from .conftest import harness
 
@@ -186,6 +187,10 @@ def test_the_host_decides_only_what_the_pins_settle():
     assert "the jax backend has none" in preflight.unsupported(_cell(JAX, "make_parallel", 2))
     assert "this is standalone 2.2.4 on TF 1.12.0" in preflight.unsupported(_cell(TF112, "mirrored", 2))
     assert "Keras 3 has no CuDNNGRU layer" in preflight.unsupported(_cell(JAX, cell="cudnn_gru"))
+    # a cuDNN layer needs a GPU: a CPU environment cannot run it (the same sentence as compat.rnn_layer's)
+    assert preflight.unsupported(_cell(TF215, cell="cudnn_gru")) == NO_CUDNN % "CuDNNGRU"
+    assert preflight.unsupported(_cell(TF112, cell="cudnn_lstm")) == NO_CUDNN % "CuDNNLSTM"
+    assert preflight.unsupported(_cell(replace(TF215, device="gpu"), cell="cudnn_gru")) is None
     assert "this is keras3 on TF None" in preflight.unsupported(_cell(JAX, feed="dataset"))
     # what depends on the running stack is never decided here
     assert preflight.unsupported(_cell(TF215, "multi_gpu_model", 2)) is None

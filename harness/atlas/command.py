@@ -1,7 +1,7 @@
 """`harness atlas`'s command line: ``run`` (every environment of the atlas matrices, resumable,
-within a disk bound), ``publish`` (the compact data, the changes and the site pages) and
-``lookup`` (a project's pins against the atlas). Exit 0; 1 when a run left cells without a
-result; 2 for input that cannot be used (one line)."""
+within a disk bound), ``publish`` (the compact data, the changes and the site pages),
+``explain`` (each break and mend bisected) and ``lookup`` (a project's pins against the atlas).
+Exit 0; 1 when a run left cells without a result; 2 for input that cannot be used (one line)."""
 
 from __future__ import annotations
 
@@ -11,32 +11,48 @@ from rich.console import Console
 
 from ..argtypes import whole
 from ..errors import UserError
+from ..status import ALL
 from ..terminal import shown
 
 MATRICES = "matrices/atlas"
 RESULTS = "results/atlas"
 OUT = "docs/atlas"
+STATUSES = (*ALL, "all")
 
 
 def add(sub) -> None:
     p = sub.add_parser("atlas", help="the compatibility atlas: run it, publish it, look a project's pins up in it",
                        description="The seeds' workloads on every TensorFlow and Keras release (the matrices "
                                    f"under {MATRICES}): 'run' measures what is missing, 'publish' writes the data, "
-                                   "the changes and the pages, 'lookup' answers for a project's pins.")
+                                   "the changes and the pages, 'explain' bisects each break and mend, 'lookup' "
+                                   "answers for a project's pins.")
     acts = p.add_subparsers(dest="action", required=True)
     r = acts.add_parser("run", help="run every environment that owes cells, one at a time; resumable")
-    r.add_argument("matrices", nargs="?", default=MATRICES, metavar="PATH", help=f"a folder or one file (default: {MATRICES})")
+    r.add_argument("matrices", nargs="?", default=MATRICES, metavar="PATH",
+                   help=f"a folder or one file (default: {MATRICES})")
     r.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
     r.add_argument("--keep", action="store_true", help="keep each environment once its cells are done "
                                                        "(default: removed, so the disk holds about one)")
     r.add_argument("--only", metavar="GLOB", help="only environments whose name matches")
     r.add_argument("--jobs", type=whole(1, 256), metavar="N", help="cells at once (as `run --jobs`)")
+    r.add_argument("--rerun", action="append", default=[], choices=STATUSES, metavar="STATUS",
+                   help="run finished cells with this status again, as `run --rerun` (after a harness fix)")
     r.add_argument("--executor", choices=("local", "slurm"), help="as `run --executor` (slurm: a cluster)")
     r.add_argument("--refresh-releases", action="store_true", help="ask the index for new releases first")
     p_ = acts.add_parser("publish", help="the compact data (CSV, JSON), the changes, the pages and the feed")
     p_.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
     p_.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and pages go (default: {OUT})")
     p_.add_argument("--data", metavar="FILE", help="publish from committed data (atlas.json) instead of results")
+    ex = acts.add_parser("explain", help="bisect each break, mend and changed failure to its release (and night)")
+    ex.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
+                    help=f"the atlas data (default: {OUT}/atlas.json)")
+    ex.add_argument("--change", action="append", default=[], metavar="ID", help="only this change (repeatable)")
+    ex.add_argument("--evidence", default=f"{OUT}/evidence", metavar="DIR",
+                    help=f"where each change's bisect record goes (default: {OUT}/evidence)")
+    ex.add_argument("--results", default="results/atlas-explain", metavar="DIR",
+                    help="the bisects' results folder (default: results/atlas-explain)")
+    ex.add_argument("--no-nightly", action="store_true", help="stop at the releases, no nightly search")
+    ex.add_argument("--again", action="store_true", help="bisect changes that already have evidence too")
     lk = acts.add_parser("lookup", help="the rows nearest a project's pins, and the changes up to a target")
     lk.add_argument("pins", nargs="*", metavar="PKG==VERSION", help="pins (besides or instead of -r)")
     lk.add_argument("-r", "--requirements", metavar="FILE", help="a requirements file, pyproject.toml or lock")
@@ -53,6 +69,9 @@ def command(args, console: Console) -> int:
     if args.action == "publish":
         from . import publish
         return publish.command(args, console)
+    if args.action == "explain":
+        from . import explain
+        return explain.command(args, console)
     from . import lookup
     return lookup.command(args, console)
 
@@ -68,11 +87,12 @@ def _run(args, console: Console) -> int:
     found = drive.stacks(drive.matrices(where), results, refresh=args.refresh_releases)
     if args.only:
         found = [s for s in found if fnmatchcase(s.environment.name, args.only)]
-    extra = [*(["--jobs", str(args.jobs)] if args.jobs else []),
+    rerun = frozenset(args.rerun)
+    extra = [*(["--jobs", str(args.jobs)] if args.jobs else []), *[f"--rerun={s}" for s in sorted(rerun)],
              *(["--executor", args.executor] if args.executor else [])]
-    counts = drive.drive(found, results, keep=args.keep, extra=extra,
+    counts = drive.drive(found, results, keep=args.keep, extra=extra, rerun=rerun,
                          say=lambda line: console.print(shown(line), highlight=False))
-    left = sum(drive.owed(s, results) for s in found)
+    left = sum(drive.owed(s, results) for s in found)  # without --rerun: cells with no result at all
     console.print(f"atlas: {len(found)} environments; ran {counts['ran']}, already complete "
                   f"{counts['complete']}; {left} cells without a result", highlight=False)
     return 1 if left else 0

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .. import buildlock, releases
 from .. import matrix as matrix_mod
+from ..argtypes import MAX_SECONDS
 from ..cells import Environment
 from ..engines.venv import MARKER, VenvEngine
 from ..installer import CACHE_VARIABLE
@@ -65,10 +66,10 @@ def stacks(paths: list[Path], results: Path, refresh: bool = False) -> list[Stac
     return out
 
 
-def owed(stack: Stack, results: Path) -> int:
-    """How many of the stack's cells have no result yet."""
+def owed(stack: Stack, results: Path, rerun: frozenset[str] = frozenset()) -> int:
+    """How many of the stack's cells have no result yet (or one of a status to run again)."""
     store = ResultStore(results, stack.matrix.name)
-    return sum(1 for c in stack.cells if store.needs_run(c))
+    return sum(1 for c in stack.cells if store.needs_run(c, rerun))
 
 
 def uv_cache(stack: Stack) -> Path:
@@ -103,10 +104,21 @@ def remove(stack: Stack) -> None:
 
 def run_one(stack: Stack, results: Path, extra: list[str]) -> int:
     """``harness run`` for the stack's cells in a child process; a TERM or INT here ends the
-    child first (its own handler stops its cells and keeps what finished)."""
+    child first (its own handler stops its cells and keeps what finished). On a cluster
+    (``--executor slurm`` in `extra`) the run builds the environment here and submits its cells
+    as one job array; ``harness status --wait`` then waits for them, so the environment is
+    removed only once its tasks are done."""
     env = dict(os.environ, **{CACHE_VARIABLE: str(uv_cache(stack))})
-    cmd = [sys.executable, "-m", "harness", "run", str(stack.matrix_path), "--engine", "venv",
-           "--results", str(results), "--only", f"{stack.environment.name}/*", *extra]
+    harness = [sys.executable, "-m", "harness"]
+    rc = _child([*harness, "run", str(stack.matrix_path), "--engine", "venv", "--results", str(results),
+                 "--only", f"{stack.environment.name}/*", *extra], env)
+    if rc == 0 and "slurm" in extra:
+        _child([*harness, "status", str(stack.matrix_path), "--results", str(results), "--wait", f"{MAX_SECONDS:.0f}"],
+               env)
+    return rc
+
+
+def _child(cmd: list[str], env: dict) -> int:
     child = subprocess.Popen(cmd, env=env)
     try:
         return child.wait()
@@ -121,14 +133,14 @@ def run_one(stack: Stack, results: Path, extra: list[str]) -> int:
 
 
 def drive(stack_list: list[Stack], results: Path, *, keep: bool, extra: list[str],
-          say: Callable[[str], None]) -> dict:
+          say: Callable[[str], None], rerun: frozenset[str] = frozenset()) -> dict:
     """Run every stack that owes cells; returns the counts. Stops at the first run that was
     interrupted (exit 130 or a signal): the atlas resumes from there."""
     results.mkdir(parents=True, exist_ok=True)
     done = skipped = 0
     for i, stack in enumerate(stack_list, 1):
         name = f"{stack.matrix.name}/{stack.environment.name}"
-        missing = owed(stack, results)
+        missing = owed(stack, results, rerun)
         if not missing:
             skipped += 1
             continue

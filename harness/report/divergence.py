@@ -27,12 +27,12 @@ def _value(v):
 def plot(found: dict, path: Path) -> bool:
     """Relative error per layer, forward and backward, on a log scale, with the thresholds;
     the first layer whose output parts is marked. False when there is nothing to draw."""
-    from .plots import _pyplot
+    from .plots import pyplot
     fw = [r for r in found["forward"]["layers"] if "relative" in r]
     bw = [r for r in found["backward"]["layers"] if "relative" in r]
     if not fw and not bw:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(found["layout"]["layers"]) + 3), 4.2))
     tiny = 1e-12
     for rows, label, marker in ((fw, "forward: layer output", "o"), (bw, "backward: gradient", "s")):

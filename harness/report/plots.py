@@ -15,7 +15,8 @@ from ..status import OK
 from . import analysis, reported
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot on the Agg backend: files, no display."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -101,7 +102,7 @@ def time_vs_batch_series(results: list[dict]) -> Series:
 
 def _draw(series: Series, kind: str, caption: str, xlabel: str, ylabel: str, out: Path, stacks: list[str],
           log_x: bool = False) -> list[tuple[str, Path]]:
-    plt = _pyplot()
+    plt = pyplot()
     made = []
     order = {env: n for n, env in enumerate(stacks)}  # version order, as in the tables
     for (run, env, workload), lines in sorted(series.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 0),
@@ -128,7 +129,7 @@ def draw_trends(results: list[dict], out: Path) -> list[tuple[str, Path]]:
     """Per swept package, workload and stack: each metric against the release, on a
     version axis (PEP 440 order, evenly spaced, never text order), one line per
     parallelism; a release whose cell failed is marked on the axis with its status."""
-    plt = _pyplot()
+    plt = pyplot()
     made = []
     for (run, workload, package, stack), rows in analysis.trend_series(results).items():
         versions = sorted({r["version"] for r in rows}, key=analysis.release_key)
@@ -171,4 +172,4 @@ def draw_all(results: list[dict], out: Path) -> list[tuple[str, Path]]:
                     "samples / s (training, steady epochs)", out, stacks)
             + _draw(time_vs_batch_series(results), "time-vs-batch", "Epoch time against batch size", "batch size",
                     "seconds per epoch (training)", out, stacks, log_x=True)
-            + reported.draw(results, out, _pyplot))
+            + reported.draw(results, out, pyplot))

@@ -75,7 +75,7 @@ def tables(results: list[Result]) -> list[Table]:
 def draw(results: list[Result], out: Path, pyplot) -> list[tuple[str, Path]]:
     """A bar per stack for each reported metric of each script workload (where two stacks or
     more reported it): where a number moved between versions is seen at a glance. `pyplot`
-    gives matplotlib's pyplot (plots._pyplot: asked only when there is something to draw)."""
+    gives matplotlib's pyplot (plots.pyplot: asked only when there is something to draw)."""
     made = []
     plt = None
     order = list(analysis.stacks(results))

@@ -89,6 +89,11 @@ def _collect(path: Path, items) -> Pins:
     return pins
 
 
+def arguments(texts: list[str]) -> Pins:
+    """Pins given as NAME==VERSION arguments, each checked as a file's line is."""
+    return _collect(Path("the command line"), [(f"argument {i}", t) for i, t in enumerate(texts, 1)])
+
+
 def _requirements(path: Path, text: str) -> Pins:
     items = []
     for n, raw in enumerate(text.splitlines(), 1):

@@ -179,7 +179,12 @@ def _replicate_in_layer(stack, model, devices, bounds):
                 return tf.concat(outs, axis=0)
 
         def compute_output_shape(self, input_shape):
-            return self.inner.compute_output_shape(input_shape)
+            try:
+                return self.inner.compute_output_shape(input_shape)
+            except NotImplementedError:
+                # Keras 3.0-3.3's Functional has no compute_output_shape (Keras 3.4 added it);
+                # the model, built from an Input, knows its output shape: the batch, then its own
+                return (input_shape[0],) + tuple(self.inner.outputs[0].shape[1:])
 
     inputs = keras.layers.Input(shape=tuple(model.inputs[0].shape[1:]))
     return keras.models.Model(inputs, Replicas(model, name="replicas")(inputs))

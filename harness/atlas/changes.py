@@ -1,0 +1,204 @@
+"""What moved between neighbouring releases on a line, and where two devices part from one.
+
+Each column is read down its line (`rows.lines`) with the watch's own statistics
+(`harness.watch.changes`): `status_changes` for breaks, mends and changed failure families
+(a release whose repeats disagree is flaky, never a break), `find_shifts` for the accuracy and
+the speed of the one-device cells, whose repeats (each from its own seed: the matrices'
+``reseed``) are the noise a shift must exceed. Besides those, what the atlas exists for:
+**a wrapper that parts from one device** -- a two-device cell whose accuracy lies outside the
+same row's one-device range (widened by `FLOOR`), seed 000's "half the accuracy on two GPUs" --
+and a wrapper that appears or goes (`unsupported` on one side only).
+
+Speed shifts are claimed only past `SPEED_EFFECT`, and one row slower (or faster) than both its
+neighbours is a blip, not two changes: the atlas's cells run two at a time on a shared host, rows
+at different moments, so such differences are the host's, not the release's. A speed change the
+atlas keeps is confirmed by `explain`, whose bisect runs both releases' cells in one session.
+
+Each change carries its evidence: the rows on both sides, the failure family, and the command
+that narrows it further (`harness bisect` to the release or the night, `harness diverge` for a
+value, `harness repro` for a bundle); `evidence` entries filled in from runs of those are links.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+
+from .. import status as st
+from ..watch import changes as ch
+from .rows import Row, lines
+
+FLOOR = 0.02          # the least accuracy difference claimed between devices, however narrow the spread
+SPEED_EFFECT = 0.25   # the least relative speed shift claimed between releases on this host
+BLIP = 1.25           # a slow-down and a speed-up at the next row that multiply to within this: one busy row
+
+
+@dataclass
+class Change:
+    line: str
+    column: str
+    kind: str            # broke | mended | family-changed | flaky | accuracy | faster | slower | devices | wrapper
+    #                      | numpy (a variant row against its twin: before the NumPy 1 row, after the NumPy 2 one)
+    before: str | None   # row key (matrix/environment) on the old side; None for a within-row finding
+    after: str           # row key of the first release with the new behaviour (or the row itself)
+    detail: str          # one sentence a reader reads
+    size: float | None = None
+    evidence: list = field(default_factory=list)   # [{"what", "command"} or {"what", "link"}]
+    # a speed shift between rows measured at different moments is a candidate (False) until a bisect
+    # runs both releases in one session and finds it (True: `explain.attach`); None: not a speed shift
+    confirmed: bool | None = None
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256("\0".join((self.line, self.column, self.kind, self.after)).encode()).hexdigest()[:12]
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, **asdict(self)}
+
+
+def find(rows: list[Row], *, seed: int = 0) -> list[Change]:
+    """Every change along every line, then the rows' own device findings."""
+    out: list[Change] = []
+    for line, members in lines(rows).items():
+        keyed = {r.label + " | " + r.key: r for r in members}
+        for col in _columns(members):
+            out += _status(line, col, members, keyed)
+            out += _wrapper(line, col, members)
+            if col.endswith("-c1"):
+                out += _shifts(line, col, members, keyed, seed)
+    for row in rows:
+        out += _devices(row)
+    out += _boundary(rows)
+    return out
+
+
+def _boundary(table: list[Row]) -> list[Change]:
+    """Each variant row (NumPy 1 kept) against its twin on the plain line (the same TensorFlow,
+    Keras and backend): a column whose status differs, or whose one-device accuracy ranges do not
+    meet (widened by FLOOR). `before` is the variant's row, `after` the twin: the move to NumPy 2."""
+    found = []
+    for row in table:
+        if row.line == row.base_line:
+            continue
+        twin = next((t for t in table if t.line == row.base_line and t.stack.get("tensorflow") ==
+                     row.stack.get("tensorflow") and t.stack.get("keras") == row.stack.get("keras")), None)
+        if twin is None:
+            continue
+        for col, entry in row.entries.items():
+            other = twin.entries.get(col)
+            if other is None:
+                continue
+            if entry.status != other.status:
+                why = f" ({other.family})" if other.family else ""
+                found.append(Change(row.line, col, "numpy", row.key, twin.key,
+                                    f"{col}: {entry.status} with NumPy {row.stack.get('numpy')}, {other.status} with "
+                                    f"NumPy {twin.stack.get('numpy')}{why}"))
+                continue
+            a, b = entry.spread("val_accuracy"), other.spread("val_accuracy")
+            if a and b and (a[2] + FLOOR < b[1] or b[2] + FLOOR < a[1]):
+                found.append(Change(row.line, col, "numpy", row.key, twin.key,
+                                    f"{col}: validation accuracy {a[0]:.3f} with NumPy {row.stack.get('numpy')}, "
+                                    f"{b[0]:.3f} with NumPy {twin.stack.get('numpy')}", size=round(b[0] - a[0], 4)))
+    return found
+
+
+def _columns(members: list[Row]) -> list[str]:
+    return list(dict.fromkeys(c for r in members for c in r.entries))
+
+
+def _label(row: Row) -> str:
+    return row.label + " | " + row.key
+
+
+def _status(line: str, col: str, members: list[Row], keyed: dict) -> list[Change]:
+    outcomes = [ch.Outcome(_label(r), r.entries[col].statuses, r.entries[col].family)
+                for r in members if col in r.entries]
+    found = []
+    for sc in ch.status_changes(outcomes):
+        before = keyed[sc.before].key if sc.before in keyed else None
+        after = keyed[sc.after]
+        change = Change(line, col, sc.kind, before, after.key, f"{col}: {sc.detail}")
+        change.evidence += _status_evidence(after, col, sc.kind)
+        found.append(change)
+    return found
+
+
+def _status_evidence(row: Row, col: str, kind: str) -> list[dict]:
+    entry = row.entries[col]
+    cell = entry.records[0]["cell"]
+    matrix = f"matrices/atlas/{row.matrix.removeprefix('atlas-')}.yaml"
+    out = []
+    if entry.family:
+        out.append({"what": "failure family", "text": entry.family})
+    if kind in ("broke", "family-changed", "flaky"):
+        out.append({"what": "a repro bundle", "command": f"python -m harness repro {matrix} '{cell}'"})
+    return out
+
+
+def _wrapper(line: str, col: str, members: list[Row]) -> list[Change]:
+    """A wrapper (or layer) the stack gains or loses: `unsupported` on one side only."""
+    found, previous = [], None
+    for row in members:
+        entry = row.entries.get(col)
+        if entry is None or entry.status == st.UNAVAILABLE:
+            continue
+        lacks = entry.status == st.UNSUPPORTED
+        if previous is not None and lacks != previous[1]:
+            detail = (f"{col}: no longer available ({entry.family})" if lacks
+                      else f"{col}: available from this release (was: {previous[0].entries[col].family})")
+            found.append(Change(line, col, "wrapper", previous[0].key, row.key, detail))
+        previous = (row, lacks)
+    return found
+
+
+def _shifts(line: str, col: str, members: list[Row], keyed: dict, seed: int) -> list[Change]:
+    found: list[Change] = []
+    for metric, kinds, effect in (("val_accuracy", ("accuracy", "accuracy"), 0.05),
+                                  ("samples_per_sec", ("slower", "faster"), SPEED_EFFECT)):
+        points = [ch.Point(_label(r), tuple(r.entries[col].values(metric))) for r in members
+                  if col in r.entries and r.entries[col].values(metric)]
+        for shift in ch.find_shifts(points, min_effect=effect, seed=seed):
+            kind = kinds[0] if shift.ratio < 1 else kinds[1]
+            word = "accuracy" if metric == "val_accuracy" else "samples/s"
+            detail = (f"{col}: {word} x{shift.ratio:.2f} [{shift.low:.2f}-{shift.high:.2f}] "
+                      f"(confidence {shift.confidence:.0%})")
+            found.append(Change(line, col, kind, keyed[shift.before].key, keyed[shift.after].key, detail,
+                                size=round(shift.ratio, 4), confirmed=False if metric != "val_accuracy" else None))
+    return _without_blips(found, [r.key for r in members])
+
+
+def _without_blips(found: list[Change], order: list[str]) -> list[Change]:
+    """Speed shifts that undo each other at the next row (x0.5 then x2): one row measured while the
+    host was busy, not two releases -- dropped, both. An accuracy shift is never a blip."""
+    speed = [c for c in found if c.kind in ("slower", "faster")]
+    blips = set()
+    for a, b in zip(speed, speed[1:], strict=False):
+        adjacent = order.index(b.after) == order.index(a.after) + 1
+        if adjacent and a.kind != b.kind and 1 / BLIP <= (a.size or 1) * (b.size or 1) <= BLIP:
+            blips |= {id(a), id(b)}
+    return [c for c in found if id(c) not in blips]
+
+
+def _devices(row: Row) -> list[Change]:
+    """Two-device cells whose accuracy lies outside the row's one-device range (widened by
+    FLOOR), and two-device cells that trained on fewer devices than asked."""
+    found = []
+    for col, entry in row.entries.items():
+        if col.endswith("-c1") or entry.status != st.OK:
+            continue
+        workload = col.split(" ")[0]
+        single = row.entries.get(f"{workload} none-c1")
+        one, two = (single.spread("val_accuracy") if single else None), entry.spread("val_accuracy")
+        if one and two:
+            low, high = one[1] - FLOOR, one[2] + FLOOR
+            if not low <= two[0] <= high:
+                found.append(Change(
+                    row.line, col, "devices", None, row.key,
+                    f"{col}: validation accuracy {two[0]:.3f} on two devices, {one[1]:.3f}-{one[2]:.3f} on one "
+                    f"({len(single.values('val_accuracy'))} seeds)", size=round(two[0] - one[0], 4)))
+        trained = entry.devices_trained
+        asked = int(entry.records[0]["devices"] or 1)
+        if trained is not None and trained < asked:
+            found.append(Change(row.line, col, "devices", None, row.key,
+                                f"{col}: trained on {trained} of the {asked} devices asked"))
+    return found

@@ -1,0 +1,140 @@
+"""`harness atlas lookup`: a project's pins against the atlas -- the measured rows nearest them,
+and every change the atlas knows between them and a target.
+
+The pins (a requirements file, pyproject.toml or lock, and/or ``NAME==VERSION`` arguments) name
+a line: Keras 3 pinned is Keras 3 on JAX when JAX is pinned and TensorFlow is not, else on
+TensorFlow; tf-keras pinned, or TensorFlow before 2.16, is TensorFlow with its Keras 2; TensorFlow
+2.16 or later alone is Keras 3 on TensorFlow (its tf.keras). On that line the nearest rows are
+those of the same minor first, then the closest releases. The target is the newest row of the
+line, or the row nearest ``--target`` pins. Exit 0 when nothing broke between them, 1 when a
+change between them is a break or a changed failure, 2 for pins or data that cannot be used.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+from rich.console import Console
+
+from ..errors import UserError
+from ..terminal import shown
+from ..upgrade import project
+from . import changes, records, rows
+
+TENSORFLOW = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "intel-tensorflow", "tensorflow-macos")
+BREAKING = ("broke", "family-changed", "devices")
+NEAREST = 3
+
+
+def command(args, console: Console) -> int:
+    pins = _pins(args.requirements, args.pins)
+    recs, _about = records.read(Path(args.data))
+    table = rows.build(recs)
+    found = changes.find(table)
+    answer = answer_for(pins, table, found, _pins(None, args.target) if args.target else None)
+    if args.json:
+        print(json.dumps(answer, indent=1))
+    else:
+        for line in text(answer):
+            console.print(shown(line), highlight=False)
+    return 1 if any(c["kind"] in BREAKING for c in answer["changes"]) else 0
+
+
+def _pins(path: str | None, texts: list[str]) -> dict[str, str]:
+    if not path and not texts:
+        raise UserError("no pins: give -r FILE (requirements.txt, pyproject.toml, uv.lock, poetry.lock) "
+                        "or NAME==VERSION arguments")
+    out = dict(project.read(Path(path)).pins) if path else {}
+    if path and not Path(path).is_file():
+        raise UserError(f"-r {path}: no such file")
+    out.update(project.arguments(texts).pins if texts else {})
+    for name in TENSORFLOW:
+        if name in out:
+            out.setdefault("tensorflow", out[name])
+    return out
+
+
+def line_of(pins: dict[str, str]) -> str:
+    keras, tf = _v(pins.get("keras")), _v(pins.get("tensorflow"))
+    if keras and keras.major >= 3:
+        return "keras3-jax" if "jax" in pins and not tf else "keras3-tensorflow"
+    if "tf-keras" in pins or (tf and tf < Version("2.16")) or (keras and keras.major == 2):
+        return "keras2"
+    if tf:
+        return "keras3-tensorflow"
+    raise UserError("the pins name neither TensorFlow nor Keras: the atlas has nothing to say of them")
+
+
+def _v(text) -> Version | None:
+    try:
+        return Version(str(text).removesuffix("-tf")) if text else None
+    except InvalidVersion:
+        return None
+
+
+def _distance(row: rows.Row, pins: dict[str, str]) -> tuple:
+    """Smaller is nearer: the primary package's minor first, then its release, then the other's."""
+    keys = ("keras", "tensorflow") if row.line.startswith("keras3") else ("tensorflow", "keras")
+    out = []
+    for key in keys:
+        want, have = _v(pins.get(key)), _v(row.stack.get(key))
+        if want is None or have is None:
+            out += [0, 0.0]
+            continue
+        same_minor = (want.major, want.minor) == (have.major, have.minor)
+        out += [0 if same_minor else 1, abs(_ordinal(want) - _ordinal(have))]
+    return tuple(out)
+
+
+def _ordinal(v: Version) -> float:
+    return v.major * 10_000 + v.minor * 100 + v.micro
+
+
+def answer_for(pins: dict[str, str], table: list[rows.Row], found: list[changes.Change],
+               target: dict[str, str] | None) -> dict:
+    line = line_of(pins)
+    members = [r for r in table if r.line == line]
+    if not members:
+        raise UserError(f"the atlas data has no row on the line {rows.LINES.get(line, line)!r}")
+    nearest = sorted(members, key=lambda r: (_distance(r, pins), -members.index(r)))[:NEAREST]
+    goal = min(members, key=lambda r: _distance(r, target)) if target else members[-1]
+    start, stop = members.index(nearest[0]), members.index(goal)
+    low, high = sorted((start, stop))
+    between = {r.key for r in members[low + 1:high + 1]} | ({goal.key} if start == stop else set())
+    moved = [c for c in found if c.line == line and c.after in between]
+    return {"pins": pins, "line": line, "line_name": rows.LINES.get(line, line),
+            "nearest": [_row(r) for r in nearest], "target": _row(goal),
+            "direction": "down" if stop < start else "up",
+            "changes": [c.to_dict() for c in moved]}
+
+
+def _row(row: rows.Row) -> dict:
+    summary = {}
+    for col, entry in row.entries.items():
+        acc = entry.spread("val_accuracy")
+        summary[col] = {"status": entry.status, "family": entry.family or None,
+                        "val_accuracy": round(acc[0], 4) if acc else None}
+    return {"key": row.key, "label": row.label, "stack": row.stack, "cells": summary}
+
+
+def text(answer: dict) -> list[str]:
+    pins = ", ".join(f"{k} {v}" for k, v in answer["pins"].items() if k in ("tensorflow", "keras", "tf-keras", "jax"))
+    out = [f"pins: {pins} -> {answer['line_name']}", "nearest measured:"]
+    for row in answer["nearest"]:
+        out.append(f"  {row['label']}: {_summary(row)}")
+    out.append(f"target: {answer['target']['label']}: {_summary(answer['target'])}")
+    if not answer["changes"]:
+        out.append("changes on the way: none measured")
+    else:
+        out.append(f"changes on the way ({len(answer['changes'])}):")
+        out += [f"  {c['kind']}: {c['detail']} (at {c['after']})" for c in answer["changes"]]
+    return out
+
+
+def _summary(row: dict) -> str:
+    cells = row["cells"].values()
+    ok = sum(1 for c in cells if c["status"] == "ok")
+    failed = sorted({c["status"] for c in cells if c["status"] not in ("ok", "unsupported", "unavailable")})
+    return f"{ok} of {len(row['cells'])} cells ok" + (f"; {', '.join(failed)}" if failed else "")

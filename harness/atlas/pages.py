@@ -1,0 +1,408 @@
+"""The atlas's pages: the one a reader scans (releases down, workloads and device counts across,
+filters above) and a page per row.
+
+The table is HTML inside the Markdown page, so each row carries what the filters read (its
+line, TensorFlow and Keras minors, backend, Python) and each entry its workload; the filters
+are a few lines of script that hide rows and columns, and keep their state in the address
+(``atlas.html#line=keras3-jax&workload=gru-2x32``: a link a reader can share). Every entry says
+its status; a passing one its validation accuracy (median of the repeats, their range when
+several) and steady samples/s; a failing one points at its failure family, listed below the
+table; a multi-device entry whose devices did not all train says so instead of a number.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from pathlib import Path
+
+from .. import status as st
+from .changes import Change
+from .rows import LINES, Row, columns
+
+ROWS = "rows"
+# The pages' commands are exercised by the atlas's tests (the docs' convention: tests/test_docs.py)
+COVERED = "<!-- covered-by: tests/test_atlas.py -->"
+FILTERS = ("line", "tensorflow", "keras", "backend", "python", "workload")
+
+
+def main_page(out: Path) -> Path:
+    """docs/atlas/ -> docs/atlas.md: the page sits beside its folder."""
+    return out.parent / f"{out.name}.md"
+
+
+def write(table: list[Row], found: list[Change], about: dict, out: Path, plots: list[str],
+          checks: list[dict]) -> list[Path]:
+    families = _families(table)
+    written = []
+    (out / ROWS).mkdir(parents=True, exist_ok=True)
+    keep = set()
+    for row in table:
+        path = out / ROWS / f"{row.slug}.md"
+        path.write_text(_row_page(row, found, families, out.name))
+        keep.add(path.name)
+        written.append(path)
+    for stale in (out / ROWS).glob("*.md"):
+        if stale.name not in keep:
+            stale.unlink()
+    page = main_page(out)
+    page.write_text(_main(table, found, about, families, out.name, plots, checks))
+    written.append(page)
+    return written
+
+
+# -- failure families: numbered once, for every page ---------------------------------------
+def _families(table: list[Row]) -> dict[str, int]:
+    """Each failure or unsupported reason, numbered in order of first appearance."""
+    out: dict[str, int] = {}
+    for row in table:
+        for entry in row.entries.values():
+            if entry.status != st.OK and entry.family:
+                out.setdefault(entry.family, len(out) + 1)
+    return out
+
+
+def _cell(row: Row, col: str, families: dict[str, int], prefix: str) -> str:
+    entry = row.entries.get(col)
+    if entry is None:
+        return '<td class="na">&middot;</td>'
+    status = entry.status
+    workload = html.escape(col.split(" ")[0])
+    if status == st.OK:
+        acc, speed = entry.spread("val_accuracy"), entry.spread("samples_per_sec")
+        asked, trained = int(entry.records[0]["devices"] or 1), entry.devices_trained
+        if asked > 1 and trained is not None and trained < asked:
+            text = f"ok, {trained} of {asked} devices trained"
+        else:
+            text = f"ok {acc[0]:.2f}" if acc else "ok"
+            if acc and len(entry.values("val_accuracy")) > 1:
+                text += f' <small>[{acc[1]:.2f}-{acc[2]:.2f}]</small>'
+            if speed:
+                text += f"<br><small>{_k(speed[0])}/s</small>"
+        return f'<td class="s-ok" data-workload="{workload}">{text}</td>'
+    number = families.get(entry.family)
+    mark = f' <a href="{prefix}#family-{number}"><sup>{number}</sup></a>' if number else ""
+    return f'<td class="s-{html.escape(status)}" data-workload="{workload}">{html.escape(status)}{mark}</td>'
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _k(value: float) -> str:
+    return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2]) if version else ""
+
+
+# -- the main page -------------------------------------------------------------------------
+def _main(table, found, about, families, folder: str, plots: list[str], checks: list[dict]) -> str:
+    cols = columns(table)
+    cost = about.get("cost") or {}
+    counts = ", ".join(f"{n} {s}" for s, n in (about.get("statuses") or {}).items())
+    parts = [
+        "# The compatibility atlas",
+        "",
+        "What happens when a model **trains** on each TensorFlow and Keras release -- not what was "
+        "built or tested upstream, but whether the seeds' workloads (a 2 x 32 GRU and LSTM classifier, the "
+        "16 x 16 convnet, and CuDNNGRU where the stack has it) run, to what validation accuracy and how "
+        "fast, on one device and on two through each era's multi-device wrappers. Every environment is "
+        "resolved as of its release (the cut-off column: the contemporaries a user got that week).",
+        "",
+        f"**{about.get('rows', len(table))} stacks, {about.get('cells', 0)} cells** ({counts}); "
+        f"**{_count(about.get('changes', len(found)), 'change')}** between neighbouring releases. Data: "
+        f"[{folder}/atlas.json]({folder}/atlas.json) and [{folder}/atlas.csv]({folder}/atlas.csv) "
+        "(one record per cell; schema 2, [its fields](reference/atlas-data.md)), "
+        f"[{folder}/changes.json]({folder}/changes.json); new rows and changes as an "
+        f"[Atom feed]({folder}/feed.xml).",
+        "",
+        "## How it was obtained",
+        "",
+        "`python -m harness atlas run` (every environment of the matrices under `matrices/atlas/`, one "
+        "at a time, each removed once its cells are done), then `python -m harness atlas publish`; "
+        f"engine {', '.join(about.get('engines') or ['?'])}, on {'; '.join(about.get('hosts') or ['?'])} "
+        "(two virtual CPU devices stand for two GPUs), "
+        f"on {', '.join(about.get('days') or ['?'])}, harness commit "
+        f"{', '.join(about.get('harness_commits') or ['?'])}. Each one-device cell ran three times, each "
+        "from its own seed on the same data: its range is the run-to-run spread that a difference must "
+        "leave before the atlas claims it. Cells ran two at a time, one core each, so samples/s compare "
+        "within a row, not between rows run at different moments. Chance is 0.25 (four classes).",
+        "",
+    ]
+    if cost:
+        parts += ["| environments | cells | hours | environments/hour | cells/hour | build (median s) | "
+                  "per environment (median s) | peak disk (GB) |", "|---|---|---|---|---|---|---|---|",
+                  f"| {cost.get('environments')} | {cost.get('cells')} | {cost.get('hours')} | "
+                  f"{cost.get('environments_per_hour')} | {cost.get('cells_per_hour')} | "
+                  f"{cost.get('build_seconds_median')} | {cost.get('seconds_per_environment_median')} | "
+                  f"{cost.get('peak_disk_gb')} |", ""]
+    parts += ["## The table", "", "Each entry: the status; for `ok`, the validation accuracy (median of the "
+              "repeats [their range]) and the steady samples/s. The stack's name leads to its page (every "
+              "seed's value, the versions it ran, the command that runs it again), a superscript to the "
+              "failure family below.", "",
+              STYLE, "", _filters(), "", _table(table, cols, families, folder), "", _script(), ""]
+    parts += _changes_section(table, found, folder)
+    parts += ["## Failure families and reasons", ""]
+    cells_of = defaultdict(list)
+    for row in table:
+        for col, entry in row.entries.items():
+            if entry.family in families and entry.status != st.OK:
+                cells_of[entry.family].append(f"{row.label} {col}")
+    for family, number in families.items():
+        where = cells_of[family]
+        parts.append(f'<p id="family-{number}"><sup>{number}</sup> {html.escape(family)} '
+                     f'<small>({len(where)} cells; first: {html.escape(where[0]) if where else "-"})</small></p>')
+        parts.append("")
+    parts += _notes_section(checks, table, folder)
+    if plots:
+        parts += ["## Plots", ""]
+        parts += [f"![{name}]({folder}/plots/{name})" for name in plots]
+        parts.append("")
+    parts += ["## Keeping it current", "", "Each matrix's last range is open (`>=2.21`, `>=3.14`), so "
+              "`nox -s atlas -- --refresh-releases` (or `python -m harness atlas run --refresh-releases`, then "
+              "`atlas publish`) run daily measures a new release the day it reaches the index: a new row, its "
+              "changes against the row before, an entry in the feed. A new release costs one environment: "
+              f"{cost.get('seconds_per_environment_median', '?')} s (median) on this host, "
+              f"{cost.get('peak_disk_gb', '?')} GB of disk at most while it runs, nothing after. "
+              "`python -m harness atlas explain` then bisects each new break or mend to its release and night.",
+              ""]
+    parts += ["## Look up your own pins", "", COVERED, "```console",
+              "python -m harness atlas lookup -r requirements.txt", "```", "",
+              "answers with the measured rows nearest the file's pins and every change the atlas "
+              "knows between them and the newest row of their line (`--target tensorflow==2.21` for another).",
+              ""]
+    return "\n".join(parts)
+
+
+STYLE = """<style>
+.atlas-filters { display: flex; flex-wrap: wrap; gap: 0.4em 1.2em; margin-bottom: 1em; }
+table.atlas { border-collapse: collapse; font-size: 0.85em; }
+table.atlas th, table.atlas td { border: 1px solid #e1e4e5; padding: 0.25em 0.45em; vertical-align: top; }
+table.atlas tr.line th { background: #f3f6f6; text-align: left; }
+table.atlas td.s-ok { background: #eef8ee; }
+table.atlas td.s-error, table.atlas td.s-crash, table.atlas td.s-timeout, table.atlas td.s-oom,
+table.atlas td.s-flaky { background: #fbeaea; }
+table.atlas td.s-unsupported, table.atlas td.s-unavailable { background: #f6f6f6; color: #777; }
+</style>"""
+
+
+def _filters() -> str:
+    boxes = "".join(f'<label>{name} <select data-filter="{name}"><option value="">all</option></select></label> '
+                    for name in FILTERS)
+    return f'<div class="atlas-filters" id="atlas-filters">{boxes.strip()}</div>'
+
+
+def _table(table: list[Row], cols: list[str], families: dict[str, int], folder: str) -> str:
+    head = "".join(f'<th data-workload="{html.escape(c.split(" ")[0])}">{html.escape(c.split(" ")[0])}<br>'
+                   f'<small>{html.escape(c.split(" ", 1)[1])}</small></th>' for c in cols)
+    out = ['<table class="atlas" id="atlas-table">',
+           f"<thead><tr><th>stack</th><th>Python</th><th>cut-off</th>{head}</tr></thead>", "<tbody>"]
+    current = None
+    for row in table:
+        if row.line != current:
+            current = row.line
+            out.append(f'<tr class="line" data-line="{row.line}"><th colspan="{3 + len(cols)}">'
+                       f"{html.escape(LINES.get(row.line, row.line))}</th></tr>")
+        s = row.stack
+        data = {"line": row.line, "tensorflow": _minor(s.get("tensorflow")), "keras": _minor(s.get("keras")),
+                "backend": s.get("backend") or "tensorflow", "python": _minor(s.get("python"))}
+        attrs = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in data.items())
+        cells = "".join(_cell(row, c, families, "") for c in cols)
+        out.append(f'<tr {attrs}><td><a href="{folder}/{ROWS}/{row.slug}.html">{html.escape(row.label)}</a></td>'
+                   f'<td>{html.escape(s.get("python") or "")}</td><td>{html.escape((s.get("cutoff") or "")[:10])}</td>'
+                   f"{cells}</tr>")
+    out += ["</tbody>", "</table>"]
+    return "\n".join(out)
+
+
+def _script() -> str:
+    """The filters: options from the rows' data, state in the address's fragment."""
+    return """<script>
+(function () {
+  var table = document.getElementById("atlas-table"), box = document.getElementById("atlas-filters");
+  if (!table || !box) { return; }
+  var rows = Array.prototype.slice.call(table.tBodies[0].rows);
+  var selects = Array.prototype.slice.call(box.querySelectorAll("select"));
+  function values(name) {
+    var seen = {};
+    if (name === "workload") {
+      table.querySelectorAll("th[data-workload]").forEach(function (th) { seen[th.dataset.workload] = 1; });
+    } else {
+      rows.forEach(function (r) { if (r.dataset[name]) { seen[r.dataset[name]] = 1; } });
+    }
+    return Object.keys(seen).sort(function (a, b) { return a.localeCompare(b, undefined, {numeric: true}); });
+  }
+  selects.forEach(function (s) {
+    values(s.dataset.filter).forEach(function (v) {
+      var o = document.createElement("option"); o.value = v; o.textContent = v; s.appendChild(o);
+    });
+  });
+  function state() {
+    var out = {};
+    location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+      var p = kv.split("="); if (p.length === 2) { out[decodeURIComponent(p[0])] = decodeURIComponent(p[1]); }
+    });
+    return out;
+  }
+  function apply() {
+    var want = {};
+    selects.forEach(function (s) { if (s.value) { want[s.dataset.filter] = s.value; } });
+    var shown = 0;
+    rows.forEach(function (r) {
+      if (r.classList.contains("line")) { r.hidden = !!want.line && r.dataset.line !== want.line; return; }
+      var keep = Object.keys(want).every(function (k) { return k === "workload" || r.dataset[k] === want[k]; });
+      r.hidden = !keep; if (keep) { shown += 1; }
+    });
+    table.querySelectorAll("[data-workload]").forEach(function (c) {
+      c.hidden = !!want.workload && c.dataset.workload !== want.workload;
+    });
+    table.dataset.shown = String(shown);
+  }
+  function fromHash() {
+    var s = state();
+    selects.forEach(function (sel) { sel.value = s[sel.dataset.filter] || ""; });
+    apply();
+  }
+  selects.forEach(function (s) {
+    s.addEventListener("change", function () {
+      var parts = [];
+      selects.forEach(function (x) {
+        if (x.value) { parts.push(x.dataset.filter + "=" + encodeURIComponent(x.value)); }
+      });
+      history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname);
+      apply();
+    });
+  });
+  window.addEventListener("hashchange", fromHash);
+  fromHash();
+})();
+</script>"""
+
+
+def _changes_section(table: list[Row], found: list[Change], folder: str) -> list[str]:
+    by_key = {r.key: r for r in table}
+    out = ["## Changes between neighbouring releases", "",
+           "Breaks, mends and changed failures (status), accuracy shifts past the seeds' spread, wrappers that "
+           "appear or go. A speed shift marked `?` is a candidate: its rows ran at different moments on a shared "
+           "host, so it stands only once `python -m harness atlas explain` has run both releases side by side "
+           "(its evidence then links the bisect).", ""]
+    moved = [c for c in found if c.before is not None and c.kind != "numpy"]
+    if not moved:
+        out += ["None: on every line, each column keeps its status, and its accuracy and speed stay within "
+                "the spread its repeats measured.", ""]
+    for line in LINES:
+        mine = [c for c in moved if c.line == line]
+        if not mine:
+            continue
+        out += [f"### {LINES[line]}", "", "| change | from | to | what | evidence |", "|---|---|---|---|---|"]
+        for c in mine:
+            kind = c.kind if c.confirmed is not False else f"{c.kind}?"
+            out.append(f"| {kind} | {_link(by_key.get(c.before), folder)} | {_link(by_key.get(c.after), folder)} | "
+                       f"{_md(c.detail)} | {_evidence(c)} |")
+        out.append("")
+    out += _boundary_section(table, found, folder)
+    devices = [c for c in found if c.before is None]
+    out += ["## Two devices against one", ""]
+    if not devices:
+        out += ["On every stack, every two-device cell that trained reached the accuracy of the same stack on "
+                "one device (within the range of its three seeds, widened by 0.02), on both devices.", ""]
+    else:
+        out += ["| stack | what |", "|---|---|"]
+        out += [f"| {_link(by_key.get(c.after), folder)} | {_md(c.detail)} |" for c in devices]
+        out.append("")
+    return out
+
+
+def _boundary_section(table: list[Row], found: list[Change], folder: str) -> list[str]:
+    """Each NumPy-1 row beside its NumPy-2 twin: what differs, or that nothing does."""
+    variants = [r for r in table if r.line != r.base_line]
+    if not variants:
+        return []
+    by_key = {r.key: r for r in table}
+    out = ["## The NumPy 1/2 boundary", "", "Every stack whose own week resolved NumPy 2, measured again with "
+           "`numpy<2` (on Python 3.12, NumPy 1's last): its columns against the same stack's with NumPy 2.", "",
+           "| NumPy 1 kept | NumPy 2 | what differs |", "|---|---|---|"]
+    for row in variants:
+        mine = [c for c in found if c.kind == "numpy" and c.before == row.key]
+        twin = by_key.get(mine[0].after) if mine else next(
+            (t for t in table if t.line == row.base_line and t.stack.get("tensorflow") == row.stack.get("tensorflow")
+             and t.stack.get("keras") == row.stack.get("keras")), None)
+        what = "; ".join(_md(c.detail) for c in mine) or ("nothing: the same statuses, accuracies within the seeds' "
+                                                          "range" if twin else "no NumPy 2 row of this stack")
+        out.append(f"| {_link(row, folder)} | {_link(twin, folder)} | {what} |")
+    out.append("")
+    return out
+
+
+def _notes_section(checks: list[dict], table: list[Row], folder: str) -> list[str]:
+    by_key = {r.key: r for r in table}
+    out = ["## Checked against the release notes", "",
+           "Where a row disagrees with what a project's release notes say, the atlas is wrong until shown "
+           "otherwise. Each publication holds every row against these notes:", "",
+           "| the notes say | rows | verdict |", "|---|---|---|"]
+    for c in checks:
+        if not c["rows"]:
+            verdict = "no row to check yet"
+        elif not c["disagree"]:
+            verdict = "every row agrees"
+        else:
+            verdict = "disagree: " + ", ".join(_link(by_key.get(k), folder) for k in c["disagree"])
+        out.append(f"| [{_md(c['says'])}]({c['source']}) | {c['rows']} | {verdict} |")
+    out.append("")
+    return out
+
+
+def _link(row: Row | None, folder: str) -> str:
+    return f"[{_md(row.label)}]({folder}/{ROWS}/{row.slug}.md)" if row else "-"
+
+
+def _md(text: str) -> str:
+    return html.escape(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _evidence(change: Change) -> str:
+    parts = []
+    for e in change.evidence:
+        if e.get("link"):
+            parts.append(f"[{_md(e['what'])}]({e['link']})")
+        elif e.get("command"):
+            parts.append(f"{_md(e['what'])}: `{e['command']}`")
+        elif e.get("text"):
+            parts.append(f"{_md(e['what'])}: {_md(e['text'][:160])}")
+    return "; ".join(parts) or "-"
+
+
+# -- a row's page --------------------------------------------------------------------------
+def _row_page(row: Row, found: list[Change], families: dict[str, int], folder: str) -> str:
+    s = row.stack
+    matrix = f"matrices/atlas/{row.matrix.removeprefix('atlas-')}.yaml"
+    lines = [f"# {row.label}", "", f"On the line *{LINES.get(row.line, row.line)}*. "
+             f"[Back to the atlas](../../{folder}.md).", "",
+             "| | |", "|---|---|"]
+    for key in ("tensorflow", "keras", "keras_api", "backend", "jax", "numpy", "python"):
+        if s.get(key):
+            lines.append(f"| {key} | {s[key]} |")
+    lines += [f"| resolved as of | {s.get('cutoff') or 'the run day'} |",
+              f"| matrix, environment | `{matrix}`, `{row.environment}` |", "",
+              "Run it again: ", "", COVERED, "```console",
+              f"python -m harness run {matrix} --engine venv --only '{row.environment}/*'", "```", "",
+              "## Cells", "", "| workload | parallelism | status | validation accuracy (each seed) | samples/s | "
+              "devices trained | family |", "|---|---|---|---|---|---|---|"]
+    for col, entry in row.entries.items():
+        workload, par = col.split(" ", 1)
+        accs = ", ".join(f"{r['val_accuracy']:.3f}" for r in entry.records if r["val_accuracy"] != "")
+        speed = entry.spread("samples_per_sec")
+        number = families.get(entry.family)
+        family = (f"[{number}](../../{folder}.md#family-{number}) {_md(entry.family[:120])}"
+                  if number and entry.status != st.OK else "")
+        lines.append(f"| {workload} | {par} | {entry.status} | {accs or '-'} | "
+                     f"{_k(speed[0]) if speed else '-'} | {entry.devices_trained or '-'} | {family} |")
+    mine = [c for c in found if row.key in (c.before, c.after)]
+    lines += ["", "## Changes", ""]
+    lines += [f"- {c.kind}: {_md(c.detail)}" + (" (from the previous release)" if c.after == row.key and c.before else
+                                                 " (at the next release)" if c.before == row.key else "")
+              for c in mine] or ["None found at this row."]
+    lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,130 @@
+"""`harness atlas publish`: from a results folder (or committed data) to the files the site serves.
+
+Under ``--out`` (default docs/atlas/): ``atlas.json`` and ``atlas.csv`` (one record per cell,
+`records.SCHEMA`), ``changes.json``, ``feed.xml`` (Atom: a new row, a new change), a page per
+row (``rows/``) and the plots (``plots/``); beside it, the page a reader scans
+(``docs/atlas.md``: the folder's name plus ``.md``). Publishing from ``--data`` re-renders
+everything from the committed JSON, so the site builds without a results folder; publishing from
+results first merges the committed records of cells the results do not hold (a slice run on
+another day stays published).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Console
+
+from ..errors import UserError
+from ..terminal import shown
+from . import changes, drive, explain, feed, notes, pages, plots, records, rows
+
+DATA, CSV, CHANGES, FEED, EVIDENCE = "atlas.json", "atlas.csv", "changes.json", "feed.xml", "evidence"
+
+
+def command(args, console: Console) -> int:
+    out = Path(args.out)
+    if args.data:
+        recs, about = records.read(Path(args.data))
+    else:
+        results = Path(args.results)
+        if not results.is_dir():
+            raise UserError(f"{results}: no results folder (run `harness atlas run` first, or publish --data FILE)")
+        recs = records.collect(results, notes=lambda line: console.print(shown(line), highlight=False))
+        if not recs:
+            raise UserError(f"{results}: holds no atlas results")
+        recs = merged(recs, out / DATA)
+        about = describe(recs, drive.course(results), previous=_about(out / DATA))
+    written, about = publish(recs, about, out)
+    console.print(f"atlas: {len(recs)} cells in {about['rows']} rows, {about['changes']} changes; "
+                  f"{len(written)} files under {out} and {pages.main_page(out)}", highlight=False)
+    return 0
+
+
+def merged(fresh: list[dict], committed: Path) -> list[dict]:
+    """The fresh records, and the committed ones of cells the fresh ones do not hold."""
+    if not committed.exists():
+        return fresh
+    old, _ = records.read(committed)
+    have = {(r["matrix"], r["cell"]) for r in fresh}
+    return sorted(fresh + [r for r in old if (r["matrix"], r["cell"]) not in have],
+                  key=lambda r: (r["matrix"], r["cell"]))
+
+
+def _about(path: Path) -> dict:
+    try:
+        return records.read(path)[1]
+    except UserError:
+        return {}
+
+
+def describe(recs: list[dict], course: list[dict], previous: dict | None = None) -> dict:
+    """How the data was obtained, and what the run cost: engines, hosts, days, harness commits;
+    environments and cells per hour, the whole run's time and its peak disk (from the run log;
+    kept from the previous publication when this results folder has none)."""
+    previous = previous or {}
+    cost = _cost(course) or previous.get("cost") or {}
+    return {
+        "cells": len(recs),
+        "statuses": dict(Counter(r["status"] for r in recs).most_common()),
+        "engines": sorted({r["engine"] for r in recs if r["engine"]}),
+        "hosts": sorted({r["host"] for r in recs if r["host"]}),
+        "days": sorted({r["day"] for r in recs if r["day"]}),
+        "harness_commits": sorted({r["harness_commit"] for r in recs if r["harness_commit"]}),
+        "cost": cost,
+    }
+
+
+def _cost(course: list[dict]) -> dict:
+    """The run's figures from its log: every environment that ran (the latest line of each)."""
+    last: dict[tuple[str, str], dict] = {}
+    for entry in course:
+        last[(entry["matrix"], entry["environment"])] = entry
+    if not last:
+        return {}
+    entries = list(last.values())
+    seconds = sum(e["seconds"] for e in entries)
+    cells = sum(e["cells"] - e.get("left", 0) for e in entries)
+    builds = [e["build_seconds"] for e in entries if isinstance(e.get("build_seconds"), (int, float))]
+    hours = seconds / 3600 or 1e-9
+    return {"environments": len(entries), "cells": cells, "hours": round(seconds / 3600, 2),
+            "environments_per_hour": round(len(entries) / hours, 1), "cells_per_hour": round(cells / hours),
+            "build_seconds_median": sorted(builds)[len(builds) // 2] if builds else None,
+            "peak_disk_gb": round(max(e["disk_bytes"] for e in entries) / 1e9, 2),
+            "seconds_per_environment_median": sorted(e["seconds"] for e in entries)[len(entries) // 2]}
+
+
+def publish(recs: list[dict], about: dict, out: Path) -> tuple[list[Path], dict]:
+    """Write every file; returns them and `about` with the rows and changes counted. The rows
+    and changes are derived here from the records, never stored apart from them."""
+    table = rows.build(recs)
+    found = changes.find(table)
+    explain.attach(found, out / EVIDENCE, f"{out.name}/{EVIDENCE}")
+    by_key = {r.key: r for r in table}
+    for change in found:
+        argv = explain.plan(change, by_key, nightly=True) if change.kind in explain.EXPLAINED else None
+        if argv and not any(e.get("link") for e in change.evidence):
+            change.evidence.append({"what": "narrow it to the release and night",
+                                    "command": "python -m harness " + " ".join(_quoted(a) for a in argv)})
+    about = {**about, "rows": len(table), "changes": len(found)}
+    out.mkdir(parents=True, exist_ok=True)
+    written = [_write(out / DATA, records.to_json(recs, about)), _write(out / CSV, records.to_csv(recs)),
+               _write(out / CHANGES, json.dumps([c.to_dict() for c in found], indent=1) + "\n")]
+    drawn = plots.draw(table, out / "plots")
+    written += drawn
+    written += pages.write(table, found, about, out, [p.name for p in drawn], notes.check(table))
+    written.append(_write(out / FEED, feed.atom(table, found)))
+    return written, about
+
+
+def _quoted(arg: str) -> str:
+    return f"'{arg}'" if any(ch in arg for ch in "*? ") else arg
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path

@@ -1,0 +1,177 @@
+"""The atlas as a table: a row per stack (a matrix's environment), a column per workload and
+device count, each entry the repeats of one cell taken together.
+
+A row's versions are what its cells' processes saw; a cell decided without launching has none,
+so the row takes them from its launched cells (a row none of whose cells launched keeps the
+environment's name). Rows belong to a **line**: the releases a user moves along without changing
+how they write Keras -- TensorFlow with its Keras 2 (standalone Keras 2.2 beside TF 1.9-1.12,
+tf.keras from 1.13, tf-keras from 2.16), Keras 3 on TensorFlow, Keras 3 on JAX. Neighbours on
+a line are what `changes` compares.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from packaging.version import InvalidVersion, Version
+
+from .. import status as st
+
+LINES = {
+    "keras2": "TensorFlow with its Keras 2 (standalone Keras, tf.keras, tf-keras)",
+    "keras3-tensorflow": "Keras 3 on TensorFlow",
+    "keras3-jax": "Keras 3 on JAX",
+    "keras3-torch": "Keras 3 on PyTorch",
+    "keras3-tensorflow-numpy1": "Keras 3 on TensorFlow, NumPy 1 kept",
+    "keras3-jax-numpy1": "Keras 3 on JAX, NumPy 1 kept",
+}
+# Matrices whose rows are a variant of a line, not its next releases: their rows form a line of
+# their own (suffix), each set beside its twin on the plain line (`changes`: the boundary)
+VARIANTS = {"atlas-numpy1": "numpy1"}
+# Columns in the seeds' order: the recurrent classifiers, the convnet, then the cuDNN layers
+MODELS = ("gru", "lstm", "convnet", "cudnn_gru", "cudnn_lstm")
+STACK_FIELDS = ("python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "cutoff")
+
+
+@dataclass
+class Entry:
+    """One cell's repeats: their statuses, accuracies and speeds."""
+    records: list = field(default_factory=list)
+
+    @property
+    def statuses(self) -> tuple[str, ...]:
+        return tuple(r["status"] for r in self.records)
+
+    @property
+    def status(self) -> str:
+        """The repeats' status when they agree; "flaky" when some passed and some failed."""
+        found = set(self.statuses)
+        if len(found) == 1:
+            return found.pop()
+        ran = found - set(st.NOT_RUN)
+        return "flaky" if st.OK in ran and len(ran) > 1 else sorted(ran or found)[0]
+
+    @property
+    def family(self) -> str:
+        failed = [r["family"] for r in self.records if r["status"] != st.OK and r["family"]]
+        return statistics.mode(failed) if failed else ""
+
+    def values(self, key: str) -> list[float]:
+        return [float(r[key]) for r in self.records if r["status"] == st.OK and r[key] not in ("", None)]
+
+    def spread(self, key: str) -> tuple[float, float, float] | None:
+        """(median, min, max) of the repeats that passed, None when none did."""
+        vals = self.values(key)
+        return (statistics.median(vals), min(vals), max(vals)) if vals else None
+
+    @property
+    def chance(self) -> float | None:
+        return next((float(r["chance"]) for r in self.records if r["chance"] not in ("", None)), None)
+
+    @property
+    def devices_trained(self) -> int | None:
+        got = [int(r["devices_trained"]) for r in self.records if r["devices_trained"] not in ("", None)]
+        return min(got) if got else None
+
+
+@dataclass
+class Row:
+    matrix: str
+    environment: str
+    stack: dict
+    entries: dict = field(default_factory=dict)   # column -> Entry
+
+    @property
+    def key(self) -> str:
+        return f"{self.matrix}/{self.environment}"
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{self.matrix}-{self.environment}")
+
+    @property
+    def line(self) -> str:
+        keras = self.stack.get("keras") or ""
+        base = f"keras3-{self.stack.get('backend') or 'tensorflow'}" if keras.startswith("3.") else "keras2"
+        return f"{base}-{VARIANTS[self.matrix]}" if self.matrix in VARIANTS else base
+
+    @property
+    def base_line(self) -> str:
+        """The line without its variant: where the row's twin is."""
+        suffix = VARIANTS.get(self.matrix)
+        return self.line.removesuffix(f"-{suffix}") if suffix else self.line
+
+    @property
+    def label(self) -> str:
+        """How a reader names the stack: "TF 2.16.2 + Keras 3.4.1", "Keras 3.5.0 on JAX 0.4.31"."""
+        s = self.stack
+        keras = s.get("keras") or "?"
+        numpy = f", NumPy {s.get('numpy')}" if self.matrix in VARIANTS else ""
+        if self.base_line == "keras3-jax":
+            return f"Keras {keras} on JAX {s.get('jax') or '?'}{numpy}"
+        tf = s.get("tensorflow") or "?"
+        if s.get("keras_api") in ("tf.keras", "tf_keras") or keras.endswith("-tf"):
+            return f"TF {tf} ({'tf-keras' if s.get('keras_api') == 'tf_keras' else 'tf.keras'} {keras}){numpy}"
+        return f"TF {tf} + Keras {keras}{numpy}"
+
+    def order(self) -> tuple:
+        """Release order on the row's line: Keras 3 lines by Keras then TensorFlow, the Keras 2
+        line by TensorFlow then Keras."""
+        tf, keras = _version(self.stack.get("tensorflow")), _version(self.stack.get("keras"))
+        return (keras, tf, self.matrix) if self.line.startswith("keras3") else (tf, keras, self.matrix)
+
+
+def _version(text) -> Version:
+    try:
+        return Version(str(text).split("+")[0].removesuffix("-tf"))
+    except (InvalidVersion, ValueError):
+        return Version("0")
+
+
+def column(record: dict) -> str:
+    """A column: the workload and the parallelism as the cell id spells it ("gru-2x32 make_parallel-c2")."""
+    parts = record["cell"].split("/")
+    return f"{record['workload']} {parts[2] if len(parts) > 2 else record['wrapper']}"
+
+
+def build(records: list[dict]) -> list[Row]:
+    """The rows, in line order and release order within each line."""
+    grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in records:
+        grouped[(r["matrix"], r["environment"])].append(r)
+    rows = []
+    for (matrix, env), recs in grouped.items():
+        launched = [r for r in recs if r["keras"] or r["tensorflow"]]
+        stack = {k: _most_common([r[k] for r in (launched or recs)]) for k in STACK_FIELDS}
+        row = Row(matrix, env, stack)
+        for r in sorted(recs, key=lambda r: (r["workload"], r["devices"], r["cell"])):
+            row.entries.setdefault(column(r), Entry()).records.append(r)
+        rows.append(row)
+    line_order = list(LINES)
+    return sorted(rows, key=lambda r: (line_order.index(r.line) if r.line in line_order else 99, r.order()))
+
+
+def _most_common(values: list) -> str:
+    present = [v for v in values if v not in ("", None)]
+    return str(statistics.mode(present)) if present else ""
+
+
+def columns(rows: list[Row]) -> list[str]:
+    """Every column: workloads in the seeds' order (`MODELS`), one device before two."""
+    seen: dict[str, tuple] = {}
+    for row in rows:
+        for name, entry in row.entries.items():
+            r = entry.records[0]
+            kind = MODELS.index(r["model"]) if r["model"] in MODELS else len(MODELS)
+            seen.setdefault(name, (kind, r["workload"], int(r["devices"] or 1), r["wrapper"] != "none", name))
+    return sorted(seen, key=lambda c: seen[c])
+
+
+def lines(rows: list[Row]) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        out[row.line].append(row)
+    return dict(out)
