@@ -126,7 +126,7 @@ def _status(line: str, col: str, members: list[Row], keyed: dict) -> list[Change
 def _status_evidence(row: Row, col: str, kind: str) -> list[dict]:
     entry = row.entries[col]
     cell = entry.records[0]["cell"]
-    matrix = f"matrices/atlas/{row.matrix.removeprefix('atlas-')}.yaml"
+    matrix = row.matrix_file
     out = []
     if entry.family:
         out.append({"what": "failure family", "text": entry.family})

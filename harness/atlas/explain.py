@@ -45,7 +45,7 @@ def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool) 
     package = moved[0]
     workload, parallelism = change.column.split(" ", 1)
     cell = f"{after.environment}/{workload}/{parallelism}/*"
-    matrix = f"matrices/atlas/{after.matrix.removeprefix('atlas-')}.yaml"
+    matrix = after.matrix_file
     if change.kind == "accuracy" and (change.size or 1) >= 1:
         return None  # an accuracy gain: nothing dropped to bisect for
     return ["bisect", matrix, "--cell", cell, "--package", package, "--old", before.stack[package],

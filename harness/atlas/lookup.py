@@ -6,8 +6,10 @@ a line: Keras 3 pinned is Keras 3 on JAX when JAX is pinned and TensorFlow is no
 TensorFlow; tf-keras pinned, or TensorFlow before 2.16, is TensorFlow with its Keras 2; TensorFlow
 2.16 or later alone is Keras 3 on TensorFlow (its tf.keras). On that line the nearest rows are
 those of the same minor first, then the closest releases. The target is the newest row of the
-line, or the row nearest ``--target`` pins. Exit 0 when nothing broke between them, 1 when a
-change between them is a break or a changed failure, 2 for pins or data that cannot be used.
+line, or the row nearest ``--target`` pins -- newer or older: going down, a mend crossed is a
+break for the project. Exit 0 when nothing on the way breaks what the project's stack does, 1
+when something does (a break, a changed failure, two devices parting from one at the target), 2
+for pins or data that cannot be used.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..upgrade import project
 from . import changes, records, rows
 
 TENSORFLOW = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "intel-tensorflow", "tensorflow-macos")
-BREAKING = ("broke", "family-changed", "devices")
+BREAKING = ("devices",)  # a finding within the target row that breaks what worked on one device
 NEAREST = 3
 
 
@@ -39,16 +41,16 @@ def command(args, console: Console) -> int:
     else:
         for line in text(answer):
             console.print(shown(line), highlight=False)
-    return 1 if any(c["kind"] in BREAKING for c in answer["changes"]) else 0
+    return 1 if any(c["for_you"] == "breaks" for c in answer["changes"]) else 0
 
 
 def _pins(path: str | None, texts: list[str]) -> dict[str, str]:
     if not path and not texts:
         raise UserError("no pins: give -r FILE (requirements.txt, pyproject.toml, uv.lock, poetry.lock) "
                         "or NAME==VERSION arguments")
-    out = dict(project.read(Path(path)).pins) if path else {}
     if path and not Path(path).is_file():
         raise UserError(f"-r {path}: no such file")
+    out = dict(project.read(Path(path)).pins) if path else {}
     out.update(project.arguments(texts).pins if texts else {})
     for name in TENSORFLOW:
         if name in out:
@@ -99,15 +101,33 @@ def answer_for(pins: dict[str, str], table: list[rows.Row], found: list[changes.
     if not members:
         raise UserError(f"the atlas data has no row on the line {rows.LINES.get(line, line)!r}")
     nearest = sorted(members, key=lambda r: (_distance(r, pins), -members.index(r)))[:NEAREST]
-    goal = min(members, key=lambda r: _distance(r, target)) if target else members[-1]
-    start, stop = members.index(nearest[0]), members.index(goal)
+    start = members.index(nearest[0])
+    if target:  # every row at the target's release (two matrices may both hold it), the farthest one
+        best = min(_distance(r, target) for r in members)
+        at_goal = [i for i, r in enumerate(members) if _distance(r, target) == best]
+    else:
+        at_goal = [len(members) - 1]
+    down = max(at_goal) < start
+    stop = min(at_goal) if down else max(at_goal)
+    # a change between two rows is crossed when its `after` row lies past the start, up to the goal
+    # (going down: past the goal, up to the start); a finding within a row counts at the goal's rows
     low, high = sorted((start, stop))
-    between = {r.key for r in members[low + 1:high + 1]} | ({goal.key} if start == stop else set())
-    moved = [c for c in found if c.line == line and c.after in between]
+    crossed = {r.key for r in members[low + 1:high + 1]}
+    at_target = {members[i].key for i in at_goal}
+    moved = [c for c in found if c.line == line and ((c.before is not None and c.after in crossed)
+                                                     or (c.before is None and c.after in at_target))]
     return {"pins": pins, "line": line, "line_name": rows.LINES.get(line, line),
-            "nearest": [_row(r) for r in nearest], "target": _row(goal),
-            "direction": "down" if stop < start else "up",
-            "changes": [c.to_dict() for c in moved]}
+            "nearest": [_row(r) for r in nearest], "target": _row(members[stop]),
+            "direction": "down" if down else "up",
+            "changes": [{**c.to_dict(), "for_you": _for_you(c, down)} for c in moved]}
+
+
+def _for_you(change: changes.Change, down: bool) -> str:
+    """What the change means for the move asked: a mend crossed going down is a break for you."""
+    if change.before is None:
+        return "breaks" if change.kind in BREAKING else "changes"
+    flipped = {"broke": "mended", "mended": "broke"}.get(change.kind, change.kind) if down else change.kind
+    return "breaks" if flipped in ("broke", "family-changed") else "mends" if flipped == "mended" else "changes"
 
 
 def _row(row: rows.Row) -> dict:
@@ -129,7 +149,8 @@ def text(answer: dict) -> list[str]:
         out.append("changes on the way: none measured")
     else:
         out.append(f"changes on the way ({len(answer['changes'])}):")
-        out += [f"  {c['kind']}: {c['detail']} (at {c['after']})" for c in answer["changes"]]
+        out += [f"  {c['kind']} ({c['for_you']} for this move): {c['detail']} (at {c['after']})"
+                for c in answer["changes"]]
     return out
 
 

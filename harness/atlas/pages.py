@@ -377,7 +377,7 @@ def _evidence(change: Change) -> str:
 # -- a row's page --------------------------------------------------------------------------
 def _row_page(row: Row, found: list[Change], families: dict[str, int], folder: str) -> str:
     s = row.stack
-    matrix = f"matrices/atlas/{row.matrix.removeprefix('atlas-')}.yaml"
+    matrix = row.matrix_file
     lines = [f"# {row.label}", "", f"On the line *{LINES.get(row.line, row.line)}*. "
              f"[Back to the atlas](../../{folder}.md).", "",
              "| | |", "|---|---|"]

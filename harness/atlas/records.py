@@ -24,7 +24,7 @@ from ..store import SPEC, read_all
 
 SCHEMA = 2
 FIELDS = (
-    "schema", "matrix", "environment", "cell", "workload", "model", "wrapper", "devices", "repeat",
+    "schema", "matrix", "matrix_file", "environment", "cell", "workload", "model", "wrapper", "devices", "repeat",
     "training_seed", "status", "family",
     "python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax",
     "val_accuracy", "chance", "epochs", "samples_per_sec", "samples_per_sec_min", "samples_per_sec_max",
@@ -56,6 +56,7 @@ def record(folder: Path, result: Result, matrix: str) -> dict:
     return {
         "schema": SCHEMA,
         "matrix": matrix,
+        "matrix_file": prov.get("matrix") or "",
         "environment": result.environment,
         "cell": result.cell,
         "workload": result.workload,

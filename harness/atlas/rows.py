@@ -33,7 +33,7 @@ LINES = {
 VARIANTS = {"atlas-numpy1": "numpy1"}
 # Columns in the seeds' order: the recurrent classifiers, the convnet, then the cuDNN layers
 MODELS = ("gru", "lstm", "convnet", "cudnn_gru", "cudnn_lstm")
-STACK_FIELDS = ("python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "cutoff")
+STACK_FIELDS = ("python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "cutoff", "matrix_file")
 
 
 @dataclass
@@ -93,6 +93,11 @@ class Row:
         return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{self.matrix}-{self.environment}")
 
     @property
+    def matrix_file(self) -> str:
+        """The matrix file as the run named it (relative to where it ran: the checkout)."""
+        return self.stack.get("matrix_file") or f"{self.matrix}.yaml"
+
+    @property
     def line(self) -> str:
         keras = self.stack.get("keras") or ""
         base = f"keras3-{self.stack.get('backend') or 'tensorflow'}" if keras.startswith("3.") else "keras2"
@@ -115,7 +120,7 @@ class Row:
         tf = s.get("tensorflow") or "?"
         if s.get("keras_api") in ("tf.keras", "tf_keras") or keras.endswith("-tf"):
             return f"TF {tf} ({'tf-keras' if s.get('keras_api') == 'tf_keras' else 'tf.keras'} {keras}){numpy}"
-        return f"TF {tf} + Keras {keras}{numpy}"
+        return f"TF {tf} + Keras {keras}{numpy}" if s.get("keras") else f"TF {tf}{numpy}"
 
     def order(self) -> tuple:
         """Release order on the row's line: Keras 3 lines by Keras then TensorFlow, the Keras 2

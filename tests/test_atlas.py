@@ -1,0 +1,680 @@
+"""`harness atlas {run,publish,lookup}` on a planted index: an atlas folder of two matrices over
+a planted `tensorflow` (2.10.0, 2.11.0, 2.12.0, each with its upload time), their workloads a
+user's script that reads the version it got. In one, the script raises from 2.11 on (a break at
+2.11); in the other, it raises on 2.10 only (a mend at 2.11) and otherwise reports a validation
+accuracy that depends on the repeat's own seed (`reseed: true`). Real `harness` processes, real
+virtualenvs (a second or two each: quick tier), real files read back: the run log, the results,
+the published data, changes, feed and pages, and the page's filters in a real browser.
+
+Then a real slice (`tf`): a tiny GRU on real TensorFlow, one device with two reseeded repeats
+and two virtual CPU devices, run and published as the atlas runs and publishes its own."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from harness.atlas.records import FIELDS, SCHEMA, from_csv
+from harness.store import iter_results
+
+from .conftest import ROOT, as_from_a_terminal, harness
+from .planted_index import PlantedIndex
+from .test_slurm import slurm as cluster  # noqa: F401 - the fixture: skips (or fails where required) without a cluster
+
+QUICK = pytest.mark.quick
+
+TF = {"2.10.0": "2022-09-06T12:00:00Z", "2.11.0": "2022-11-18T12:00:00Z", "2.12.0": "2023-03-23T12:00:00Z"}
+# a CPU environment installs tensorflow-cpu, whose module is `tensorflow`
+RELEASES = {"tensorflow": TF, "tensorflow-cpu": TF, "plantedextra": {"1.0": "2022-01-01T00:00:00Z"}}
+MODULES = {"tensorflow-cpu": "tensorflow"}
+
+# every minor of the planted TensorFlow; the script raises from 2.11 on
+BREAK = """\
+name: atlas-break
+environments:
+  - {python: "3.11", tensorflow: ">=2.10"}
+releases: {every: minor}
+workloads:
+  - {name: value, script: value.py}
+repeats: 2
+reseed: true
+timeouts: {wall: 120, progress: 100}
+"""
+BREAK_SCRIPT = """\
+import tensorflow
+from workloads.metrics import report
+
+if tuple(int(x) for x in tensorflow.__version__.split(".")[:2]) >= (2, 11):
+    raise AttributeError("planted: the API went in 2.11")
+report("val_accuracy", 0.5)
+"""
+# an explicit range (every release in it), with a package of its own: its virtualenvs are not
+# the other matrix's. The script raises on 2.10 only; elsewhere its accuracy is its seed's
+VALUE = """\
+name: atlas-value
+environments:
+  - {python: "3.11", tensorflow: ">=2.10,<2.13", packages: ["plantedextra==1.0"]}
+workloads:
+  - {name: score, script: score.py}
+repeats: 2
+reseed: true
+timeouts: {wall: 120, progress: 100}
+"""
+SCORE_SCRIPT = """\
+import json
+import os
+
+import plantedextra
+import tensorflow
+from workloads.metrics import report
+
+if tensorflow.__version__.startswith("2.10."):
+    raise ImportError("planted: 2.10 lacks what this needs")
+spec = json.load(open(os.environ["HARNESS_SPEC"]))
+report("val_accuracy", 0.8 + 0.01 * (spec["training_seed"] - spec["seed"]))
+"""
+ENVIRONMENTS = {(m, f"tf{v}") for m in ("atlas-break", "atlas-value") for v in ("2.10", "2.11", "2.12")}
+CELLS = 12            # 6 environments x 2 repeats
+RELEASE_OF = {"2.10": "2.10.0", "2.11": "2.11.0", "2.12": "2.12.0"}
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """The atlas folder (two matrices and their scripts) and the planted index's variables."""
+    root = tmp_path_factory.mktemp("atlas")
+    folder = root / "atlas"
+    folder.mkdir()
+    (folder / "break.yaml").write_text(BREAK)
+    (folder / "value.py").write_text(BREAK_SCRIPT)
+    (folder / "value.yaml").write_text(VALUE)
+    (folder / "score.py").write_text(SCORE_SCRIPT)
+    with PlantedIndex(RELEASES, modules=MODULES) as served:
+        yield root, {"PIP_INDEX_URL": served.url, "HARNESS_CACHE": str(root / "cache")}
+
+
+def atlas(env: dict, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return harness("atlas", *args, env=env, timeout=timeout)
+
+
+def said(proc: subprocess.CompletedProcess) -> str:
+    return proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+def log_of(results: Path) -> list[dict]:
+    path = results / "atlas-run.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def virtualenvs(cache: Path) -> list[Path]:
+    """The virtualenv folders under a harness cache (their build locks are files beside them)."""
+    where = cache / "venvs"
+    return sorted(p for p in where.iterdir() if p.is_dir()) if where.is_dir() else []
+
+
+def tensorflow_in(venv: Path) -> str:
+    """The planted TensorFlow release a virtualenv holds, read from its installed module."""
+    [module] = venv.glob("lib/python*/site-packages/tensorflow/__init__.py")
+    return module.read_text().split('"')[1]
+
+
+@pytest.fixture(scope="module")
+def ran(planted):
+    """The atlas run three times on one results folder: first one environment only (`--only`),
+    then the whole atlas (which owes the rest), then again (which owes nothing)."""
+    root, env = planted
+    results = root / "r"
+    first = atlas(env, "run", str(root / "atlas"), "--results", str(results), "--only", "tf2.10")
+    assert first.returncode == 0, said(first)
+    after_first = log_of(results)
+    full = atlas(env, "run", str(root / "atlas"), "--results", str(results))
+    assert full.returncode == 0, said(full)
+    after_full, venvs_after_full = log_of(results), virtualenvs(root / "cache")
+    log_full = (results / "atlas-run.jsonl").read_bytes()
+    again = atlas(env, "run", str(root / "atlas"), "--results", str(results))
+    return {"results": results, "first": after_first, "full": after_full, "venvs": venvs_after_full,
+            "log_full": log_full, "again": again, "log_again": (results / "atlas-run.jsonl").read_bytes(),
+            "venvs_again": virtualenvs(root / "cache")}
+
+
+@QUICK
+def test_a_run_measures_every_environment_and_removes_each_once_done(planted, ran):
+    """Every environment of every matrix in the folder runs; every cell gets a result (failing
+    cells too: the run exits 0); the log holds one line per environment with its cells, time and
+    disk, each removed -- and the virtualenvs and their own uv caches are gone from the disk."""
+    root, _ = planted
+    log = ran["full"]
+    assert sorted((e["matrix"], e["environment"]) for e in log) == sorted(ENVIRONMENTS), log
+    for entry in log:
+        assert entry["cells"] == 2 and entry["left"] == 0 and entry["rc"] == 0, entry
+        assert entry["seconds"] > 0 and entry["disk_bytes"] > 0 and entry["removed"] is True, entry
+    results = [r for _, r in iter_results(ran["results"])]
+    assert len(results) == CELLS
+    status = {(r["environment"], r["workload"], r["repeat"]): r["status"] for r in results}
+    assert status == {**{(f"tf{v}", "value", n): ("ok" if v == "2.10" else "error")
+                         for v in RELEASE_OF for n in (0, 1)},
+                      **{(f"tf{v}", "score", n): ("error" if v == "2.10" else "ok")
+                         for v in RELEASE_OF for n in (0, 1)}}, status
+    assert ran["venvs"] == [], ran["venvs"]                       # the disk bound: none kept
+    uv = root / "cache" / "atlas-uv"
+    assert not uv.exists() or not any(uv.iterdir()), list(uv.iterdir())
+
+
+@QUICK
+def test_a_run_resumes_and_a_finished_atlas_runs_nothing(ran):
+    """A run limited by name (`--only tf2.10`: that environment of each matrix) runs those; the
+    next run runs only the others (those are complete, never run again); a third finds every cell
+    done: no environment is run or built, the log gains no line, and it exits 0."""
+    first = [("atlas-break", "tf2.10"), ("atlas-value", "tf2.10")]
+    assert sorted((e["matrix"], e["environment"]) for e in ran["first"]) == first
+    full = [(e["matrix"], e["environment"]) for e in ran["full"]]
+    assert sorted(full[:2]) == first and len(full) == len(set(full)) == len(ENVIRONMENTS), full
+    again = ran["again"]
+    assert again.returncode == 0, said(again)
+    assert ran["log_again"] == ran["log_full"]                   # not a line more
+    assert ran["venvs_again"] == []                                # nothing built to find that out
+
+
+@pytest.fixture(scope="module")
+def kept(planted):
+    """One environment of one matrix file, run with --keep into a cache and results of its own;
+    then the same again without --keep."""
+    root, env = planted
+    env = {**env, "HARNESS_CACHE": str(root / "cache-keep")}
+    results = root / "r-keep"
+    proc = atlas(env, "run", str(root / "atlas" / "break.yaml"), "--results", str(results), "--keep",
+                 "--only", "tf2.12")
+    assert proc.returncode == 0, said(proc)
+    venvs, log = virtualenvs(root / "cache-keep"), log_of(results)
+    again = atlas(env, "run", str(root / "atlas" / "break.yaml"), "--results", str(results), "--only", "tf2.12")
+    return {"results": results, "venvs": venvs, "log": log, "again": again,
+            "venvs_again": virtualenvs(root / "cache-keep")}
+
+
+@QUICK
+def test_keep_leaves_the_environment_on_disk(kept):
+    """`--keep`: the environment's line says it was not removed, and its virtualenv, holding the
+    release it measured, is still there; a later run without --keep that owes nothing neither
+    runs nor removes it."""
+    assert [(e["environment"], e["removed"], e["left"]) for e in kept["log"]] == [("tf2.12", False, 0)]
+    [venv] = kept["venvs"]
+    assert tensorflow_in(venv) == "2.12.0"
+    assert kept["again"].returncode == 0, said(kept["again"])
+    assert log_of(kept["results"]) == kept["log"]
+    assert kept["venvs_again"] == [venv] and tensorflow_in(venv) == "2.12.0"
+
+
+# -- publish --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def published(planted, ran):
+    """`atlas publish` of the whole run's results: OUT/atlas/ and OUT/atlas.md."""
+    root, env = planted
+    out = root / "site" / "atlas"
+    proc = atlas(env, "publish", "--results", str(ran["results"]), "--out", str(out))
+    assert proc.returncode == 0, said(proc)
+    return out
+
+
+def _records(out: Path) -> list[dict]:
+    return json.loads((out / "atlas.json").read_text())["records"]
+
+
+def _row_key(record: dict) -> str:
+    return f"{record['matrix']}/{record['environment']}"
+
+
+@QUICK
+def test_publish_writes_the_data_one_record_per_cell(published):
+    """atlas.json (this schema, its fields, a record per cell with the stack each cell's process
+    saw and, for the reseeded repeats, each its own seed) and atlas.csv (the same records, the
+    fields as its header)."""
+    data = json.loads((published / "atlas.json").read_text())
+    assert data["schema"] == SCHEMA == 2 and data["fields"] == list(FIELDS)
+    recs = data["records"]
+    assert len(recs) == CELLS and all(list(r) == list(FIELDS) for r in recs)
+    assert {(r["matrix"], r["environment"]) for r in recs} == ENVIRONMENTS
+    for r in recs:
+        release = RELEASE_OF[r["environment"].removeprefix("tf")]
+        assert r["tensorflow"] == release and r["python"].startswith("3.11"), r
+        assert r["training_seed"] == 1234 + r["repeat"], r        # reseed: each repeat its own seed
+        assert r["cutoff"] and r["cutoff"] > TF[release], r        # resolved as of its release
+    ok = [r for r in recs if r["status"] == "ok"]
+    assert sorted((r["workload"], r["tensorflow"], r["val_accuracy"]) for r in ok) == [
+        ("score", "2.11.0", 0.8), ("score", "2.11.0", 0.81), ("score", "2.12.0", 0.8), ("score", "2.12.0", 0.81),
+        ("value", "2.10.0", 0.5), ("value", "2.10.0", 0.5)]
+    assert all(r["family"] for r in recs if r["status"] != "ok")
+    text = (published / "atlas.csv").read_text()
+    assert next(csv.reader(io.StringIO(text))) == list(FIELDS)
+    assert from_csv(text) == recs
+
+
+@QUICK
+def test_publish_finds_the_break_and_the_mend_at_their_releases(published):
+    """changes.json: the break in one matrix's column at 2.11 (after its 2.10 row), the mend in
+    the other's at 2.11 (after its 2.10 row), and nothing else: the seeds' accuracies do not move."""
+    found = json.loads((published / "changes.json").read_text())
+    moved = sorted((c["kind"], c["column"], c["before"], c["after"]) for c in found)
+    assert moved == [("broke", "value none-c1", "atlas-break/tf2.10", "atlas-break/tf2.11"),
+                     ("mended", "score none-c1", "atlas-value/tf2.10", "atlas-value/tf2.11")], found
+    assert len({c["id"] for c in found}) == len(found)
+    [broke] = [c for c in found if c["kind"] == "broke"]
+    assert any(e.get("command") for e in broke["evidence"]), broke   # how to narrow it further
+
+
+@QUICK
+def test_publish_writes_the_feed_the_row_pages_and_the_main_page(published):
+    """feed.xml is Atom with an entry per row and per change, each id once, each linking a row
+    page that was written; a page per row under rows/; the main page beside the folder, its
+    table's stack links leading to those pages; a plot where two or more rows trained."""
+    recs, found = _records(published), json.loads((published / "changes.json").read_text())
+    keys = {_row_key(r) for r in recs}
+    pages = {p.stem for p in (published / "rows").glob("*.md")}
+    assert len(pages) == len(keys) == 6
+    atom = "{http://www.w3.org/2005/Atom}"
+    feed = ET.parse(published / "feed.xml").getroot()
+    assert feed.tag == f"{atom}feed"
+    entries = feed.findall(f"{atom}entry")
+    assert len(entries) == len(keys) + len(found), [e.findtext(f"{atom}title") for e in entries]
+    ids = [e.findtext(f"{atom}id") for e in entries]
+    assert len(set(ids)) == len(ids) and all(ids)
+    for entry in entries:
+        href = entry.find(f"{atom}link").get("href")
+        assert href.startswith("rows/") and href.endswith(".html"), href
+        assert (published / href).with_suffix(".md").is_file(), href
+    main = published.parent / "atlas.md"
+    page = main.read_text()
+    assert 'id="atlas-table"' in page
+    links = _Links.of(page)
+    rows = [h for h in links if h.startswith("atlas/rows/")]
+    assert len(rows) == len(keys)
+    assert all((main.parent / h).with_suffix(".md").is_file() for h in rows), rows
+    plots = sorted((published / "plots").glob("*.png"))
+    assert len(plots) == 1, plots                # only the score column trained on two rows
+    assert plots[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"atlas/plots/{plots[0].name}" in page
+
+
+@QUICK
+def test_a_row_pages_command_run_as_written_measures_that_row_again(planted, published, tmp_path):
+    """The "run it again" command of a row page, as the page prints it (its matrix file as the atlas
+    run named it), into a fresh results folder: the row's cells, each with the status the atlas
+    published for it."""
+    _, env = planted
+    page = (published / "rows" / "atlas-break-tf2.11.md").read_text()
+    [command] = [line for line in page.splitlines() if line.startswith("python -m harness run ")]
+    words = shlex.split(command)
+    assert words[3] == "run" and "--engine" in words and "--only" in words, words
+    proc = harness(*words[3:], "--results", str(tmp_path / "again"), env=env, timeout=600)
+    published_status = {r["cell"]: r["status"] for r in _records(published) if r["environment"] == "tf2.11"
+                        and r["matrix"] == "atlas-break"}
+    again = {r["cell"]: r["status"] for _, r in iter_results(tmp_path / "again")}
+    assert again == published_status and set(again.values()) == {"error"}, (again, said(proc))
+
+
+@QUICK
+def test_publishing_from_the_data_alone_gives_the_same_files(planted, published):
+    """`publish --data atlas.json` (no results folder) writes the same data, changes, feed and
+    pages, byte for byte, as the publication it was read from."""
+    root, env = planted
+    again = root / "site-again" / "atlas"
+    proc = atlas(env, "publish", "--data", str(published / "atlas.json"), "--out", str(again),
+                 "--results", str(root / "no-such-results"))
+    assert proc.returncode == 0, said(proc)
+    texts = sorted(p.relative_to(published).as_posix() for p in published.rglob("*")
+                   if p.is_file() and p.suffix in (".json", ".csv", ".xml", ".md"))
+    assert {"atlas.json", "atlas.csv", "changes.json", "feed.xml"} <= set(texts)
+    for name in texts:
+        assert (again / name).read_bytes() == (published / name).read_bytes(), name
+    assert (again.parent / "atlas.md").read_bytes() == (published.parent / "atlas.md").read_bytes()
+
+
+@QUICK
+def test_publishing_a_slice_keeps_the_published_cells_it_does_not_hold(planted, published, kept):
+    """A results folder holding one environment's cells (the --keep run's), published over an
+    existing publication: those cells are there once, and every other published cell is kept."""
+    root, env = planted
+    out = root / "site-slice" / "atlas"
+    shutil.copytree(published, out)
+    proc = atlas(env, "publish", "--results", str(kept["results"]), "--out", str(out))
+    assert proc.returncode == 0, said(proc)
+    before, after = _records(published), _records(out)
+    assert sorted(r["cell"] for r in after) == sorted(r["cell"] for r in before)
+    assert {r["cell"] for r in after if r["environment"] == "tf2.12" and r["matrix"] == "atlas-break"} == \
+        {"tf2.12/value/none-c1/b128/r0", "tf2.12/value/none-c1/b128/r1"}
+
+
+# -- lookup -----------------------------------------------------------------------------------
+def lookup(env: dict, data: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    proc = atlas(env, "lookup", *args, "--data", str(data), "--json", timeout=120)
+    try:
+        return proc, json.loads(proc.stdout)
+    except ValueError:
+        return proc, None
+
+
+@QUICK
+def test_lookup_of_pins_before_a_break_exits_1_and_names_it(planted, published):
+    """A requirements file pinning TensorFlow 2.10.0: the nearest row is a 2.10.0 one, the target
+    the newest release, and the break at 2.11 lies between them: exit 1, the break listed."""
+    root, env = planted
+    req = root / "requirements.txt"
+    req.write_text("# a project's pins\ntensorflow==2.10.0\nrequests==2.31.0\n")
+    proc, answer = lookup(env, published / "atlas.json", "-r", str(req))
+    assert proc.returncode == 1, said(proc)
+    assert answer["pins"]["tensorflow"] == "2.10.0"
+    assert answer["nearest"][0]["stack"]["tensorflow"] == "2.10.0"
+    assert answer["target"]["stack"]["tensorflow"] == "2.12.0" and answer["direction"] == "up"
+    assert ("broke", "atlas-break/tf2.11") in {(c["kind"], c["after"]) for c in answer["changes"]}
+    plain = atlas(env, "lookup", "-r", str(req), "--data", str(published / "atlas.json"))
+    assert plain.returncode == 1 and "atlas-break/tf2.11" in plain.stdout, said(plain)
+
+
+@QUICK
+def test_lookup_of_pins_past_the_break_exits_0(planted, published):
+    """Pins already at the newest release (an argument, the -cpu package's name): no break lies
+    ahead of them, exit 0."""
+    _, env = planted
+    proc, answer = lookup(env, published / "atlas.json", "tensorflow-cpu==2.12.0")
+    assert proc.returncode == 0, said(proc)
+    assert answer["nearest"][0]["stack"]["tensorflow"] == "2.12.0"
+    assert not [c for c in answer["changes"] if c["kind"] == "broke"], answer["changes"]
+
+
+@QUICK
+def test_lookup_to_a_target_release_lists_every_change_at_that_release(planted, published):
+    """`--target tensorflow==2.11.0` from 2.10.0: both matrices change at 2.11 (one breaks, one
+    mends), so both changes are on the way, as both are when the target is left to default."""
+    _, env = planted
+    proc, answer = lookup(env, published / "atlas.json", "tensorflow==2.10.0", "--target", "tensorflow==2.11.0")
+    assert proc.returncode == 1, said(proc)
+    assert answer["target"]["stack"]["tensorflow"] == "2.11.0"
+    assert {(c["kind"], c["after"]) for c in answer["changes"]} == {
+        ("broke", "atlas-break/tf2.11"), ("mended", "atlas-value/tf2.11")}, answer["changes"]
+
+
+@QUICK
+def test_lookup_down_to_an_older_target_judges_the_changes_it_crosses_backwards(planted, published, tmp_path):
+    """Each matrix's rows alone (its records of the published data), from 2.12.0 down to 2.10.0:
+    the score workload, mended at 2.11, fails again at 2.10 -- the move breaks it, exit 1; the
+    value workload, broken at 2.11, works again at 2.10 -- nothing breaks, exit 0."""
+    _, env = planted
+    data = json.loads((published / "atlas.json").read_text())
+    for matrix, expected in (("atlas-value", 1), ("atlas-break", 0)):
+        part = tmp_path / f"{matrix}.json"
+        part.write_text(json.dumps({**data, "records": [r for r in data["records"] if r["matrix"] == matrix]}))
+        proc, answer = lookup(env, part, "tensorflow==2.12.0", "--target", "tensorflow==2.10.0")
+        assert answer["direction"] == "down" and answer["target"]["stack"]["tensorflow"] == "2.10.0", answer
+        assert proc.returncode == expected, (matrix, answer["changes"])
+
+
+# -- input that cannot be used: one line, exit 2, nothing written -----------------------------
+BAD_MATRIX = """\
+name: atlas-bad
+environments: [{python: "3.11", tensorflow: ">=2.10"}]
+workloads: [{script: v.py}]
+repeets: 2
+"""
+
+
+@QUICK
+@pytest.mark.parametrize("case", ["range-pin", "other-schema", "not-json", "no-pins", "run-missing",
+                                  "run-bad-matrix", "publish-missing", "publish-empty", "publish-other-schema"])
+def test_input_that_cannot_be_used_exits_2_naming_it(planted, tmp_path, case):
+    """Each: exit 2, one line on stderr naming the file (and line or key) at fault, no traceback,
+    nothing written where the command would have written."""
+    _, env = planted
+    data = tmp_path / "atlas.json"
+    data.write_text(json.dumps({"schema": SCHEMA, "fields": list(FIELDS), "about": {}, "records": []}))
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"schema": 1, "records": []}))
+    out, results = tmp_path / "out" / "atlas", tmp_path / "results"
+    if case == "range-pin":
+        req = tmp_path / "requirements.txt"
+        req.write_text("tensorflow>=2\n")
+        args, named = ["lookup", "-r", str(req), "--data", str(data)], [f"{req}:1"]
+    elif case == "other-schema":
+        args, named = ["lookup", "tensorflow==2.10.0", "--data", str(old)], [str(old)]
+    elif case == "not-json":
+        (tmp_path / "broken.json").write_text("{not json")
+        args, named = ["lookup", "tensorflow==2.10.0", "--data", str(tmp_path / "broken.json")], ["broken.json"]
+    elif case == "no-pins":
+        args, named = ["lookup", "--data", str(data)], []
+    elif case == "run-missing":
+        args, named = ["run", str(tmp_path / "no-atlas"), "--results", str(results)], [str(tmp_path / "no-atlas")]
+    elif case == "run-bad-matrix":
+        (tmp_path / "atlas").mkdir()
+        (tmp_path / "atlas" / "bad.yaml").write_text(BAD_MATRIX)
+        (tmp_path / "atlas" / "v.py").write_text("print(1)\n")
+        args, named = ["run", str(tmp_path / "atlas"), "--results", str(results)], ["bad.yaml", "repeets"]
+    elif case == "publish-missing":
+        args, named = ["publish", "--results", str(results), "--out", str(out)], [str(results)]
+    elif case == "publish-empty":
+        results.mkdir()
+        args, named = ["publish", "--results", str(results), "--out", str(out)], [str(results)]
+    else:
+        args, named = ["publish", "--data", str(old), "--out", str(out)], [str(old)]
+    proc = atlas(env, *args, timeout=120)
+    assert proc.returncode == 2, said(proc)
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert all(n in proc.stderr for n in named), proc.stderr
+    assert not out.exists() and not (out.parent / "atlas.md").exists()
+    assert case == "publish-empty" or not results.exists() or not any(results.iterdir())
+
+
+# -- the page's filters, in a browser ------------------------------------------------------------
+class _Links(HTMLParser):
+    """Every href of a page's HTML, and its table rows' attributes (filter data, hidden)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs, self.rows, self.cells = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "a" and a.get("href"):
+            self.hrefs.append(a["href"])
+        if tag == "tr" and "data-tensorflow" in a:
+            self.rows.append(a)
+        if tag in ("td", "th") and "data-workload" in a:
+            self.cells.append(a)
+
+    @classmethod
+    def of(cls, text: str) -> list[str]:
+        return cls.parsed(text).hrefs
+
+    @classmethod
+    def parsed(cls, text: str) -> _Links:
+        p = cls()
+        p.feed(text)
+        return p
+
+
+@QUICK
+def test_the_table_filters_by_the_address_in_a_browser(tmp_path, published):
+    """The page's table and its filter script, opened in headless Chromium at an address that
+    names a TensorFlow minor and a workload (as a shared link does): only that minor's rows and
+    that workload's columns stay shown, the filters list the rows' values, no script error.
+    (`_browse` opens a file without a fragment, so the page sets it first, as following such a
+    link would, before the atlas's own script reads it.)"""
+    from .test_report import _browse
+    page = (published.parent / "atlas.md").read_text()
+    start, end = page.index('<div class="atlas-filters"'), page.index("</script>") + len("</script>")
+    shown = tmp_path / "atlas.html"
+    shown.write_text('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>atlas</title></head><body>\n'
+                     '<script>history.replaceState(null, "", "#tensorflow=2.11&workload=score");</script>\n'
+                     f"{page[start:end]}\n</body></html>\n")
+    dom, errors = _browse(shown)
+    assert errors == [], errors
+    found = _Links.parsed(dom)
+    assert len(found.rows) == 6
+    visible = [r for r in found.rows if "hidden" not in r]
+    assert {r["data-tensorflow"] for r in visible} == {"2.11"} and len(visible) == 2, found.rows
+    assert 'data-shown="2"' in dom
+    assert {c["data-workload"] for c in found.cells if "hidden" not in c} == {"score"}
+    assert any(c["data-workload"] == "value" and "hidden" in c for c in found.cells)
+    for minor in RELEASE_OF:
+        assert f'<option value="{minor}">{minor}</option>' in dom
+
+
+# -- an interrupted atlas resumes where it stopped --------------------------------------------
+STOP = """\
+name: atlas-stop
+environments:
+  - {python: "3.11", tensorflow: ">=2.10"}
+releases: {every: minor}
+workloads:
+  - {name: slow, script: slow.py}
+timeouts: {wall: 120, progress: 100}
+"""
+SLOW_SCRIPT = """\
+import os
+import time
+
+if not os.path.exists(%(go)r):
+    open(%(started)r, "w").close()
+    time.sleep(100)
+"""
+
+
+@QUICK
+def test_an_interrupted_atlas_stops_there_and_a_second_run_finishes_it(planted, tmp_path):
+    """Ctrl-C during the first environment: the atlas stops (exit 130) without going on to the
+    next environments; the next run runs what is missing -- every environment -- and exits 0."""
+    _, env = planted
+    env = {**env, "HARNESS_CACHE": str(tmp_path / "cache")}
+    go, started = tmp_path / "go", tmp_path / "started"
+    (tmp_path / "stop.yaml").write_text(STOP)
+    (tmp_path / "slow.py").write_text(SLOW_SCRIPT % {"go": str(go), "started": str(started)})
+    results = tmp_path / "r"
+    cmd = [sys.executable, "-m", "harness", "atlas", "run", str(tmp_path / "stop.yaml"), "--results", str(results)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=as_from_a_terminal)
+    try:
+        deadline = time.monotonic() + 180
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert started.exists(), proc.communicate(timeout=60)[0][-3000:] if proc.poll() is not None else "no start"
+        os.killpg(proc.pid, signal.SIGINT)                   # Ctrl-C: the terminal's whole group
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, out[-3000:]
+    reached = {r["environment"]: r["status"] for _, r in iter_results(results)}
+    assert set(reached) <= {"tf2.10"} and "ok" not in reached.values(), reached
+    assert {e["environment"] for e in log_of(results)} <= {"tf2.10"}   # nothing after the one interrupted
+    go.write_text("")
+    again = atlas(env, "run", str(tmp_path / "stop.yaml"), "--results", str(results))
+    assert again.returncode == 0, said(again)
+    final = {r["environment"]: r["status"] for _, r in iter_results(results)}
+    assert final == {"tf2.10": "ok", "tf2.11": "ok", "tf2.12": "ok"}, final
+    assert {e["environment"] for e in log_of(results) if e["left"] == 0} == {"tf2.10", "tf2.11", "tf2.12"}
+    assert virtualenvs(tmp_path / "cache") == []
+
+
+# -- the real slice ---------------------------------------------------------------------------
+# The environment the other TensorFlow tests use (tests/test_local_engine.py, test_report.py,
+# test_hostile_input.py): an exact pin, no cut-off, so its virtualenv is theirs
+REAL = """\
+name: atlas-real
+environments:
+  - {python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}
+workloads:
+  - {name: gru, model: rnn, cell: gru, layers: 1, units: 8, dense: 8, timesteps: 8, features: 4, classes: 4,
+     samples: 512}
+parallelism:
+  - {wrapper: none, devices: 1}
+  - {wrapper: make_parallel, devices: 2}
+epochs: 2
+repeats: 2
+reseed: true
+exclude:
+  - {devices: 2, repeat: 1}            # the spread is measured on one device
+timeouts: {wall: 900, progress: 600}
+"""
+
+
+@pytest.mark.tf
+def test_a_real_slice_runs_and_publishes_real_numbers(tmp_path):
+    """A tiny GRU on real TensorFlow 2.15, as the atlas runs it: two reseeded repeats on one
+    device, one cell on two virtual CPU devices. `--keep`, so the shared virtualenv stays. The
+    records hold real accuracies, each one-device repeat its own seed, the two-device cell's
+    evidence that both devices trained; the row's page is written."""
+    from harness import paths
+    from harness.engines.venv import VenvEngine
+    from harness.matrix import load
+    (tmp_path / "atlas").mkdir()
+    (tmp_path / "atlas" / "real.yaml").write_text(REAL)
+    [environment] = load(tmp_path / "atlas" / "real.yaml").environments
+    venv = VenvEngine().location(environment)
+    # the uv cache `atlas run` installs this environment from, should it build it: the atlas
+    # names it like the virtualenv (drive.uv_cache); other atlas runs' caches are theirs
+    uv = paths.cache_dir() / "atlas-uv" / venv.name
+    had_uv = uv.exists()
+    try:
+        proc = harness("atlas", "run", str(tmp_path / "atlas"), "--results", str(tmp_path / "r"), "--keep",
+                       timeout=1800)
+    finally:
+        if not had_uv:                               # the virtualenv holds its files (hard links): the
+            shutil.rmtree(uv, ignore_errors=True)    # copy in the cache is what --keep would leave over
+    assert proc.returncode == 0, said(proc)
+    assert (venv / "bin" / "python").exists()        # kept: the other tests' virtualenv is still there
+    [entry] = log_of(tmp_path / "r")
+    assert (entry["environment"], entry["cells"], entry["left"], entry["removed"]) == ("tf2.15", 3, 0, False)
+    pub = harness("atlas", "publish", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "site" / "atlas"),
+                  timeout=600)
+    assert pub.returncode == 0, said(pub)
+    out = tmp_path / "site" / "atlas"
+    recs = _records(out)
+    assert len(recs) == 3 and {r["status"] for r in recs} == {"ok"}, recs
+    assert {r["tensorflow"] for r in recs} == {"2.15.0"} and all(r["keras"] for r in recs), recs
+    for r in recs:
+        assert isinstance(r["val_accuracy"], float) and 0.0 <= r["val_accuracy"] <= 1.0, r
+        assert r["chance"] == 0.25 and r["epochs"] == 2 and r["samples_per_sec"] != "", r
+    one = [r for r in recs if r["devices"] == 1]
+    assert sorted(r["repeat"] for r in one) == [0, 1]
+    assert len({r["training_seed"] for r in one}) == 2, one
+    [two] = [r for r in recs if r["devices"] == 2]
+    assert two["wrapper"] == "make_parallel" and two["devices_trained"] == 2, two
+    assert (out / "rows" / "atlas-real-tf2.15.md").is_file() and (out.parent / "atlas.md").is_file()
+    assert isinstance(json.loads((out / "changes.json").read_text()), list)
+
+
+# -- on a cluster ------------------------------------------------------------------------------
+@pytest.mark.slurm
+@pytest.mark.usefixtures("cluster")
+def test_on_a_cluster_each_environment_is_a_job_array_waited_for_then_removed(planted, tmp_path):
+    """`atlas run --executor slurm`: each environment is built here, its cells submitted as one job
+    array and waited for; only then is it removed. Every cell's result comes from an array task, and
+    the disk holds no environment at the end."""
+    _, env = planted
+    folder = tmp_path / "atlas"
+    folder.mkdir()
+    (folder / "break.yaml").write_text(BREAK)
+    (folder / "value.py").write_text(BREAK_SCRIPT)
+    cache = tmp_path / "cache"
+    env = {**env, "HARNESS_CACHE": str(cache)}
+    results = tmp_path / "r"
+    proc = atlas(env, "run", str(folder), "--results", str(results), "--executor", "slurm", timeout=1200)
+    assert proc.returncode == 0, said(proc)
+    log = log_of(results)
+    assert sorted(e["environment"] for e in log) == ["tf2.10", "tf2.11", "tf2.12"], log
+    assert all(e["left"] == 0 and e["removed"] for e in log), log
+    results_ = [r for _, r in iter_results(results)]
+    assert len(results_) == 6
+    assert all(r["provenance"]["slurm"]["job"] for r in results_), [r["provenance"].get("slurm") for r in results_]
+    assert {r["environment"]: r["status"] for r in results_} == {"tf2.10": "ok", "tf2.11": "error", "tf2.12": "error"}
+    assert virtualenvs(cache) == []
