@@ -42,17 +42,14 @@ RELEASES = {"tensorflow": TF, "tensorflow-cpu": TF, "plantedextra": {"1.0": "202
 MODULES = {"tensorflow-cpu": "tensorflow"}
 
 # every minor of the planted TensorFlow; the script raises from 2.11 on
-BREAK = """\
-name: atlas-break
-environments:
-  - {python: "3.11", tensorflow: ">=2.10"}
-releases: {every: minor}
-workloads:
-  - {name: value, script: value.py}
-repeats: 2
-reseed: true
-timeouts: {wall: 120, progress: 100}
-"""
+def every_minor(name: str, workload: str, script: str, more: str = "") -> str:
+    """A matrix over every minor of the planted TensorFlow, one script workload."""
+    return (f"name: {name}\nenvironments:\n  - {{python: \"3.11\", tensorflow: \">=2.10\"}}\n"
+            f"releases: {{every: minor}}\nworkloads:\n  - {{name: {workload}, script: {script}}}\n"
+            f"{more}timeouts: {{wall: 120, progress: 100}}\n")
+
+
+BREAK = every_minor("atlas-break", "value", "value.py", "repeats: 2\nreseed: true\n")
 BREAK_SCRIPT = """\
 import tensorflow
 from workloads.metrics import report
@@ -528,15 +525,7 @@ def test_the_table_filters_by_the_address_in_a_browser(tmp_path, published):
 
 
 # -- an interrupted atlas resumes where it stopped --------------------------------------------
-STOP = """\
-name: atlas-stop
-environments:
-  - {python: "3.11", tensorflow: ">=2.10"}
-releases: {every: minor}
-workloads:
-  - {name: slow, script: slow.py}
-timeouts: {wall: 120, progress: 100}
-"""
+STOP = every_minor("atlas-stop", "slow", "slow.py")
 SLOW_SCRIPT = """\
 import os
 import time

@@ -102,6 +102,19 @@ def _boundary(table: list[Row]) -> list[Change]:
     return found
 
 
+def grouped(found: list[Change]) -> list[list[Change]]:
+    """Changes that are one event seen in several columns -- the same kind between the same rows
+    with the same words past the column (one failure family hitting three workloads) -- together,
+    in the order first found: one line on the page, one bisect."""
+    groups: dict[tuple, list[Change]] = {}
+    for c in found:
+        words = c.detail.split(": ", 1)[1] if ": " in c.detail else c.detail
+        if c.kind in ("slower", "faster", "accuracy"):
+            words = c.detail  # each column's own size
+        groups.setdefault((c.line, c.kind, c.before, c.after, words), []).append(c)
+    return list(groups.values())
+
+
 def _columns(members: list[Row]) -> list[str]:
     return list(dict.fromkeys(c for r in members for c in r.entries))
 
@@ -192,10 +205,14 @@ def _devices(row: Row) -> list[Change]:
         if one and two:
             low, high = one[1] - FLOOR, one[2] + FLOOR
             if not low <= two[0] <= high:
-                found.append(Change(
+                change = Change(
                     row.line, col, "devices", None, row.key,
                     f"{col}: validation accuracy {two[0]:.3f} on two devices, {one[1]:.3f}-{one[2]:.3f} on one "
-                    f"({len(single.values('val_accuracy'))} seeds)", size=round(two[0] - one[0], 4)))
+                    f"({len(single.values('val_accuracy'))} seeds)", size=round(two[0] - one[0], 4))
+                a, b = single.records[0]["cell"], entry.records[0]["cell"]
+                change.evidence.append({"what": "where the two models part, layer by layer",
+                                        "command": f"python -m harness diverge {row.matrix_file} '{a}' '{b}'"})
+                found.append(change)
         trained = entry.devices_trained
         asked = int(entry.records[0]["devices"] or 1)
         if trained is not None and trained < asked:

@@ -65,9 +65,10 @@ def command(args, console: Console) -> int:
     evidence.mkdir(parents=True, exist_ok=True)
     results = Path(args.results)
     explained = 0
-    for change in wanted:
-        target = evidence / f"{change.id}.json"
-        if target.exists() and not args.again:
+    for group in changes.grouped(wanted):
+        change = group[0]
+        targets = [evidence / f"{c.id}.json" for c in group]
+        if all(t.exists() for t in targets) and not args.again:
             continue
         argv = plan(change, by_key, nightly=not args.no_nightly)
         if argv is None:
@@ -85,7 +86,8 @@ def command(args, console: Console) -> int:
                 "exit": rc, **{k: data.get(k) for k in ("package", "versions", "direction", "first_bad", "last_good",
                                                         "first_good", "last_bad", "candidates", "problem",
                                                         "warnings", "nightly", "tested")}}
-        target.write_text(json.dumps(kept, indent=1, sort_keys=True, default=str) + "\n")
+        for c, target in zip(group, targets, strict=True):  # one event in several columns: one bisect, each told
+            target.write_text(json.dumps({**kept, "change": c.to_dict()}, indent=1, sort_keys=True, default=str) + "\n")
         explained += 1
     console.print(f"atlas explain: {explained} change(s) bisected; evidence under {evidence}", highlight=False)
     return 0

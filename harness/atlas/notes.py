@@ -5,7 +5,8 @@ they say changed did not -- the atlas is wrong until shown otherwise: the harnes
 wrong stack or read the wrong module. Each `Note` is one sentence of a project's notes, where it
 is written, and the rows it constrains; `check` returns, per note, the rows it applies to and those
 that disagree. The page prints every note with its verdict, so a disagreement is on the page the day
-it appears, not in a reviewer's memory.
+it appears, not in a reviewer's memory. `REPORTS` does the same for failure families: a public
+report that names one is linked from every change it explains.
 """
 
 from __future__ import annotations
@@ -77,3 +78,28 @@ def check(table: list[Row]) -> list[dict]:
         out.append({"says": note.says, "source": note.source, "rows": len(mine),
                     "disagree": [r.key for r in mine if not note.holds(r)]})
     return out
+
+
+@dataclass(frozen=True)
+class Report:
+    """A public report of a failure family the atlas measured: the words of the family it matches
+    (part of its signature), where it is reported, and what the report settles, in our words."""
+    family: str
+    link: str
+    says: str
+
+
+REPORTS = (
+    Report("creating distributed tf.Variable with aggregation=MEAN and a non-floating dtype",
+           "https://github.com/keras-team/keras/issues/20700",
+           "reported against Keras 3.7 (the aggregation of a variable now reaches tf.Variable: "
+           "keras-team/keras#20541); the atlas finds it mended in 3.8"),
+)
+
+
+def reports(found) -> None:
+    """Each change whose failure family a public report names: that report, as evidence."""
+    for change in found:
+        for report in REPORTS:
+            if report.family in change.detail:
+                change.evidence.append({"what": f"public report: {report.says}", "link": report.link})

@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .. import status as st
-from .changes import Change
+from .changes import Change, grouped
 from .rows import LINES, Row, columns
 
 ROWS = "rows"
@@ -297,10 +297,13 @@ def _changes_section(table: list[Row], found: list[Change], folder: str) -> list
         if not mine:
             continue
         out += [f"### {LINES[line]}", "", "| change | from | to | what | evidence |", "|---|---|---|---|---|"]
-        for c in mine:
+        for group in grouped(mine):
+            c = group[0]
             kind = c.kind if c.confirmed is not False else f"{c.kind}?"
+            what = c.detail if len(group) == 1 else (
+                f"{', '.join(g.column for g in group)}: {c.detail.split(': ', 1)[1]}")
             out.append(f"| {kind} | {_link(by_key.get(c.before), folder)} | {_link(by_key.get(c.after), folder)} | "
-                       f"{_md(c.detail)} | {_evidence(c)} |")
+                       f"{_md(what)} | {_evidence(c)} |")
         out.append("")
     out += _boundary_section(table, found, folder)
     devices = [c for c in found if c.before is None]

@@ -102,6 +102,7 @@ def publish(recs: list[dict], about: dict, out: Path) -> tuple[list[Path], dict]
     table = rows.build(recs)
     found = changes.find(table)
     explain.attach(found, out / EVIDENCE, f"{out.name}/{EVIDENCE}")
+    notes.reports(found)
     by_key = {r.key: r for r in table}
     for change in found:
         argv = explain.plan(change, by_key, nightly=True) if change.kind in explain.EXPLAINED else None
