@@ -271,6 +271,35 @@ def test_publish_finds_the_break_and_the_mend_at_their_releases(published):
 
 
 @QUICK
+def test_explain_bisects_each_change_to_its_release_and_publish_links_it(planted, published, tmp_path):
+    """`atlas explain` on the published data: the break and the mend each bisected between their
+    rows' releases (the first bad and the first good TensorFlow: 2.11.0), each record kept as
+    evidence under its change's id; publishing again links it from the change; a second explain
+    bisects nothing (every change has its evidence)."""
+    _, env = planted
+    out = tmp_path / "site" / "atlas"
+    shutil.copytree(published, out)
+    args = ("explain", "--data", str(out / "atlas.json"), "--evidence", str(out / "evidence"),
+            "--results", str(tmp_path / "bisects"), "--no-nightly")
+    proc = atlas(env, *args)
+    assert proc.returncode == 0, said(proc)
+    found = {c["kind"]: c for c in json.loads((out / "changes.json").read_text())}
+    broke = json.loads((out / "evidence" / f"{found['broke']['id']}.json").read_text())
+    mended = json.loads((out / "evidence" / f"{found['mended']['id']}.json").read_text())
+    assert (broke["package"], broke["first_bad"], broke["last_good"]) == ("tensorflow", "2.11.0", "2.10.0"), said(proc)
+    assert (mended["first_good"], mended["last_bad"]) == ("2.11.0", "2.10.0"), mended
+    assert broke["command"].startswith("python -m harness bisect ") and "--package tensorflow" in broke["command"]
+    republished = atlas(env, "publish", "--data", str(out / "atlas.json"), "--out", str(out))
+    assert republished.returncode == 0, said(republished)
+    linked = {c["kind"]: [e["link"] for e in c["evidence"] if e.get("link")]
+              for c in json.loads((out / "changes.json").read_text())}
+    assert linked == {"broke": [f"atlas/evidence/{found['broke']['id']}.json"],
+                      "mended": [f"atlas/evidence/{found['mended']['id']}.json"]}, linked
+    again = atlas(env, *args)
+    assert again.returncode == 0 and "0 change(s) bisected" in again.stdout, said(again)
+
+
+@QUICK
 def test_publish_writes_the_feed_the_row_pages_and_the_main_page(published):
     """feed.xml is Atom with an entry per row and per change, each id once, each linking a row
     page that was written; a page per row under rows/; the main page beside the folder, its
@@ -667,3 +696,28 @@ def test_on_a_cluster_each_environment_is_a_job_array_waited_for_then_removed(pl
     assert all(r["provenance"]["slurm"]["job"] for r in results_), [r["provenance"].get("slurm") for r in results_]
     assert {r["environment"]: r["status"] for r in results_} == {"tf2.10": "ok", "tf2.11": "error", "tf2.12": "error"}
     assert virtualenvs(cache) == []
+
+
+# -- the release notes, held against the rows -------------------------------------------------
+def _record(**values) -> dict:
+    return {**dict.fromkeys(FIELDS, ""), "schema": SCHEMA, "devices": 1, "repeat": 0, **values}
+
+
+@QUICK
+def test_a_row_that_contradicts_a_release_note_is_named():
+    """Each release note is held against the rows it speaks of: a TF 2.16 row whose tf.keras is not
+    Keras 3 (the harness imported the wrong Keras) is named as disagreeing; a right one agrees; a
+    note no row speaks of says so."""
+    from harness.atlas import notes, rows
+
+    base = {"workload": "gru", "model": "gru", "wrapper": "none", "status": "ok", "tensorflow": "2.16.2",
+            "python": "3.12.1", "keras_api": "keras3"}
+    table = rows.build([_record(matrix="m", environment="right", cell="right/gru/none-c1/b128/r0", keras="3.4.1",
+                                **base),
+                        _record(matrix="m", environment="wrong", cell="wrong/gru/none-c1/b128/r0", keras="2.16.0",
+                                **{**base, "keras_api": "tf.keras"})])
+    by_note = {c["says"]: c for c in notes.check(table)}
+    tf216 = next(c for says, c in by_note.items() if says.startswith("From TensorFlow 2.16"))
+    assert tf216["rows"] == 2 and tf216["disagree"] == ["m/wrong"], tf216
+    jax = next(c for says, c in by_note.items() if "JAX" in says)
+    assert jax["rows"] == 0 and jax["disagree"] == []

@@ -50,7 +50,7 @@ def add(sub) -> None:
     ex.add_argument("--evidence", default=f"{OUT}/evidence", metavar="DIR",
                     help=f"where each change's bisect record goes (default: {OUT}/evidence)")
     ex.add_argument("--results", default="results/atlas-explain", metavar="DIR",
-                    help="the bisects' results folder (default: results/atlas-explain)")
+                    help="the bisects' results folder (default: results/atlas-explain; bundles in DIR-bundles)")
     ex.add_argument("--no-nightly", action="store_true", help="stop at the releases, no nightly search")
     ex.add_argument("--again", action="store_true", help="bisect changes that already have evidence too")
     lk = acts.add_parser("lookup", help="the rows nearest a project's pins, and the changes up to a target")

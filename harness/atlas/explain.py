@@ -73,7 +73,8 @@ def command(args, console: Console) -> int:
         argv = plan(change, by_key, nightly=not args.no_nightly)
         if argv is None:
             continue
-        argv += ["--engine", "venv", "--results", str(results), "--out", str(results / "bundles")]
+        # the bisect's bundle (the changed release's cell) beside its results, never among them
+        argv += ["--engine", "venv", "--results", str(results), "--out", f"{results}-bundles"]
         console.print(shown(f"{change.kind} {change.column} at {change.after}: harness {' '.join(argv)}"),
                       highlight=False)
         started = time.time()
@@ -81,7 +82,10 @@ def command(args, console: Console) -> int:
         if rc in (130, -2):
             raise KeyboardInterrupt
         record = _newest_record(results, started)
-        data = json.loads(record.read_text()) if record else {"problem": f"bisect exited {rc} without a record"}
+        if record is None:  # it could not search (exit 2: said above); no evidence, the next explain tries again
+            console.print(f"[red]no bisect record[/] for {shown(change.id)} (exit {rc})", highlight=False)
+            continue
+        data = json.loads(record.read_text())
         kept = {"change": change.to_dict(), "command": "python -m harness " + " ".join(argv[:argv.index("--engine")]),
                 "exit": rc, **{k: data.get(k) for k in ("package", "versions", "direction", "first_bad", "last_good",
                                                         "first_good", "last_bad", "candidates", "problem",

@@ -64,10 +64,10 @@ def _families(table: list[Row]) -> dict[str, int]:
 
 def _cell(row: Row, col: str, families: dict[str, int], prefix: str) -> str:
     entry = row.entries.get(col)
-    if entry is None:
-        return '<td class="na">&middot;</td>'
-    status = entry.status
     workload = html.escape(col.split(" ")[0])
+    if entry is None:  # the stack's matrix has no such cell: the filters hide a column of these
+        return f'<td class="na" data-workload="{workload}">&middot;</td>'
+    status = entry.status
     if status == st.OK:
         acc, speed = entry.spread("val_accuracy"), entry.spread("samples_per_sec")
         asked, trained = int(entry.records[0]["devices"] or 1), entry.devices_trained
@@ -177,6 +177,7 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
 
 
 STYLE = """<style>
+.wy-nav-content { max-width: none; }
 .atlas-filters { display: flex; flex-wrap: wrap; gap: 0.4em 1.2em; margin-bottom: 1em; }
 table.atlas { border-collapse: collapse; font-size: 0.85em; }
 table.atlas th, table.atlas td { border: 1px solid #e1e4e5; padding: 0.25em 0.45em; vertical-align: top; }
@@ -255,8 +256,16 @@ def _script() -> str:
       var keep = Object.keys(want).every(function (k) { return k === "workload" || r.dataset[k] === want[k]; });
       r.hidden = !keep; if (keep) { shown += 1; }
     });
-    table.querySelectorAll("[data-workload]").forEach(function (c) {
-      c.hidden = !!want.workload && c.dataset.workload !== want.workload;
+    var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
+    var first = heads.length - table.querySelectorAll("th[data-workload]").length;
+    heads.forEach(function (th, i) {
+      if (i < first) { return; }
+      var cells = rows.filter(function (r) { return !r.hidden && !r.classList.contains("line"); })
+        .map(function (r) { return r.cells[i]; });
+      var empty = cells.every(function (c) { return !c || c.classList.contains("na"); });
+      var off = empty || (!!want.workload && th.dataset.workload !== want.workload);
+      th.hidden = off;
+      rows.forEach(function (r) { if (!r.classList.contains("line") && r.cells[i]) { r.cells[i].hidden = off; } });
     });
     table.dataset.shown = String(shown);
   }
