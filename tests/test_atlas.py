@@ -565,10 +565,19 @@ if not os.path.exists(%(go)r):
 """
 
 
+def _ignoring_ctrl_c() -> None:
+    """As a background job of a non-interactive shell starts (`nohup ... &` in a script): SIGINT
+    ignored, which Python and every process it starts then keep."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @QUICK
-def test_an_interrupted_atlas_stops_there_and_a_second_run_finishes_it(planted, tmp_path):
-    """Ctrl-C during the first environment: the atlas stops (exit 130) without going on to the
-    next environments; the next run runs what is missing -- every environment -- and exits 0."""
+@pytest.mark.parametrize("how", ["ctrl-c", "term-in-the-background"])
+def test_an_interrupted_atlas_stops_there_and_a_second_run_finishes_it(planted, tmp_path, how):
+    """Ctrl-C during the first environment (the terminal's whole group), or SIGTERM to the atlas
+    alone started as a background job (SIGINT ignored, so it must pass TERM on): the atlas stops
+    (exit 130) without going on to the next environments, and leaves no process behind; the next
+    run runs what is missing -- every environment -- and exits 0."""
     _, env = planted
     env = {**env, "HARNESS_CACHE": str(tmp_path / "cache")}
     go, started = tmp_path / "go", tmp_path / "started"
@@ -578,19 +587,24 @@ def test_an_interrupted_atlas_stops_there_and_a_second_run_finishes_it(planted, 
     cmd = [sys.executable, "-m", "harness", "atlas", "run", str(tmp_path / "stop.yaml"), "--results", str(results)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=as_from_a_terminal)
+                            preexec_fn=as_from_a_terminal if how == "ctrl-c" else _ignoring_ctrl_c)
     try:
         deadline = time.monotonic() + 180
         while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert started.exists(), proc.communicate(timeout=60)[0][-3000:] if proc.poll() is not None else "no start"
-        os.killpg(proc.pid, signal.SIGINT)                   # Ctrl-C: the terminal's whole group
-        out, _ = proc.communicate(timeout=120)
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)               # Ctrl-C: the terminal's whole group
+        else:
+            os.kill(proc.pid, signal.SIGTERM)                # `kill PID`: the atlas alone
+        out, _ = proc.communicate(timeout=50)                # before the child's 60 s grace for a deaf child
+        leftovers = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 130, out[-3000:]
+    assert leftovers == [], leftovers                        # no harness run, no cell left running
     reached = {r["environment"]: r["status"] for _, r in iter_results(results)}
     assert set(reached) <= {"tf2.10"} and "ok" not in reached.values(), reached
     assert {e["environment"] for e in log_of(results)} <= {"tf2.10"}   # nothing after the one interrupted

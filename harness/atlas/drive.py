@@ -104,7 +104,7 @@ def remove(stack: Stack) -> None:
 
 def run_one(stack: Stack, results: Path, extra: list[str]) -> int:
     """``harness run`` for the stack's cells in a child process; a TERM or INT here ends the
-    child first (its own handler stops its cells and keeps what finished). On a cluster
+    child first (with TERM: its handler stops its cells and keeps what finished). On a cluster
     (``--executor slurm`` in `extra`) the run builds the environment here and submits its cells
     as one job array; ``harness status --wait`` then waits for them, so the environment is
     removed only once its tasks are done."""
@@ -123,7 +123,9 @@ def _child(cmd: list[str], env: dict) -> int:
     try:
         return child.wait()
     except BaseException:
-        child.send_signal(signal.SIGINT)
+        # SIGTERM, which the harness takes as Ctrl-C: SIGINT may be ignored in the child (a
+        # background job of a non-interactive shell starts with it ignored, and Python keeps that)
+        child.send_signal(signal.SIGTERM)
         try:
             child.wait(timeout=60)
         except subprocess.TimeoutExpired:
