@@ -132,7 +132,11 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
         "",
     ]
     if cost:
-        parts += ["| environments | cells | hours | environments/hour | cells/hour | build (median s) | "
+        parts += ["What the run cost, from its log (`atlas-run.jsonl`: each environment's last course, its build "
+                  "and its cells; peak disk: the largest environment with its own uv cache, the most the run "
+                  "holds at once). The host did other work beside it part of the time, so the times are an "
+                  "upper bound for a quiet host of its size.", "",
+                  "| environments | cells | hours | environments/hour | cells/hour | build (median s) | "
                   "per environment (median s) | peak disk (GB) |", "|---|---|---|---|---|---|---|---|",
                   f"| {cost.get('environments')} | {cost.get('cells')} | {cost.get('hours')} | "
                   f"{cost.get('environments_per_hour')} | {cost.get('cells_per_hour')} | "
