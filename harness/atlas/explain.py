@@ -126,8 +126,11 @@ def _answer(data: dict) -> str:
     for key, word in words.items():
         if data.get(key):
             text = f"bisect: {word} {package} {data[key]}"
-            found_night = night.get("first_bad") or night.get("first_good") if isinstance(night, dict) else None
-            if found_night:
-                text += f", night {found_night}"
+            if isinstance(night, dict):
+                found_night = night.get("first_bad") or night.get("first_good")
+                if found_night:
+                    text += f", night {found_night}"
+                elif night.get("problem"):  # said, not hidden: why the nights do not narrow it
+                    text += f"; its nights: {night['problem'].split(' -- ')[-1][:160]}"
             return text
     return f"bisect of {package}: {data.get('direction') or 'no change found'}"
