@@ -347,6 +347,8 @@ def _boundary_section(table: list[Row], found: list[Change], folder: str) -> lis
              and t.stack.get("keras") == row.stack.get("keras")), None)
         what = "; ".join(_md(c.detail) for c in mine) or ("nothing: the same statuses, accuracies within the seeds' "
                                                           "range" if twin else "no NumPy 2 row of this stack")
+        if twin and row.stack.get("jax") != twin.stack.get("jax"):  # NumPy 1 held JAX back too: say so
+            what += f" (JAX {row.stack.get('jax')} against {twin.stack.get('jax')}: the newest beside NumPy 1)"
         out.append(f"| {_link(row, folder)} | {_link(twin, folder)} | {what} |")
     out.append("")
     return out
