@@ -62,7 +62,7 @@ def _families(table: list[Row]) -> dict[str, int]:
     return out
 
 
-def _cell(row: Row, col: str, families: dict[str, int], prefix: str) -> str:
+def _cell(row: Row, col: str, families: dict[str, int]) -> str:
     entry = row.entries.get(col)
     workload = html.escape(col.split(" ")[0])
     if entry is None:  # the stack's matrix has no such cell: the filters hide a column of these
@@ -81,7 +81,7 @@ def _cell(row: Row, col: str, families: dict[str, int], prefix: str) -> str:
                 text += f"<br><small>{_k(speed[0])}/s</small>"
         return f'<td class="s-ok" data-workload="{workload}">{text}</td>'
     number = families.get(entry.family)
-    mark = f' <a href="{prefix}#family-{number}"><sup>{number}</sup></a>' if number else ""
+    mark = f' <a href="#family-{number}"><sup>{number}</sup></a>' if number else ""
     return f'<td class="s-{html.escape(status)}" data-workload="{workload}">{html.escape(status)}{mark}</td>'
 
 
@@ -214,7 +214,7 @@ def _table(table: list[Row], cols: list[str], families: dict[str, int], folder: 
         data = {"line": row.line, "tensorflow": _minor(s.get("tensorflow")), "keras": _minor(s.get("keras")),
                 "backend": s.get("backend") or "tensorflow", "python": _minor(s.get("python"))}
         attrs = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in data.items())
-        cells = "".join(_cell(row, c, families, "") for c in cols)
+        cells = "".join(_cell(row, c, families) for c in cols)
         out.append(f'<tr {attrs}><td><a href="{folder}/{ROWS}/{row.slug}.html">{html.escape(row.label)}</a></td>'
                    f'<td>{html.escape(s.get("python") or "")}</td><td>{html.escape((s.get("cutoff") or "")[:10])}</td>'
                    f"{cells}</tr>")

@@ -35,29 +35,21 @@ def command(args, console: Console) -> int:
         recs = records.collect(results, notes=lambda line: console.print(shown(line), highlight=False))
         if not recs:
             raise UserError(f"{results}: holds no atlas results")
-        recs = merged(recs, out / DATA)
-        about = describe(recs, drive.course(results), previous=_about(out / DATA))
+        old, previous = records.read(out / DATA) if (out / DATA).exists() else ([], {})
+        recs = merged(recs, old)
+        about = describe(recs, drive.course(results), previous=previous)
     written, about = publish(recs, about, out)
     console.print(f"atlas: {len(recs)} cells in {about['rows']} rows, {about['changes']} changes; "
                   f"{len(written)} files under {out} and {pages.main_page(out)}", highlight=False)
     return 0
 
 
-def merged(fresh: list[dict], committed: Path) -> list[dict]:
+def merged(fresh: list[dict], old: list[dict]) -> list[dict]:
     """The fresh records, and the committed ones of cells the fresh ones do not hold."""
-    if not committed.exists():
-        return fresh
-    old, _ = records.read(committed)
     have = {(r["matrix"], r["cell"]) for r in fresh}
     return sorted(fresh + [r for r in old if (r["matrix"], r["cell"]) not in have],
                   key=lambda r: (r["matrix"], r["cell"]))
 
-
-def _about(path: Path) -> dict:
-    try:
-        return records.read(path)[1]
-    except UserError:
-        return {}
 
 
 def describe(recs: list[dict], course: list[dict], previous: dict | None = None) -> dict:
