@@ -547,11 +547,16 @@ def _on_slurm(m, cells: list[Cell], derived: dict[str, dict], engine, results_ro
     return {k: r for k, r in found.items() if r is not None}, submitted
 
 
+def record_path(run_dir: Path, package: str, first: str, last: str) -> Path:
+    """Where a bisect of `package` between the releases `first` and `last` keeps its record, beside
+    the results of the matrix it ran (`run_dir`: the results folder / the matrix's name)."""
+    return run_dir / ".bisect" / f"{canonicalize_name(package)}-{first}-{last}.json"
+
+
 def _record(found: Found, package: str, run_dir: Path, runs: dict, bundle: Path | None = None) -> Path:
     """What this bisect did, beside the results it ran (readable by hand and by tools)."""
-    folder = run_dir / ".bisect"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{canonicalize_name(package)}-{found.versions[0]}-{found.versions[-1]}.json"
+    path = record_path(run_dir, package, found.versions[0], found.versions[-1])
+    path.parent.mkdir(parents=True, exist_ok=True)
 
     def plain(ev: dict) -> dict:
         return {k: (v.as_dict() if isinstance(v, Spread) else v) for k, v in ev.items()}

@@ -53,6 +53,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import parse_wheel_filename
 
 from . import stacks
@@ -249,10 +250,32 @@ def populate(python: str, env, log, log_path: Path, seeded: str | None = None) -
             log.write("(not all of it in uv's cache: online)\n")
             offline = False
     if not offline:
-        run(install(python, env), log, log_path, "uv pip install")
+        try:
+            run(install(python, env), log, log_path, "uv pip install")
+        except EnvironmentUnavailable:
+            # uv trusts a cached index page for its max-age (PyPI's: 10 minutes), and a release the
+            # harness just found (a watch, a bisect's newest end) may be newer than that page: once
+            # more, the pinned packages' pages asked again; a failure then is the answer
+            pinned = _exact_pins(requirements(env))
+            if not pinned:
+                raise
+            log.write("(once more, the pinned packages' index pages asked again: uv's copy may predate them)\n")
+            run([*install(python, env), *(f"--refresh-package={name}" for name in pinned)], log, log_path,
+                "uv pip install")
     if env.force:
         run(install(python, env, forced=True, offline=offline), log, log_path, "uv pip install --no-deps")
     return offline
+
+
+def _exact_pins(reqs: list[str]) -> list[str]:
+    """The names of the requirements pinned to one version (``name==1.2.3``, extras dropped)."""
+    names = []
+    for text in reqs:
+        with contextlib.suppress(InvalidRequirement):
+            req = Requirement(text)
+            if any(spec.operator == "==" for spec in req.specifier):
+                names.append(req.name)
+    return names
 
 
 _BUILDKIT_PREFIX = re.compile(r"^#\d+ [\d.]+ ")

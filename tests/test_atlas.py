@@ -296,7 +296,7 @@ def test_explain_bisects_each_change_to_its_release_and_publish_links_it(planted
     assert linked == {"broke": [f"atlas/evidence/{found['broke']['id']}.json"],
                       "mended": [f"atlas/evidence/{found['mended']['id']}.json"]}, linked
     again = atlas(env, *args)
-    assert again.returncode == 0 and "0 change(s) bisected" in again.stdout, said(again)
+    assert again.returncode == 0 and "0 change(s) explained" in again.stdout, said(again)
 
 
 @QUICK
@@ -639,37 +639,44 @@ timeouts: {wall: 900, progress: 600}
 """
 
 
-@pytest.mark.tf
-def test_a_real_slice_runs_and_publishes_real_numbers(tmp_path):
-    """A tiny GRU on real TensorFlow 2.15, as the atlas runs it: two reseeded repeats on one
-    device, one cell on two virtual CPU devices. `--keep`, so the shared virtualenv stays. The
-    records hold real accuracies, each one-device repeat its own seed, the two-device cell's
-    evidence that both devices trained; the row's page is written."""
+@pytest.fixture(scope="module")
+def real_slice(tmp_path_factory):
+    """The real slice run (`--keep`, so the shared virtualenv stays) and published: its folder,
+    the run's output, the run's log, the published folder and the virtualenv."""
     from harness import paths
     from harness.engines.venv import VenvEngine
     from harness.matrix import load
-    (tmp_path / "atlas").mkdir()
-    (tmp_path / "atlas" / "real.yaml").write_text(REAL)
-    [environment] = load(tmp_path / "atlas" / "real.yaml").environments
+    root = tmp_path_factory.mktemp("real")
+    (root / "atlas").mkdir()
+    (root / "atlas" / "real.yaml").write_text(REAL)
+    [environment] = load(root / "atlas" / "real.yaml").environments
     venv = VenvEngine().location(environment)
     # the uv cache `atlas run` installs this environment from, should it build it: the atlas
     # names it like the virtualenv (drive.uv_cache); other atlas runs' caches are theirs
     uv = paths.cache_dir() / "atlas-uv" / venv.name
     had_uv = uv.exists()
     try:
-        proc = harness("atlas", "run", str(tmp_path / "atlas"), "--results", str(tmp_path / "r"), "--keep",
-                       timeout=1800)
+        proc = harness("atlas", "run", str(root / "atlas"), "--results", str(root / "r"), "--keep", timeout=1800)
     finally:
         if not had_uv:                               # the virtualenv holds its files (hard links): the
             shutil.rmtree(uv, ignore_errors=True)    # copy in the cache is what --keep would leave over
     assert proc.returncode == 0, said(proc)
-    assert (venv / "bin" / "python").exists()        # kept: the other tests' virtualenv is still there
-    [entry] = log_of(tmp_path / "r")
-    assert (entry["environment"], entry["cells"], entry["left"], entry["removed"]) == ("tf2.15", 3, 0, False)
-    pub = harness("atlas", "publish", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "site" / "atlas"),
+    pub = harness("atlas", "publish", "--results", str(root / "r"), "--out", str(root / "site" / "atlas"),
                   timeout=600)
     assert pub.returncode == 0, said(pub)
-    out = tmp_path / "site" / "atlas"
+    return {"root": root, "log": log_of(root / "r"), "out": root / "site" / "atlas", "venv": venv}
+
+
+@pytest.mark.tf
+def test_a_real_slice_runs_and_publishes_real_numbers(real_slice):
+    """A tiny GRU on real TensorFlow 2.15, as the atlas runs it: two reseeded repeats on one
+    device, one cell on two virtual CPU devices. `--keep`, so the shared virtualenv stays. The
+    records hold real accuracies, each one-device repeat its own seed, the two-device cell's
+    evidence that both devices trained; the row's page is written."""
+    assert (real_slice["venv"] / "bin" / "python").exists()   # kept: the other tests' virtualenv is still there
+    [entry] = real_slice["log"]
+    assert (entry["environment"], entry["cells"], entry["left"], entry["removed"]) == ("tf2.15", 3, 0, False)
+    out = real_slice["out"]
     recs = _records(out)
     assert len(recs) == 3 and {r["status"] for r in recs} == {"ok"}, recs
     assert {r["tensorflow"] for r in recs} == {"2.15.0"} and all(r["keras"] for r in recs), recs
@@ -683,6 +690,38 @@ def test_a_real_slice_runs_and_publishes_real_numbers(tmp_path):
     assert two["wrapper"] == "make_parallel" and two["devices_trained"] == 2, two
     assert (out / "rows" / "atlas-real-tf2.15.md").is_file() and (out.parent / "atlas.md").is_file()
     assert isinstance(json.loads((out / "changes.json").read_text()), list)
+
+
+@pytest.mark.tf
+def test_explain_follows_a_two_device_finding_layer_by_layer(real_slice, tmp_path):
+    """A two-device finding (planted in the data: the slice's two-device accuracy moved far outside
+    its one-device range) is explained by a real `diverge` of the row's one-device cell and its
+    two-device cell: the evidence under the change's id holds the diverge's command and verdict,
+    and the next publish links it."""
+    out = tmp_path / "site" / "atlas"
+    shutil.copytree(real_slice["out"], out)
+    data = json.loads((out / "atlas.json").read_text())
+    one = [r["val_accuracy"] for r in data["records"] if r["devices"] == 1]
+    for r in data["records"]:
+        if r["devices"] == 2:
+            r["val_accuracy"] = 0.0 if min(one) > 0.1 else 1.0
+    (out / "atlas.json").write_text(json.dumps(data))
+    published = harness("atlas", "publish", "--data", str(out / "atlas.json"), "--out", str(out), timeout=600)
+    assert published.returncode == 0, said(published)
+    [found] = [c for c in json.loads((out / "changes.json").read_text()) if c["kind"] == "devices"]
+    assert any(e.get("command", "").startswith("python -m harness diverge ") for e in found["evidence"]), found
+    proc = harness("atlas", "explain", "--data", str(out / "atlas.json"), "--evidence", str(out / "evidence"),
+                   "--results", str(tmp_path / "explain"), "--change", found["id"],
+                   timeout=1800)
+    assert proc.returncode == 0, said(proc)
+    kept = json.loads((out / "evidence" / f"{found['id']}.json").read_text())
+    assert kept["kind"] == "diverge" and kept["exit"] in (0, 1) and isinstance(kept["diverges"], bool), kept
+    assert kept["diverges"] == (kept["exit"] == 1) and kept["summary"], kept
+    assert kept["command"].startswith("python -m harness diverge ") and "none-c1" in kept["command"], kept
+    again = harness("atlas", "publish", "--data", str(out / "atlas.json"), "--out", str(out), timeout=600)
+    assert again.returncode == 0, said(again)
+    [linked] = [c for c in json.loads((out / "changes.json").read_text()) if c["id"] == found["id"]]
+    assert [e["link"] for e in linked["evidence"] if e.get("link")] == [f"atlas/evidence/{found['id']}.json"]
 
 
 # -- on a cluster ------------------------------------------------------------------------------
@@ -735,3 +774,25 @@ def test_a_row_that_contradicts_a_release_note_is_named():
     assert tf216["rows"] == 2 and tf216["disagree"] == ["m/wrong"], tf216
     jax = next(c for says, c in by_note.items() if "JAX" in says)
     assert jax["rows"] == 0 and jax["disagree"] == []
+
+
+@QUICK
+def test_a_speed_shift_is_a_candidate_until_run_side_by_side_then_confirmed_or_refuted(tmp_path):
+    """A speed shift between rows starts as a candidate; `explain`'s record for it (both releases in
+    one session) makes it confirmed when the bisect found a direction, refuted when it found none;
+    a change of another kind has no such standing."""
+    from harness.atlas import explain
+    from harness.atlas.changes import Change
+
+    def shift(kind: str) -> Change:
+        return Change("keras2", "gru-2x32 none-c1", kind, "m/a", f"m/b-{kind}", "samples/s x0.70", 0.7,
+                      confirmed=False)
+    found = [shift("slower"), shift("faster"), shift("slower-again"),
+             Change("keras2", "gru-2x32 none-c1", "broke", "m/a", "m/b", "error")]
+    assert [c.speed for c in found] == ["candidate", "candidate", "candidate", None]
+    (tmp_path / f"{found[0].id}.json").write_text(json.dumps({"package": "tensorflow", "direction": "broke",
+                                                               "first_bad": "2.11.0", "problem": None}))
+    (tmp_path / f"{found[1].id}.json").write_text(json.dumps({"package": "tensorflow", "direction": None,
+                                                               "problem": None}))
+    explain.attach(found, tmp_path, "evidence")
+    assert [c.speed for c in found] == ["confirmed", "refuted", "candidate", None]

@@ -49,6 +49,16 @@ class Change:
     confirmed: bool | None = None
 
     @property
+    def speed(self) -> str | None:
+        """A speed shift's standing: a `candidate` until `explain` runs both releases side by side,
+        then `confirmed` or `refuted`; None for every other kind."""
+        if self.confirmed is None:
+            return None
+        if self.confirmed:
+            return "confirmed"
+        return "refuted" if any(e.get("link") for e in self.evidence) else "candidate"
+
+    @property
     def id(self) -> str:
         return hashlib.sha256("\0".join((self.line, self.column, self.kind, self.after)).encode()).hexdigest()[:12]
 
@@ -205,17 +215,24 @@ def _devices(row: Row) -> list[Change]:
         if one and two:
             low, high = one[1] - FLOOR, one[2] + FLOOR
             if not low <= two[0] <= high:
+                seeds = len(entry.values("val_accuracy"))
+                on_two = f"{two[0]:.3f}" if seeds == 1 else f"{two[0]:.3f} ({two[1]:.3f}-{two[2]:.3f}, {seeds} seeds)"
                 change = Change(
                     row.line, col, "devices", None, row.key,
-                    f"{col}: validation accuracy {two[0]:.3f} on two devices, {one[1]:.3f}-{one[2]:.3f} on one "
+                    f"{col}: validation accuracy {on_two} on two devices, {one[1]:.3f}-{one[2]:.3f} on one "
                     f"({len(single.values('val_accuracy'))} seeds)", size=round(two[0] - one[0], 4))
-                a, b = single.records[0]["cell"], entry.records[0]["cell"]
-                change.evidence.append({"what": "where the two models part, layer by layer",
-                                        "command": f"python -m harness diverge {row.matrix_file} '{a}' '{b}'"})
-                found.append(change)
+                found.append(change)  # its evidence: `diverge` of `device_pair` (explain.plan)
         trained = entry.devices_trained
         asked = int(entry.records[0]["devices"] or 1)
         if trained is not None and trained < asked:
             found.append(Change(row.line, col, "devices", None, row.key,
                                 f"{col}: trained on {trained} of the {asked} devices asked"))
     return found
+
+
+def device_pair(row: Row, col: str) -> tuple[str, str]:
+    """The cells a two-device finding compares: the row's one-device cell of the same workload
+    and the two-device one, each its first seed (the one `diverge` follows layer by layer)."""
+    def first(entry) -> str:
+        return min(entry.records, key=lambda r: int(r["repeat"] or 0))["cell"]
+    return first(row.entries[f"{col.split(' ')[0]} none-c1"]), first(row.entries[col])

@@ -1,6 +1,7 @@
 """`harness atlas`'s command line: ``run`` (every environment of the atlas matrices, resumable,
 within a disk bound), ``publish`` (the compact data, the changes and the site pages),
-``explain`` (each break and mend bisected) and ``lookup`` (a project's pins against the atlas).
+``explain`` (each break and mend bisected), ``watch`` (one pass that keeps it current) and
+``lookup`` (a project's pins against the atlas).
 Exit 0; 1 when a run left cells without a result; 2 for input that cannot be used (one line)."""
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ..argtypes import whole
-from ..errors import UserError
 from ..status import ALL
-from ..terminal import shown
 
 MATRICES = "matrices/atlas"
 RESULTS = "results/atlas"
@@ -53,6 +52,24 @@ def add(sub) -> None:
                     help="the bisects' results folder (default: results/atlas-explain; bundles in DIR-bundles)")
     ex.add_argument("--no-nightly", action="store_true", help="stop at the releases, no nightly search")
     ex.add_argument("--again", action="store_true", help="bisect changes that already have evidence too")
+    w = acts.add_parser("watch", help="one pass that keeps the atlas current: new releases run, published, "
+                                      "their changes explained (run it daily)",
+                        description="Ask the index for new releases, run every cell without a result (a new "
+                                    "release's row), publish, explain the changes the last publication did not "
+                                    "have, and publish again. Exit 0: nothing new changed; 1: new changes (named); "
+                                    "2: bad input; 3: another atlas watch holds this results folder.")
+    w.add_argument("matrices", nargs="?", default=MATRICES, metavar="PATH",
+                   help=f"a folder or one file (default: {MATRICES})")
+    w.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
+    w.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and pages go (default: {OUT})")
+    w.add_argument("--explain-results", default="results/atlas-explain", metavar="DIR",
+                   help="the bisects' and comparisons' results folder (default: results/atlas-explain)")
+    w.add_argument("--no-explain", action="store_true", help="publish the new changes without explaining them")
+    w.add_argument("--no-nightly", action="store_true", help="explain to the release, no nightly search")
+    w.add_argument("--jobs", type=whole(1, 256), metavar="N", help="cells at once (as `run --jobs`)")
+    w.add_argument("--executor", choices=("local", "slurm"), help="as `run --executor` (slurm: a cluster)")
+    w.add_argument("--offline", action="store_true", help="the releases the results folder recorded, no index")
+    w.add_argument("--wait", action="store_true", help="when another atlas watch runs, wait for it (default: exit 3)")
     lk = acts.add_parser("lookup", help="the rows nearest a project's pins, and the changes up to a target")
     lk.add_argument("pins", nargs="*", metavar="PKG==VERSION", help="pins (besides or instead of -r)")
     lk.add_argument("-r", "--requirements", metavar="FILE", help="a requirements file, pyproject.toml or lock")
@@ -72,27 +89,16 @@ def command(args, console: Console) -> int:
     if args.action == "explain":
         from . import explain
         return explain.command(args, console)
+    if args.action == "watch":
+        from . import watch
+        return watch.command(args, console)
     from . import lookup
     return lookup.command(args, console)
 
 
 def _run(args, console: Console) -> int:
-    from fnmatch import fnmatchcase
-
     from . import drive
-    where = Path(args.matrices)
-    if not where.exists():
-        raise UserError(f"{where}: no such folder or matrix file")
-    results = Path(args.results)
-    found = drive.stacks(drive.matrices(where), results, refresh=args.refresh_releases)
-    if args.only:
-        found = [s for s in found if fnmatchcase(s.environment.name, args.only)]
-    rerun = frozenset(args.rerun)
-    extra = [*(["--jobs", str(args.jobs)] if args.jobs else []), *[f"--rerun={s}" for s in sorted(rerun)],
-             *(["--executor", args.executor] if args.executor else [])]
-    counts = drive.drive(found, results, keep=args.keep, extra=extra, rerun=rerun,
-                         say=lambda line: console.print(shown(line), highlight=False))
-    left = sum(drive.owed(s, results) for s in found)  # without --rerun: cells with no result at all
-    console.print(f"atlas: {len(found)} environments; ran {counts['ran']}, already complete "
-                  f"{counts['complete']}; {left} cells without a result", highlight=False)
+    left = drive.run(Path(args.matrices), Path(args.results), console, refresh=args.refresh_releases,
+                     only=args.only, keep=args.keep, jobs=args.jobs, rerun=frozenset(args.rerun),
+                     executor=args.executor)
     return 1 if left else 0

@@ -24,16 +24,21 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
+
+from rich.console import Console
 
 from .. import buildlock, releases
 from .. import matrix as matrix_mod
 from ..argtypes import MAX_SECONDS
 from ..cells import Environment
 from ..engines.venv import MARKER, VenvEngine
+from ..errors import UserError
 from ..installer import CACHE_VARIABLE
 from ..paths import cache_dir
 from ..store import ResultStore
+from ..terminal import shown
 
 LOG = "atlas-run.jsonl"
 
@@ -94,12 +99,29 @@ def footprint(*folders: Path) -> int:
 
 
 def remove(stack: Stack) -> None:
-    """The environment's virtualenv and uv cache, under the venv's build lock (another run that
-    wants the venv waits and then builds it again, never sees half of it)."""
-    venv = VenvEngine().location(stack.environment)
-    with buildlock.held(venv.name, venv):
-        shutil.rmtree(venv, ignore_errors=True)
-        shutil.rmtree(uv_cache(stack), ignore_errors=True)
+    """The environment's virtualenv and uv cache."""
+    removed([VenvEngine().location(stack.environment)], uv_cache(stack))
+
+
+def built_from(uv: Path) -> list[Path]:
+    """The virtualenvs of the harness's cache installed from the uv cache `uv` (their marker says)."""
+    found = []
+    for marker in sorted((cache_dir() / "venvs").glob(f"*/{MARKER}")):
+        try:
+            if json.loads(marker.read_text()).get("uv_cache") == str(uv):
+                found.append(marker.parent)
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def removed(venvs: list[Path], uv: Path) -> None:
+    """Virtualenvs and the uv cache they were installed from, each venv under its build lock
+    (another run that wants it waits and then builds it again, never sees half of it)."""
+    for venv in venvs:
+        with buildlock.held(venv.name, venv):
+            shutil.rmtree(venv, ignore_errors=True)
+    shutil.rmtree(uv, ignore_errors=True)
 
 
 def run_one(stack: Stack, results: Path, extra: list[str]) -> int:
@@ -190,3 +212,25 @@ def course(results: Path) -> list[dict]:
     except OSError:
         return []
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def run(where: Path, results: Path, console: Console, *, refresh: bool = False, only: str | None = None,
+        keep: bool = False, jobs: int | None = None, rerun: frozenset[str] = frozenset(),
+        executor: str | None = None) -> int:
+    """Run every environment of the atlas matrices under `where` that owes cells; returns how
+    many cells are left without a result (`atlas run`, and each pass of `atlas watch`)."""
+    if not where.exists():
+        raise UserError(f"{where}: no such folder or matrix file")
+    found = stacks(matrices(where), results, refresh=refresh)
+    if only:
+        found = [s for s in found if fnmatchcase(s.environment.name, only)]
+    # each environment's own run expands the matrix again: refreshed too, or it would not see
+    # the new release its stack was planned for (it reads the expansion an earlier run recorded)
+    extra = [*(["--jobs", str(jobs)] if jobs else []), *[f"--rerun={s}" for s in sorted(rerun)],
+             *(["--executor", executor] if executor else []), *(["--refresh-releases"] if refresh else [])]
+    counts = drive(found, results, keep=keep, extra=extra, rerun=rerun,
+                         say=lambda line: console.print(shown(line), highlight=False))
+    left = sum(owed(s, results) for s in found)  # without --rerun: cells with no result at all
+    console.print(f"atlas: {len(found)} environments; ran {counts['ran']}, already complete "
+                  f"{counts['complete']}; {left} cells without a result", highlight=False)
+    return left

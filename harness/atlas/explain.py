@@ -9,31 +9,53 @@ of the package that differs between the rows (TensorFlow on the Keras 2 line, Ke
 lines, unless only the other moved), in the after-row's environment, each release resolved as of
 its own day, and writes its record; that record is copied to ``EVIDENCE/<change id>.json`` with the
 command that made it, so the next `publish` links it and anyone can run the command again.
+
+A speed shift between rows is a candidate (the rows ran at different moments on a shared host):
+the bisect runs both ends' cells in one session, so its answer confirms the shift or refutes it --
+a speed-up as much as a slow-down (the slower end is the bad one, whichever it is). A two-device
+finding within one row is not between releases: `harness diverge` follows the row's one-device
+cell and its two-device cell layer by layer and says where the two models part, above the floor
+the one-device stack scatters by itself; its record is the evidence.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from rich.console import Console
 
+from ..bisect import record_path
 from ..errors import UserError
+from ..installer import CACHE_VARIABLE
+from ..paths import cache_dir
 from ..terminal import shown
-from . import changes, records, rows
+from . import changes, drive, records, rows
 
 STATUS_KINDS = ("broke", "mended", "family-changed")
-# A shift is bisected as a drop from the older row: past the bisect's criterion, the release is bad
-CRITERIA = {"slower": ["--speed-drop", "20"], "accuracy": ["--accuracy-drop", "0.02"]}
-EXPLAINED = STATUS_KINDS + tuple(CRITERIA)
+# A shift is bisected as a drop past the criterion from the better end, whichever end that is
+SPEED = ["--speed-drop", "20"]
+CRITERIA = {"slower": SPEED, "faster": SPEED, "accuracy": ["--accuracy-drop", "0.02"]}
+EXPLAINED = STATUS_KINDS + tuple(CRITERIA) + ("devices",)
 EVIDENCE = "docs/atlas/evidence"
+UV = "atlas-uv/explain"   # under the harness's cache: the uv cache explaining runs install from, emptied after each
+WHAT = {"bisect": "narrow it to the release and night", "diverge": "where the two models part, layer by layer"}
+KEPT = ("package", "versions", "direction", "first_bad", "last_good", "first_good", "last_bad", "candidates",
+        "problem", "warnings", "nightly", "tested")
 
 
 def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool) -> list[str] | None:
-    """The bisect's arguments for a change between two rows, None when it has no two sides."""
+    """The harness's arguments that explain a change: `diverge` for a two-device finding, else
+    `bisect` between the two rows; None when there is nothing to run (no two sides, a gain)."""
+    if change.kind == "devices":
+        row = by_key.get(change.after)
+        if row is None or change.size is None:  # "trained on fewer devices": nothing to compare
+            return None
+        return ["diverge", row.matrix_file, *changes.device_pair(row, change.column)]
     before, after = by_key.get(change.before or ""), by_key.get(change.after)
     if before is None or after is None:
         return None
@@ -53,57 +75,98 @@ def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool) 
 
 
 def command(args, console: Console) -> int:
-    recs, _ = records.read(Path(args.data))
+    explain(Path(args.data), Path(args.evidence), Path(args.results), console, only=args.change,
+            nightly=not args.no_nightly, again=args.again)
+    return 0
+
+
+def explain(data: Path, evidence: Path, results: Path, console: Console, *, only: list[str] | None = None,
+            nightly: bool = True, again: bool = False) -> int:
+    """Explain the changes of the atlas data (`only` these ids) that have no evidence yet (`again`:
+    all of them); returns how many were explained."""
+    recs, _ = records.read(data)
     table = rows.build(recs)
     by_key = {r.key: r for r in table}
-    wanted = [c for c in changes.find(table) if c.kind in EXPLAINED
-              and (not args.change or c.id in args.change)]
-    if args.change and not wanted:
-        raise UserError(f"--change {' '.join(args.change)}: no break, mend or changed failure has that id "
-                        f"(they are in {Path(args.data).parent / 'changes.json'})")
-    evidence = Path(args.evidence)
+    wanted = [c for c in changes.find(table) if c.kind in EXPLAINED and (not only or c.id in only)]
+    if only and not wanted:
+        raise UserError(f"--change {' '.join(only)}: no change the atlas explains has that id "
+                        f"(they are in {data.parent / 'changes.json'})")
     evidence.mkdir(parents=True, exist_ok=True)
-    results = Path(args.results)
     explained = 0
     for group in changes.grouped(wanted):
         change = group[0]
         targets = [evidence / f"{c.id}.json" for c in group]
-        if all(t.exists() for t in targets) and not args.again:
+        if all(t.exists() for t in targets) and not again:
             continue
-        argv = plan(change, by_key, nightly=not args.no_nightly)
+        argv = plan(change, by_key, nightly=nightly)
         if argv is None:
             continue
-        # the bisect's bundle (the changed release's cell) beside its results, never among them
-        argv += ["--engine", "venv", "--results", str(results), "--out", f"{results}-bundles"]
-        console.print(shown(f"{change.kind} {change.column} at {change.after}: harness {' '.join(argv)}"),
-                      highlight=False)
-        started = time.time()
-        rc = subprocess.run([sys.executable, "-m", "harness", *argv]).returncode
-        if rc in (130, -2):
-            raise KeyboardInterrupt
-        record = _newest_record(results, started)
-        if record is None:  # it could not search (exit 2: said above); no evidence, the next explain tries again
-            console.print(f"[red]no bisect record[/] for {shown(change.id)} (exit {rc})", highlight=False)
+        said = command_line(argv)
+        console.print(shown(f"{change.kind} {change.column} at {change.after}: {said}"), highlight=False)
+        kept = (_diverge if argv[0] == "diverge" else _bisect)(argv, results, by_key[change.after].matrix)
+        if kept is None:  # it could not answer (said above); no evidence, the next explain tries again
+            console.print(f"[red]no record[/] for {shown(change.id)}", highlight=False)
             continue
-        data = json.loads(record.read_text())
-        kept = {"change": change.to_dict(), "command": "python -m harness " + " ".join(argv[:argv.index("--engine")]),
-                "exit": rc, **{k: data.get(k) for k in ("package", "versions", "direction", "first_bad", "last_good",
-                                                        "first_good", "last_bad", "candidates", "problem",
-                                                        "warnings", "nightly", "tested")}}
-        for c, target in zip(group, targets, strict=True):  # one event in several columns: one bisect, each told
-            target.write_text(json.dumps({**kept, "change": c.to_dict()}, indent=1, sort_keys=True, default=str) + "\n")
+        for c, target in zip(group, targets, strict=True):  # one event in several columns: one run, each told
+            target.write_text(json.dumps({**kept, "command": said, "change": c.to_dict()}, indent=1,
+                                         sort_keys=True, default=str) + "\n")
         explained += 1
-    console.print(f"atlas explain: {explained} change(s) bisected; evidence under {evidence}", highlight=False)
-    return 0
+    console.print(f"atlas explain: {explained} change(s) explained; evidence under {evidence}", highlight=False)
+    return explained
 
 
-def _newest_record(results: Path, since: float) -> Path | None:
-    found = [p for p in results.glob("*/.bisect/*.json") if p.stat().st_mtime >= since - 1]
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+def command_line(argv: list[str]) -> str:
+    """The harness command a reader runs again, as a shell reads it back (a cell glob quoted)."""
+    return "python -m harness " + shlex.join(argv)
+
+
+def _harness(argv: list[str], **how) -> subprocess.CompletedProcess:
+    """A bisect or a comparison within the atlas's disk bound: it installs from a uv cache of its
+    own (`UV`), and the virtualenvs built from it are removed with it once it is done -- a bisect
+    builds one environment per release it tests, and a dozen explained changes would otherwise
+    keep tens of GB. What it measured is in its results; a removed environment is built again
+    when something needs it."""
+    uv = cache_dir() / UV
+    try:
+        done = subprocess.run([sys.executable, "-m", "harness", *argv], **how,
+                              env=dict(os.environ, **{CACHE_VARIABLE: str(uv)}))
+    finally:
+        drive.removed(drive.built_from(uv), uv)
+    if done.returncode in (130, -2):
+        raise KeyboardInterrupt
+    return done
+
+
+def _bisect(argv: list[str], results: Path, matrix: str) -> dict | None:
+    """Run the bisect (its bundle beside its results, never among them) and read its record, at
+    the path bisect derives from the matrix, the package and the two ends."""
+    done = _harness([*argv, "--engine", "venv", "--results", str(results), "--out", f"{results}-bundles"])
+    package, old, new = (argv[argv.index(flag) + 1] for flag in ("--package", "--old", "--new"))
+    record = record_path(results / matrix, package, old, new)
+    if not record.is_file():
+        return None
+    data = json.loads(record.read_text())
+    return {"exit": done.returncode, **{k: data.get(k) for k in KEPT}}
+
+
+def _diverge(argv: list[str], results: Path, matrix: str) -> dict | None:
+    """Run the comparison (its sides under RESULTS-diverge) and keep its verdicts from the record
+    it prints (--json); any other exit than 0 (the same) or 1 (parts) is a side it could not
+    measure: no record."""
+    done = _harness([*argv, "--engine", "venv", "--results", str(results), "--out", f"{results}-diverge", "--json"],
+                    stdout=subprocess.PIPE, text=True)
+    if done.returncode not in (0, 1):
+        return None
+    found = json.loads(done.stdout)
+    return {"exit": done.returncode, "kind": "diverge", "diverges": found.get("diverges"),
+            "summary": found.get("summary"), "stacks": found.get("stacks"),
+            "first": {part: (found.get(part) or {}).get("first") for part in ("forward", "backward", "training")},
+            "configurations": (found.get("configurations") or {}).get("differences"),
+            "notes": [note for part in ("randomness", "training") for note in (found.get(part) or {}).get("notes", [])]}
 
 
 def attach(found: list[changes.Change], evidence: Path, link_prefix: str) -> None:
-    """Each change's bisect evidence, when `explain` left one: its answer in words and a link."""
+    """Each change's evidence, when `explain` left one: its answer in words and a link."""
     for change in found:
         path = evidence / f"{change.id}.json"
         if not path.is_file():
@@ -118,6 +181,9 @@ def attach(found: list[changes.Change], evidence: Path, link_prefix: str) -> Non
 
 
 def _answer(data: dict) -> str:
+    if data.get("kind") == "diverge":
+        verdict = "the models part" if data.get("diverges") else "no divergence above the floor"
+        return f"diverge: {verdict} ({(data.get('summary') or '')[:200]})"
     package = data.get("package") or "?"
     if data.get("problem"):
         return f"bisect of {package}: no answer ({data['problem'][:120]})"

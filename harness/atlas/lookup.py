@@ -23,7 +23,7 @@ from rich.console import Console
 from ..errors import UserError
 from ..terminal import shown
 from ..upgrade import project
-from . import changes, records, rows
+from . import changes, explain, publish, records, rows
 
 TENSORFLOW = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "intel-tensorflow", "tensorflow-macos")
 BREAKING = ("devices",)  # a finding within the target row that breaks what worked on one device
@@ -35,6 +35,8 @@ def command(args, console: Console) -> int:
     recs, _about = records.read(Path(args.data))
     table = rows.build(recs)
     found = changes.find(table)
+    explain.attach(found, Path(args.data).parent / publish.EVIDENCE, "")
+    found = [c for c in found if c.speed != "refuted"]  # run side by side, it was the host's, not the release's
     answer = answer_for(pins, table, found, _pins(None, args.target) if args.target else None)
     if args.json:
         print(json.dumps(answer, indent=1))

@@ -127,15 +127,18 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
         f"on {', '.join(about.get('days') or ['?'])}, harness commit "
         f"{', '.join(about.get('harness_commits') or ['?'])}. Each one-device cell ran three times, each "
         "from its own seed on the same data: its range is the run-to-run spread that a difference must "
-        "leave before the atlas claims it. Cells ran two at a time, one core each, so samples/s compare "
-        "within a row, not between rows run at different moments. Chance is 0.25 (four classes).",
+        f"leave before the atlas claims it. {_two_device_seeds(table)} Cells ran two at a time, one core "
+        "each, so samples/s compare within a row; a speed shift between rows run at different moments is a "
+        "candidate (`?`) until `atlas explain` runs both releases in one session and confirms or refutes it. "
+        "Chance is 0.25 (four classes).",
         "",
     ]
     if cost:
-        parts += ["What the run cost, from its log (`atlas-run.jsonl`: each environment's last course, its build "
-                  "and its cells; peak disk: the largest environment with its own uv cache, the most the run "
-                  "holds at once). The host did other work beside it part of the time, so the times are an "
-                  "upper bound for a quiet host of its size.", "",
+        parts += ["What the run cost, from its log (`atlas-run.jsonl`: every course of each environment -- a "
+                  "row extended later, with more seeds, counts each of its runs -- its builds and its cells; peak "
+                  "disk: the largest environment with its own uv cache, the most the run holds at once). The "
+                  "host did other work beside it part of the time, so the times are an upper bound for a quiet "
+                  "host of its size.", "",
                   "| environments | cells | hours | environments/hour | cells/hour | build (median s) | "
                   "per environment (median s) | peak disk (GB) |", "|---|---|---|---|---|---|---|---|",
                   f"| {cost.get('environments')} | {cost.get('cells')} | {cost.get('hours')} | "
@@ -165,12 +168,12 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
         parts += [f"![{name}]({folder}/plots/{name})" for name in plots]
         parts.append("")
     parts += ["## Keeping it current", "", "Each matrix's last range is open (`>=2.21`, `>=3.14`), so "
-              "`nox -s atlas -- --refresh-releases` (or `python -m harness atlas run --refresh-releases`, then "
-              "`atlas publish`) run daily measures a new release the day it reaches the index: a new row, its "
-              "changes against the row before, an entry in the feed. A new release costs one environment: "
+              "`python -m harness atlas watch`, run daily (cron, a CI schedule), measures a new release the day "
+              "it reaches the index: a new row, its changes against the row before, each new change explained "
+              "(bisected, or followed layer by layer) and linked, an entry in the feed; it exits 1 when "
+              "something new changed. A new release costs one environment: "
               f"{cost.get('seconds_per_environment_median', '?')} s (median) on this host, "
-              f"{cost.get('peak_disk_gb', '?')} GB of disk at most while it runs, nothing after. "
-              "`python -m harness atlas explain` then bisects each new break or mend to its release and night.",
+              f"{cost.get('peak_disk_gb', '?')} GB of disk at most while it runs, nothing after.",
               ""]
     parts += ["## Look up your own pins", "", COVERED, "```console",
               "python -m harness atlas lookup -r requirements.txt", "```", "",
@@ -178,6 +181,18 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
               "knows between them and the newest row of their line (`--target tensorflow==2.21` for another).",
               ""]
     return "\n".join(parts)
+
+
+def _two_device_seeds(table) -> str:
+    """How many seeds the two-device cells ran, in words, from the records."""
+    seeds = {row.key: max((len(e.records) for c, e in row.entries.items() if not c.endswith("-c1")), default=0)
+             for row in table}
+    most = max(seeds.values(), default=0)
+    if most <= 1 or all(n == most for n in seeds.values() if n):
+        return f"Two-device cells ran {'once' if most <= 1 else f'{most} times'}, each from its own seed."
+    rows = sorted((r for r in table if seeds[r.key] == most), key=Row.order)
+    return (f"Two-device cells ran {most} times, each from its own seed, from {rows[0].label} to {rows[-1].label} "
+            "(where two devices were found to part from one); once elsewhere.")
 
 
 STYLE = """<style>
@@ -312,7 +327,7 @@ def _changes_section(table: list[Row], found: list[Change], folder: str) -> list
         out += [f"### {LINES[line]}", "", "| change | from | to | what | evidence |", "|---|---|---|---|---|"]
         for group in grouped(mine):
             c = group[0]
-            kind = c.kind if c.confirmed is not False else f"{c.kind}?"
+            kind = {"candidate": f"{c.kind}?", "refuted": f"~~{c.kind}~~ refuted"}.get(c.speed or "", c.kind)
             what = c.detail if len(group) == 1 else (
                 f"{', '.join(g.column for g in group)}: {c.detail.split(': ', 1)[1]}")
             out.append(f"| {kind} | {_link(by_key.get(c.before), folder)} | {_link(by_key.get(c.after), folder)} | "

@@ -28,20 +28,30 @@ def command(args, console: Console) -> int:
     out = Path(args.out)
     if args.data:
         recs, about = records.read(Path(args.data))
+        written, about = publish(recs, about, out)
+        _said(console, len(recs), about, written, out)
     else:
-        results = Path(args.results)
-        if not results.is_dir():
-            raise UserError(f"{results}: no results folder (run `harness atlas run` first, or publish --data FILE)")
-        recs = records.collect(results, notes=lambda line: console.print(shown(line), highlight=False))
-        if not recs:
-            raise UserError(f"{results}: holds no atlas results")
-        old, previous = records.read(out / DATA) if (out / DATA).exists() else ([], {})
-        recs = merged(recs, old)
-        about = describe(recs, drive.course(results), previous=previous)
-    written, about = publish(recs, about, out)
-    console.print(f"atlas: {len(recs)} cells in {about['rows']} rows, {about['changes']} changes; "
-                  f"{len(written)} files under {out} and {pages.main_page(out)}", highlight=False)
+        from_results(Path(args.results), out, console)
     return 0
+
+
+def from_results(results: Path, out: Path, console: Console) -> dict:
+    """Publish a results folder, merged with the committed records of cells it does not hold."""
+    if not results.is_dir():
+        raise UserError(f"{results}: no results folder (run `harness atlas run` first, or publish --data FILE)")
+    recs = records.collect(results, notes=lambda line: console.print(shown(line), highlight=False))
+    if not recs:
+        raise UserError(f"{results}: holds no atlas results")
+    old, previous = records.read(out / DATA) if (out / DATA).exists() else ([], {})
+    recs = merged(recs, old)
+    written, about = publish(recs, describe(recs, drive.course(results), previous=previous), out)
+    _said(console, len(recs), about, written, out)
+    return about
+
+
+def _said(console: Console, cells: int, about: dict, written: list[Path], out: Path) -> None:
+    console.print(f"atlas: {cells} cells in {about['rows']} rows, {about['changes']} changes; "
+                  f"{len(written)} files under {out} and {pages.main_page(out)}", highlight=False)
 
 
 def merged(fresh: list[dict], old: list[dict]) -> list[dict]:
@@ -70,22 +80,24 @@ def describe(recs: list[dict], course: list[dict], previous: dict | None = None)
 
 
 def _cost(course: list[dict]) -> dict:
-    """The run's figures from its log: every environment that ran (the latest line of each)."""
-    last: dict[tuple[str, str], dict] = {}
-    for entry in course:
-        last[(entry["matrix"], entry["environment"])] = entry
-    if not last:
+    """The run's figures from its log, every line of it: an environment run again to add cells
+    (more repeats, a matrix grown) or to rerun some counts each run's time and cells -- what the
+    atlas cost -- and once among the environments; its time is the sum of its runs."""
+    if not course:
         return {}
-    entries = list(last.values())
-    seconds = sum(e["seconds"] for e in entries)
-    cells = sum(e["cells"] - e.get("left", 0) for e in entries)
-    builds = [e["build_seconds"] for e in entries if isinstance(e.get("build_seconds"), (int, float))]
+    per: dict[tuple[str, str], float] = {}
+    for e in course:
+        key = (e["matrix"], e["environment"])
+        per[key] = per.get(key, 0.0) + e["seconds"]
+    seconds = sum(per.values())
+    cells = sum(e["cells"] - e.get("left", 0) for e in course)
+    builds = [e["build_seconds"] for e in course if isinstance(e.get("build_seconds"), (int, float))]
     hours = seconds / 3600 or 1e-9
-    return {"environments": len(entries), "cells": cells, "hours": round(seconds / 3600, 2),
-            "environments_per_hour": round(len(entries) / hours, 1), "cells_per_hour": round(cells / hours),
+    return {"environments": len(per), "cells": cells, "hours": round(seconds / 3600, 2),
+            "environments_per_hour": round(len(per) / hours, 1), "cells_per_hour": round(cells / hours),
             "build_seconds_median": sorted(builds)[len(builds) // 2] if builds else None,
-            "peak_disk_gb": round(max(e["disk_bytes"] for e in entries) / 1e9, 2),
-            "seconds_per_environment_median": sorted(e["seconds"] for e in entries)[len(entries) // 2]}
+            "peak_disk_gb": round(max(e["disk_bytes"] for e in course) / 1e9, 2),
+            "seconds_per_environment_median": sorted(per.values())[len(per) // 2]}
 
 
 def publish(recs: list[dict], about: dict, out: Path) -> tuple[list[Path], dict]:
@@ -99,8 +111,7 @@ def publish(recs: list[dict], about: dict, out: Path) -> tuple[list[Path], dict]
     for change in found:
         argv = explain.plan(change, by_key, nightly=True) if change.kind in explain.EXPLAINED else None
         if argv and not any(e.get("link") for e in change.evidence):
-            change.evidence.append({"what": "narrow it to the release and night",
-                                    "command": "python -m harness " + " ".join(_quoted(a) for a in argv)})
+            change.evidence.append({"what": explain.WHAT[argv[0]], "command": explain.command_line(argv)})
     about = {**about, "rows": len(table), "changes": len(found)}
     out.mkdir(parents=True, exist_ok=True)
     written = [_write(out / DATA, records.to_json(recs, about)), _write(out / CSV, records.to_csv(recs)),
@@ -110,10 +121,6 @@ def publish(recs: list[dict], about: dict, out: Path) -> tuple[list[Path], dict]
     written += pages.write(table, found, about, out, [p.name for p in drawn], notes.check(table))
     written.append(_write(out / FEED, feed.atom(table, found)))
     return written, about
-
-
-def _quoted(arg: str) -> str:
-    return f"'{arg}'" if any(ch in arg for ch in "*? ") else arg
 
 
 def _write(path: Path, text: str) -> Path:

@@ -98,6 +98,7 @@ class VenvEngine(ProcessEngine):
             "seeded": Path(seeded).name if seeded else None,  # as python -m venv seeds it (installer.SEED)
             "resolved_offline": offline,  # from uv's cache alone: every page in it newer than the cut-off
             "resolved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # the day "no cut-off" means
+            "uv_cache": str(installer.cache()),  # its files are links into it: the two go together
         }
         (building / MARKER).write_text(json.dumps(provenance, indent=2))
         shutil.rmtree(where, ignore_errors=True)
