@@ -274,13 +274,17 @@ def test_publish_finds_the_break_and_the_mend_at_their_releases(published):
 def test_explain_bisects_each_change_to_its_release_and_publish_links_it(planted, published, tmp_path):
     """`atlas explain` on the published data: the break and the mend each bisected between their
     rows' releases (the first bad and the first good TensorFlow: 2.11.0), each record kept as
-    evidence under its change's id; publishing again links it from the change; a second explain
-    bisects nothing (every change has its evidence)."""
+    evidence under its change's id and each bundle under --out (even where a run's results sit in
+    the folder above the bisects' results, as in `results/`); publishing again links it from the
+    change; a second explain bisects nothing (every change has its evidence)."""
     _, env = planted
     out = tmp_path / "site" / "atlas"
     shutil.copytree(published, out)
     args = ("explain", "--data", str(out / "atlas.json"), "--evidence", str(out / "evidence"),
-            "--results", str(tmp_path / "bisects"), "--no-nightly")
+            "--results", str(tmp_path / "results" / "atlas-explain"), "--out", str(tmp_path / "bundles"),
+            "--no-nightly")
+    # a run's results already in the folder above the bisects' (as `results/` after `harness run`)
+    shutil.copytree(published.parent.parent / "r" / "atlas-break", tmp_path / "results" / "atlas-break")
     proc = atlas(env, *args)
     assert proc.returncode == 0, said(proc)
     found = {c["kind"]: c for c in json.loads((out / "changes.json").read_text())}
@@ -289,6 +293,7 @@ def test_explain_bisects_each_change_to_its_release_and_publish_links_it(planted
     assert (broke["package"], broke["first_bad"], broke["last_good"]) == ("tensorflow", "2.11.0", "2.10.0"), said(proc)
     assert (mended["first_good"], mended["last_bad"]) == ("2.11.0", "2.10.0"), mended
     assert broke["command"].startswith("python -m harness bisect ") and "--package tensorflow" in broke["command"]
+    assert list((tmp_path / "bundles" / "bundles").iterdir()), "each bisect's bundle, under --out"
     republished = atlas(env, "publish", "--data", str(out / "atlas.json"), "--out", str(out))
     assert republished.returncode == 0, said(republished)
     linked = {c["kind"]: [e["link"] for e in c["evidence"] if e.get("link")]
@@ -711,13 +716,14 @@ def test_explain_follows_a_two_device_finding_layer_by_layer(real_slice, tmp_pat
     [found] = [c for c in json.loads((out / "changes.json").read_text()) if c["kind"] == "devices"]
     assert any(e.get("command", "").startswith("python -m harness diverge ") for e in found["evidence"]), found
     proc = harness("atlas", "explain", "--data", str(out / "atlas.json"), "--evidence", str(out / "evidence"),
-                   "--results", str(tmp_path / "explain"), "--change", found["id"],
-                   timeout=1800)
+                   "--results", str(tmp_path / "explain"), "--out", str(tmp_path / "explained"),
+                   "--change", found["id"], timeout=1800)
     assert proc.returncode == 0, said(proc)
     kept = json.loads((out / "evidence" / f"{found['id']}.json").read_text())
     assert kept["kind"] == "diverge" and kept["exit"] in (0, 1) and isinstance(kept["diverges"], bool), kept
     assert kept["diverges"] == (kept["exit"] == 1) and kept["summary"], kept
     assert kept["command"].startswith("python -m harness diverge ") and "none-c1" in kept["command"], kept
+    assert list((tmp_path / "explained" / "diverge").rglob("divergence.json")), "its record and page, under --out"
     again = harness("atlas", "publish", "--data", str(out / "atlas.json"), "--out", str(out), timeout=600)
     assert again.returncode == 0, said(again)
     [linked] = [c for c in json.loads((out / "changes.json").read_text()) if c["id"] == found["id"]]

@@ -57,7 +57,8 @@ def watched(tmp_path_factory):
     with PlantedIndex(releases, modules={"tensorflow-cpu": "tensorflow"}) as index:
         env = {"PIP_INDEX_URL": index.url, "HARNESS_CACHE": str(root / "cache")}
         args = ("atlas", "watch", str(root / "atlas"), "--results", str(root / "r"),
-                "--out", str(root / "site" / "atlas"), "--explain-results", str(root / "explain"), "--no-nightly")
+                "--out", str(root / "site" / "atlas"), "--explain-results", str(root / "explain"),
+                "--explain-out", str(root / "explained"), "--no-nightly")
         passes = {"first": harness(*args, env=env, timeout=900)}
         logs = {"first": _log(root)}
         passes["again"] = harness(*args, env=env, timeout=900)

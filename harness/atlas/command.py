@@ -49,7 +49,10 @@ def add(sub) -> None:
     ex.add_argument("--evidence", default=f"{OUT}/evidence", metavar="DIR",
                     help=f"where each change's bisect record goes (default: {OUT}/evidence)")
     ex.add_argument("--results", default="results/atlas-explain", metavar="DIR",
-                    help="the bisects' results folder (default: results/atlas-explain; bundles in DIR-bundles)")
+                    help="the bisects' and comparisons' results folder (default: results/atlas-explain)")
+    ex.add_argument("--out", default="bundles/atlas-explain", metavar="DIR",
+                    help="where the bisects' bundles (DIR/bundles) and the comparisons' sides and pages "
+                         "(DIR/diverge) go (default: bundles/atlas-explain)")
     ex.add_argument("--no-nightly", action="store_true", help="stop at the releases, no nightly search")
     ex.add_argument("--again", action="store_true", help="bisect changes that already have evidence too")
     w = acts.add_parser("watch", help="one pass that keeps the atlas current: new releases run, published, "
@@ -64,6 +67,8 @@ def add(sub) -> None:
     w.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and pages go (default: {OUT})")
     w.add_argument("--explain-results", default="results/atlas-explain", metavar="DIR",
                    help="the bisects' and comparisons' results folder (default: results/atlas-explain)")
+    w.add_argument("--explain-out", default="bundles/atlas-explain", metavar="DIR",
+                   help="their bundles and comparison pages (default: bundles/atlas-explain)")
     w.add_argument("--no-explain", action="store_true", help="publish the new changes without explaining them")
     w.add_argument("--no-nightly", action="store_true", help="explain to the release, no nightly search")
     w.add_argument("--jobs", type=whole(1, 256), metavar="N", help="cells at once (as `run --jobs`)")

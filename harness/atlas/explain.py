@@ -25,6 +25,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -42,6 +43,9 @@ SPEED = ["--speed-drop", "20"]
 CRITERIA = {"slower": SPEED, "faster": SPEED, "accuracy": ["--accuracy-drop", "0.02"]}
 EXPLAINED = STATUS_KINDS + tuple(CRITERIA) + ("devices",)
 EVIDENCE = "docs/atlas/evidence"
+# where the bisects' bundles (OUT/bundles) and the comparisons' sides and pages (OUT/diverge) go:
+# apart from every results folder (one under `results/`, the runs' default, is refused there)
+OUT = "bundles/atlas-explain"
 UV = "atlas-uv/explain"   # under the harness's cache: the uv cache explaining runs install from, emptied after each
 WHAT = {"bisect": "narrow it to the release and night", "diverge": "where the two models part, layer by layer"}
 KEPT = ("package", "versions", "direction", "first_bad", "last_good", "first_good", "last_bad", "candidates",
@@ -76,12 +80,12 @@ def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool) 
 
 def command(args, console: Console) -> int:
     explain(Path(args.data), Path(args.evidence), Path(args.results), console, only=args.change,
-            nightly=not args.no_nightly, again=args.again)
+            nightly=not args.no_nightly, again=args.again, out=Path(args.out))
     return 0
 
 
 def explain(data: Path, evidence: Path, results: Path, console: Console, *, only: list[str] | None = None,
-            nightly: bool = True, again: bool = False) -> int:
+            nightly: bool = True, again: bool = False, out: Path = Path(OUT)) -> int:
     """Explain the changes of the atlas data (`only` these ids) that have no evidence yet (`again`:
     all of them); returns how many were explained."""
     recs, _ = records.read(data)
@@ -103,7 +107,7 @@ def explain(data: Path, evidence: Path, results: Path, console: Console, *, only
             continue
         said = command_line(argv)
         console.print(shown(f"{change.kind} {change.column} at {change.after}: {said}"), highlight=False)
-        kept = (_diverge if argv[0] == "diverge" else _bisect)(argv, results, by_key[change.after].matrix)
+        kept = (_diverge if argv[0] == "diverge" else _bisect)(argv, results, out, by_key[change.after].matrix)
         if kept is None:  # it could not answer (said above); no evidence, the next explain tries again
             console.print(f"[red]no record[/] for {shown(change.id)}", highlight=False)
             continue
@@ -137,23 +141,26 @@ def _harness(argv: list[str], **how) -> subprocess.CompletedProcess:
     return done
 
 
-def _bisect(argv: list[str], results: Path, matrix: str) -> dict | None:
-    """Run the bisect (its bundle beside its results, never among them) and read its record, at
+def _bisect(argv: list[str], results: Path, out: Path, matrix: str) -> dict | None:
+    """Run the bisect (its bundle under OUT/bundles, never among results) and read its record, at
     the path bisect derives from the matrix, the package and the two ends."""
-    done = _harness([*argv, "--engine", "venv", "--results", str(results), "--out", f"{results}-bundles"])
+    started = time.time()
+    done = _harness([*argv, "--engine", "venv", "--results", str(results), "--out", str(out / "bundles")])
     package, old, new = (argv[argv.index(flag) + 1] for flag in ("--package", "--old", "--new"))
     record = record_path(results / matrix, package, old, new)
-    if not record.is_file():
+    # exit 0: an answer, 1: none (the ends do not differ: that is evidence too); 2: it could not search,
+    # and a record at that path is an earlier bisect's (another criterion, another cell), not this one's
+    if done.returncode not in (0, 1) or not record.is_file() or record.stat().st_mtime < started:
         return None
     data = json.loads(record.read_text())
     return {"exit": done.returncode, **{k: data.get(k) for k in KEPT}}
 
 
-def _diverge(argv: list[str], results: Path, matrix: str) -> dict | None:
-    """Run the comparison (its sides under RESULTS-diverge) and keep its verdicts from the record
+def _diverge(argv: list[str], results: Path, out: Path, matrix: str) -> dict | None:
+    """Run the comparison (its sides and page under OUT/diverge) and keep its verdicts from the record
     it prints (--json); any other exit than 0 (the same) or 1 (parts) is a side it could not
     measure: no record."""
-    done = _harness([*argv, "--engine", "venv", "--results", str(results), "--out", f"{results}-diverge", "--json"],
+    done = _harness([*argv, "--engine", "venv", "--results", str(results), "--out", str(out / "diverge"), "--json"],
                     stdout=subprocess.PIPE, text=True)
     if done.returncode not in (0, 1):
         return None

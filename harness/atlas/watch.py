@@ -49,7 +49,8 @@ def once(args, console: Console, results: Path, out: Path) -> int:
     new = [c for c in _changes(out / publish.CHANGES) if c["id"] not in had_changes]
     if new and not args.no_explain:
         explained = explain.explain(out / publish.DATA, out / publish.EVIDENCE, Path(args.explain_results),
-                                    console, only=[c["id"] for c in new], nightly=not args.no_nightly)
+                                    console, only=[c["id"] for c in new], nightly=not args.no_nightly,
+                                    out=Path(args.explain_out))
         if explained:  # publish again: the new changes link their evidence
             recs, about = records.read(out / publish.DATA)
             publish.publish(recs, about, out)
