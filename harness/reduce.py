@@ -36,6 +36,7 @@ upstream tracker) and `reduce.json` (what was tried, kept, and how long it took)
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import io
 import json
@@ -140,6 +141,7 @@ class Trials:
         self.tally = Tally()
         self.family: Family | None = None
         self.answers: dict[str, bool] = {}  # candidate source -> whether it held
+        self.original = ""                  # the script as the user wrote it (reduce sets it)
         self.kept: list[str] = []           # the candidates that held, in the order they were kept
         self.fallback = 0                   # kept candidates given back because the smallest held by chance
         self.seeded: set[str] = set()       # the random-number seeders the original calls with a seed (start)
@@ -196,10 +198,14 @@ class Trials:
 
     def holds(self, source: str) -> bool:
         """pysource-minimize's question: does this candidate still show the break on both sides?
-        A source asked about again is answered from memory, not run again."""
+        A source asked about again is answered from memory, not run again; one that only moves a
+        float to an unround value is answered no without a run (`unround_float`)."""
         if source in self.answers:
             self.tally.repeated += 1
             return self.answers[source]
+        if unround_float(self.kept[-1] if self.kept else self.original, source):
+            self.tally.rejected[UNROUND] = self.tally.rejected.get(UNROUND, 0) + 1
+            return False
         self.answers[source] = answer = self._holds(source)
         return answer
 
@@ -276,6 +282,7 @@ def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget
     folder = inside(out, out / file_name(bad.id))
     work = folder / ".work"
     trials = Trials(m, good, bad, engine, work, budget, console)
+    trials.original = source
     began = time.monotonic()
     console.print(f"checking the original on both sides: {good.id} (good) and {bad.id} (bad)", highlight=False)
     trials.family = start(trials, source)
@@ -288,6 +295,37 @@ def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget
     reduced, alone, good_r, bad_r = answer
     record = _write(folder, trials, source, reduced, alone, good_r, bad_r, time.monotonic() - began)
     return record
+
+
+UNROUND = "it only moves a float to an unround value"
+
+
+def unround_float(current: str, candidate: str) -> bool:
+    """Whether `candidate` differs from `current` only in float constants, one of them now with more
+    than two significant digits. pysource-minimize shrinks a float by halving it towards 0 while the
+    break holds: a dropout rate or a learning rate that does not matter to the break would cost a
+    run on each of some thousand halvings (0.2, 0.1, 0.05, ... 5e-324). Round values are tried, so a
+    float still shrinks to 0 or to the roundest value that keeps the break."""
+    try:
+        a, b = ast.parse(current), ast.parse(candidate)
+    except SyntaxError:
+        return False
+    moved = False
+    for x, y in zip(ast.walk(a), ast.walk(b), strict=False):
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, ast.Constant) and isinstance(x.value, float) and isinstance(y.value, float):
+            if x.value != y.value:
+                if float(f"{y.value:.2g}") != y.value:
+                    moved = True
+                continue
+        if ast.dump(x, include_attributes=False) != ast.dump(y, include_attributes=False) and not _children(x):
+            return False
+    return moved and len(list(ast.walk(a))) == len(list(ast.walk(b)))
+
+
+def _children(node: ast.AST) -> bool:
+    return any(True for _ in ast.iter_child_nodes(node))
 
 
 FRESH_CHECKS = 3  # the answer holds fresh this many times in a row, or it held by chance

@@ -802,3 +802,29 @@ def test_a_speed_shift_is_a_candidate_until_run_side_by_side_then_confirmed_or_r
                                                                "problem": None}))
     explain.attach(found, tmp_path, "evidence")
     assert [c.speed for c in found] == ["confirmed", "refuted", "candidate", None]
+
+
+@QUICK
+def test_two_devices_part_by_their_median_or_are_seed_sensitive_by_one_seed():
+    """Against the row's one-device range (three seeds, widened by 0.02): a two-device column whose
+    median lies outside it parts (`devices`); one whose median lies inside while one seed trains far
+    below it -- the same seed inside it on one device -- is seed-sensitive (`devices-seed`), and its
+    evidence compares that seed on one device and on two; a column within it is no finding."""
+    from harness.atlas import changes, rows
+
+    def cell(parallelism: str, repeat: int, accuracy: float) -> dict:
+        rec = {name: "" for name in FIELDS}
+        rec.update(schema=SCHEMA, matrix="atlas-p", matrix_file="p.yaml", environment="tf2.1.4", workload="conv",
+                   model="convnet", wrapper=parallelism.split("-")[0], devices=1 if parallelism == "none-c1" else 2,
+                   repeat=repeat, training_seed=1234 + repeat, status="ok", tensorflow="2.1.4", keras="2.3.0-tf",
+                   val_accuracy=accuracy, chance=0.25, cell=f"tf2.1.4/conv/{parallelism}/b128/r{repeat}")
+        return rec
+    values = {"none-c1": (0.984, 0.986, 0.988), "make_parallel-c2": (0.760, 0.986, 0.986),
+              "mirrored-c2": (0.90, 0.91, 0.99), "ratio-c2": (0.98, 0.985, 0.99)}
+    table = rows.build([cell(p, r, v) for p, vs in values.items() for r, v in enumerate(vs)])
+    found = {c.column: c for c in changes.find(table) if c.kind.startswith("devices")}
+    assert {col: c.kind for col, c in found.items()} == {"conv make_parallel-c2": "devices-seed",
+                                                         "conv mirrored-c2": "devices"}, found
+    assert "seed 1234 trains to 0.760 on two devices, 0.984 on one" in found["conv make_parallel-c2"].detail
+    assert changes.device_pair(table[0], "conv make_parallel-c2") == ("tf2.1.4/conv/none-c1/b128/r0",
+                                                                       "tf2.1.4/conv/make_parallel-c2/b128/r0")

@@ -116,3 +116,23 @@ def test_a_draft_from_a_range_gives_each_sides_cut_off_as_its_record_has_it(plan
     assert good < bad   # 1.0's upload, then 2.0's (tests/reduce_planted.py)
     assert f"for the first versions, as of {good} (a cut-off" in sentence, sentence
     assert f"for the second, as of {bad} (a cut-off" in sentence, sentence
+
+
+@pytest.mark.quick
+def test_a_float_is_shrunk_through_round_values_only():
+    """pysource-minimize halves a float towards 0 while the break holds; a candidate that only moves
+    a float to an unround value (more than two significant digits) is refused without a run, so a
+    dropout rate the break does not need costs a handful of runs, not a thousand halvings. Any
+    other difference -- an int, a name, a line gone -- is a candidate like any other."""
+    from harness.reduce import unround_float
+    script = "import keras\nlayer = keras.layers.Dropout(0.2)\nmodel.fit(x, epochs=3)\n"
+    assert not unround_float(script, script.replace("0.2", "0.1"))
+    assert not unround_float(script.replace("0.2", "0.05"), script.replace("0.2", "0.025"))
+    assert unround_float(script.replace("0.2", "0.025"), script.replace("0.2", "0.0125"))
+    assert not unround_float(script, script.replace("0.2", "0.0125").replace("epochs=3", "epochs=1"))
+    assert not unround_float(script, "import keras\nlayer = keras.layers.Dropout(0.0125)\n")
+    halvings, v = [], 0.2
+    while v > 0:
+        halvings.append(v)
+        v /= 2
+    assert len(halvings) > 1000 and sum(float(f"{v:.2g}") == v for v in halvings) <= 12

@@ -37,7 +37,8 @@ BLIP = 1.25           # a slow-down and a speed-up at the next row that multiply
 class Change:
     line: str
     column: str
-    kind: str            # broke | mended | family-changed | flaky | accuracy | faster | slower | devices | wrapper
+    kind: str            # broke | mended | family-changed | flaky | accuracy | faster | slower | devices
+    #                      | devices-seed (some seeds part on two devices, the median does not) | wrapper
     #                      | numpy (a variant row against its twin: before the NumPy 1 row, after the NumPy 2 one)
     before: str | None   # row key (matrix/environment) on the old side; None for a within-row finding
     after: str           # row key of the first release with the new behaviour (or the row itself)
@@ -119,8 +120,8 @@ def grouped(found: list[Change]) -> list[list[Change]]:
     groups: dict[tuple, list[Change]] = {}
     for c in found:
         words = c.detail.split(": ", 1)[1] if ": " in c.detail else c.detail
-        if c.kind in ("slower", "faster", "accuracy"):
-            words = c.detail  # each column's own size
+        if c.kind in ("slower", "faster", "accuracy", "devices", "devices-seed"):
+            words = c.detail  # each column's own size (a two-device finding: its own cells)
         groups.setdefault((c.line, c.kind, c.before, c.after, words), []).append(c)
     return list(groups.values())
 
@@ -204,24 +205,34 @@ def _without_blips(found: list[Change], order: list[str]) -> list[Change]:
 
 def _devices(row: Row) -> list[Change]:
     """Two-device cells whose accuracy lies outside the row's one-device range (widened by
-    FLOOR), and two-device cells that trained on fewer devices than asked."""
+    FLOOR): `devices` when their median does, `devices-seed` when only some seeds do while the
+    same seeds train within it on one device (the wrapper makes the training seed-sensitive, its
+    median does not move); and two-device cells that trained on fewer devices than asked."""
     found = []
     for col, entry in row.entries.items():
         if col.endswith("-c1") or entry.status != st.OK:
             continue
-        workload = col.split(" ")[0]
-        single = row.entries.get(f"{workload} none-c1")
+        single = row.entries.get(f"{col.split(' ')[0]} none-c1")
         one, two = (single.spread("val_accuracy") if single else None), entry.spread("val_accuracy")
         if one and two:
             low, high = one[1] - FLOOR, one[2] + FLOOR
+            outside = [r for r in _ok(entry) if not low <= float(r["val_accuracy"]) <= high]
+            seeds = len(entry.values("val_accuracy"))
+            one_range = f"{one[1]:.3f}-{one[2]:.3f} ({len(single.values('val_accuracy'))} seeds)"
             if not low <= two[0] <= high:
-                seeds = len(entry.values("val_accuracy"))
                 on_two = f"{two[0]:.3f}" if seeds == 1 else f"{two[0]:.3f} ({two[1]:.3f}-{two[2]:.3f}, {seeds} seeds)"
-                change = Change(
-                    row.line, col, "devices", None, row.key,
-                    f"{col}: validation accuracy {on_two} on two devices, {one[1]:.3f}-{one[2]:.3f} on one "
-                    f"({len(single.values('val_accuracy'))} seeds)", size=round(two[0] - one[0], 4))
-                found.append(change)  # its evidence: `diverge` of `device_pair` (explain.plan)
+                found.append(Change(row.line, col, "devices", None, row.key,
+                                    f"{col}: validation accuracy {on_two} on two devices, {one_range} on one",
+                                    size=round(two[0] - one[0], 4)))
+            elif outside:
+                worst = max(outside, key=lambda r: abs(float(r["val_accuracy"]) - one[0]))
+                alone = _same_seed(single, worst)
+                found.append(Change(
+                    row.line, col, "devices-seed", None, row.key,
+                    f"{col}: seed {worst['training_seed']} trains to {float(worst['val_accuracy']):.3f} on two "
+                    "devices" + (f", {float(alone['val_accuracy']):.3f} on one" if alone else "")
+                    + f"; {seeds - len(outside)} of its {seeds} seeds on two devices within one device's {one_range}",
+                    size=round(float(worst["val_accuracy"]) - one[0], 4)))
         trained = entry.devices_trained
         asked = int(entry.records[0]["devices"] or 1)
         if trained is not None and trained < asked:
@@ -230,9 +241,26 @@ def _devices(row: Row) -> list[Change]:
     return found
 
 
+def _ok(entry) -> list[dict]:
+    return [r for r in entry.records if r["status"] == st.OK and r["val_accuracy"] not in ("", None)]
+
+
+def _same_seed(entry, record: dict) -> dict | None:
+    """The record of `entry` trained from the same seed as `record`, if it trained."""
+    return next((r for r in _ok(entry) if r["training_seed"] == record["training_seed"]), None) if entry else None
+
+
 def device_pair(row: Row, col: str) -> tuple[str, str]:
-    """The cells a two-device finding compares: the row's one-device cell of the same workload
-    and the two-device one, each its first seed (the one `diverge` follows layer by layer)."""
-    def first(entry) -> str:
-        return min(entry.records, key=lambda r: int(r["repeat"] or 0))["cell"]
-    return first(row.entries[f"{col.split(' ')[0]} none-c1"]), first(row.entries[col])
+    """The cells a two-device finding compares, from the seed that parts most from one device:
+    the row's one-device cell of the same workload and that seed, and the two-device one
+    (`diverge` follows them layer by layer)."""
+    single, entry = row.entries[f"{col.split(' ')[0]} none-c1"], row.entries[col]
+    centre, two = single.spread("val_accuracy"), _ok(entry)
+    if centre and two:
+        worst = max(two, key=lambda r: abs(float(r["val_accuracy"]) - centre[0]))
+        alone = _same_seed(single, worst)
+        if alone:
+            return alone["cell"], worst["cell"]
+    first = min(entry.records, key=lambda r: int(r["repeat"] or 0))
+    alone = _same_seed(single, first) or min(single.records, key=lambda r: int(r["repeat"] or 0))
+    return alone["cell"], first["cell"]

@@ -41,7 +41,7 @@ STATUS_KINDS = ("broke", "mended", "family-changed")
 # A shift is bisected as a drop past the criterion from the better end, whichever end that is
 SPEED = ["--speed-drop", "20"]
 CRITERIA = {"slower": SPEED, "faster": SPEED, "accuracy": ["--accuracy-drop", "0.02"]}
-EXPLAINED = STATUS_KINDS + tuple(CRITERIA) + ("devices",)
+EXPLAINED = STATUS_KINDS + tuple(CRITERIA) + ("devices", "devices-seed")
 EVIDENCE = "docs/atlas/evidence"
 # where the bisects' bundles (OUT/bundles) and the comparisons' sides and pages (OUT/diverge) go:
 # apart from every results folder (one under `results/`, the runs' default, is refused there)
@@ -55,7 +55,7 @@ KEPT = ("package", "versions", "direction", "first_bad", "last_good", "first_goo
 def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool) -> list[str] | None:
     """The harness's arguments that explain a change: `diverge` for a two-device finding, else
     `bisect` between the two rows; None when there is nothing to run (no two sides, a gain)."""
-    if change.kind == "devices":
+    if change.kind in ("devices", "devices-seed"):
         row = by_key.get(change.after)
         if row is None or change.size is None:  # "trained on fewer devices": nothing to compare
             return None

@@ -340,8 +340,13 @@ def _changes_section(table: list[Row], found: list[Change], folder: str) -> list
         out += ["On every stack, every two-device cell that trained reached the accuracy of the same stack on "
                 "one device (within the range of its three seeds, widened by 0.02), on both devices.", ""]
     else:
-        out += ["| stack | what |", "|---|---|"]
-        out += [f"| {_link(by_key.get(c.after), folder)} | {_md(c.detail)} |" for c in devices]
+        out += ["A two-device cell is set against the same stack on one device: *parts* when the median of its "
+                "seeds lies outside the one-device range (widened by 0.02); *seed-sensitive* when only some of "
+                "its seeds do, while the same seeds train within the range on one device. The evidence follows "
+                "the seed that parts most, on one device and on two, layer by layer (`harness diverge`).", "",
+                "| stack | finding | what | evidence |", "|---|---|---|---|"]
+        out += [f"| {_link(by_key.get(c.after), folder)} | {'seed-sensitive' if c.kind == 'devices-seed' else 'parts'} "
+                f"| {_md(c.detail)} | {_evidence(c)} |" for c in devices]
         out.append("")
     return out
 
