@@ -67,6 +67,11 @@ NOTES = (
          "https://keras.io/api/distribution/",
          lambda r: r.line == "keras3-jax",
          lambda r: all(e.status == st.OK for c, e in r.entries.items() if "data_parallel" in c)),
+    Note("Keras 3.0 introduced keras.distribution for large-scale distribution based on JAX: on PyTorch it "
+         "places no replicas.",
+         "https://github.com/keras-team/keras/releases/tag/v3.0.0",
+         lambda r: r.line == "keras3-torch",
+         lambda r: all(e.status == st.UNSUPPORTED for c, e in r.entries.items() if "data_parallel" in c)),
 )
 
 
@@ -87,19 +92,26 @@ class Report:
     family: str
     link: str
     says: str
+    reduced: str = ""   # the script `harness reduce` cut down to it, as its issue draft (under docs/)
+    example: str = ""   # the example that reproduces it from a user's script
 
 
 REPORTS = (
     Report("creating distributed tf.Variable with aggregation=MEAN and a non-floating dtype",
            "https://github.com/keras-team/keras/issues/20700",
            "reported against Keras 3.7 (the aggregation of a variable now reaches tf.Variable: "
-           "keras-team/keras#20541); the atlas finds it mended in 3.8"),
+           "keras-team/keras#20541); the atlas finds it mended in 3.8",
+           reduced="reduced/keras3-mirrored-mean.md", example="examples/keras3-mirrored-mean"),
 )
 
 
 def reports(found) -> None:
-    """Each change whose failure family a public report names: that report, as evidence."""
+    """Each change whose failure family a public report names: that report, as evidence, and the
+    reduced script and issue draft where a user's script shows it."""
     for change in found:
         for report in REPORTS:
             if report.family in change.detail:
                 change.evidence.append({"what": f"public report: {report.says}", "link": report.link})
+                if report.reduced:
+                    change.evidence.append({"what": f"reduced from a user's script ({report.example}) to the "
+                                                    "report upstream asks for", "link": report.reduced})
