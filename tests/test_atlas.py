@@ -785,23 +785,26 @@ def test_a_row_that_contradicts_a_release_note_is_named():
 @QUICK
 def test_a_speed_shift_is_a_candidate_until_run_side_by_side_then_confirmed_or_refuted(tmp_path):
     """A speed shift between rows starts as a candidate; `explain`'s record for it (both releases in
-    one session) makes it confirmed when the bisect found a direction, refuted when it found none;
-    a change of another kind has no such standing."""
+    one session) makes it confirmed when the bisect found the newer end the worse for a slow-down (the
+    older for a speed-up), refuted when it found no difference or the other way; a change of another
+    kind has no such standing."""
     from harness.atlas import explain
     from harness.atlas.changes import Change
 
     def shift(kind: str) -> Change:
         return Change("keras2", "gru-2x32 none-c1", kind, "m/a", f"m/b-{kind}", "samples/s x0.70", 0.7,
                       confirmed=False)
-    found = [shift("slower"), shift("faster"), shift("slower-again"),
+    found = [shift("slower"), shift("faster"), shift("slower"), shift("faster"),
              Change("keras2", "gru-2x32 none-c1", "broke", "m/a", "m/b", "error")]
-    assert [c.speed for c in found] == ["candidate", "candidate", "candidate", None]
-    (tmp_path / f"{found[0].id}.json").write_text(json.dumps({"package": "tensorflow", "direction": "broke",
-                                                               "first_bad": "2.11.0", "problem": None}))
-    (tmp_path / f"{found[1].id}.json").write_text(json.dumps({"package": "tensorflow", "direction": None,
-                                                               "problem": None}))
+    found[2].after, found[3].after = "m/c", "m/d"
+    assert [c.speed for c in found] == ["candidate"] * 4 + [None]
+    for change, direction in zip(found[:3], ("broke", "mended", "mended"), strict=True):  # the 4th: not run
+        (tmp_path / f"{change.id}.json").write_text(json.dumps({"package": "tensorflow", "direction": direction,
+                                                                 "problem": None}))
     explain.attach(found, tmp_path, "evidence")
-    assert [c.speed for c in found] == ["confirmed", "refuted", "candidate", None]
+    # a slow-down found with the newer end the worse, a speed-up with the older: confirmed; a slow-down
+    # whose newer end was the faster side by side: refuted
+    assert [c.speed for c in found] == ["confirmed", "confirmed", "refuted", "candidate", None]
 
 
 @QUICK

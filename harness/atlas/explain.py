@@ -41,6 +41,7 @@ STATUS_KINDS = ("broke", "mended", "family-changed")
 # A shift is bisected as a drop past the criterion from the better end, whichever end that is
 SPEED = ["--speed-drop", "20"]
 CRITERIA = {"slower": SPEED, "faster": SPEED, "accuracy": ["--accuracy-drop", "0.02"]}
+SPEED_DIRECTION = {"slower": "broke", "faster": "mended"}  # what the bisect finds when the rows were right
 EXPLAINED = STATUS_KINDS + tuple(CRITERIA) + ("devices", "devices-seed")
 EVIDENCE = "docs/atlas/evidence"
 # where the bisects' bundles (OUT/bundles) and the comparisons' sides and pages (OUT/diverge) go:
@@ -183,14 +184,20 @@ def attach(found: list[changes.Change], evidence: Path, link_prefix: str) -> Non
         except ValueError:
             continue
         change.evidence.append({"what": _answer(data), "link": f"{link_prefix}/{path.name}"})
-        if change.confirmed is not None:  # a speed shift: the bisect ran both ends side by side
-            change.confirmed = bool(data.get("direction")) and not data.get("problem")
+        if change.confirmed is not None:  # a speed shift: the bisect ran both ends side by side, and
+            # found the newer end the worse (broke) for a slow-down, the older (mended) for a speed-up
+            change.confirmed = not data.get("problem") and data.get("direction") == SPEED_DIRECTION.get(change.kind)
 
 
 def _answer(data: dict) -> str:
     if data.get("kind") == "diverge":
-        verdict = "the models part" if data.get("diverges") else "no divergence above the floor"
-        return f"diverge: {verdict} ({(data.get('summary') or '')[:200]})"
+        if data.get("diverges"):
+            return f"diverge: the two-device model parts from the one-device one: {(data.get('summary') or '')[:200]}"
+        # diverge gives both sides the same weights and the same data in order, dropout at zero
+        return ("diverge: from the same weights, the data in order and dropout at zero, the two-device model "
+                "trains as the one-device one, within the floor at every layer and epoch -- the seed's gap "
+                "comes from its random draws (initial weights, dropout masks, batch order), not from the "
+                "wrapper's arithmetic")
     package = data.get("package") or "?"
     if data.get("problem"):
         return f"bisect of {package}: no answer ({data['problem'][:120]})"

@@ -192,7 +192,7 @@ def _two_device_seeds(table) -> str:
         return f"Two-device cells ran {'once' if most <= 1 else f'{most} times'}, each from its own seed."
     rows = sorted((r for r in table if seeds[r.key] == most), key=Row.order)
     return (f"Two-device cells ran {most} times, each from its own seed, from {rows[0].label} to {rows[-1].label} "
-            "(where two devices were found to part from one); once elsewhere.")
+            "(where one seed on two devices had parted from one device); once elsewhere.")
 
 
 STYLE = """<style>

@@ -78,7 +78,7 @@ def run(stack, plan, spec, model, train, loss, log, record, outdir):
         trainable.compile(optimizer=stack.keras.optimizers.SGD(lr), loss=plan.loss(loss), **plan.compile_options)
         if k == 0:
             doc["loss"] = _scalar(trainable.test_on_batch(x, y))
-        trainable.train_on_batch(xs, ys)
+        _one_step(trainable, xs, ys)
         for i, layer in enumerate(layers):
             for j, (before, after) in enumerate(zip(start[i], layer.get_weights())):
                 arrays["g%d/%d/%d" % (k, i, j)] = (before.astype("float64") - after.astype("float64")) / lr
@@ -90,6 +90,16 @@ def run(stack, plan, spec, model, train, loss, log, record, outdir):
     doc["data_sha256"] = _digest(train)
     _write(out, doc, arrays)
     record["diverge"] = {"role": how["role"], "layers": len(layers), "rows": int(len(x)), "loss": doc["loss"]}
+
+
+def _one_step(trainable, xs, ys):
+    """One SGD step on the whole batch. TF 2.0-2.1's train_on_batch cannot step a model built in
+    a MirroredStrategy's scope (its variables' handles exist only in a replica context); fit() on
+    one batch of the same rows, in order, is the same step there."""
+    try:
+        trainable.train_on_batch(xs, ys)
+    except ValueError:  # what else fails here fails in fit() too, and is said from there
+        trainable.fit(xs, ys, batch_size=len(xs), epochs=1, shuffle=False, verbose=0)
 
 
 def _reference(outdir):
