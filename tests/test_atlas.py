@@ -831,3 +831,15 @@ def test_two_devices_part_by_their_median_or_are_seed_sensitive_by_one_seed():
     assert "seed 1234 trains to 0.760 on two devices, 0.984 on one" in found["conv make_parallel-c2"].detail
     assert changes.device_pair(table[0], "conv make_parallel-c2") == ("tf2.1.4/conv/none-c1/b128/r0",
                                                                        "tf2.1.4/conv/make_parallel-c2/b128/r0")
+
+
+@QUICK
+def test_a_keras_3_project_without_tensorflow_is_looked_up_on_the_backend_it_pins():
+    """Pins of Keras 3 with JAX, or with torch, and no TensorFlow lead to that backend's line;
+    with TensorFlow (or no backend at all) to the TensorFlow line; Keras 2 pins to the Keras 2 line."""
+    from harness.atlas.lookup import line_of
+    assert line_of({"keras": "3.10.0", "torch": "2.7.0"}) == "keras3-torch"
+    assert line_of({"keras": "3.10.0", "jax": "0.6.0"}) == "keras3-jax"
+    assert line_of({"keras": "3.10.0", "torch": "2.7.0", "tensorflow": "2.19.0"}) == "keras3-tensorflow"
+    assert line_of({"keras": "3.10.0"}) == "keras3-tensorflow"
+    assert line_of({"tensorflow": "2.1.4"}) == "keras2"

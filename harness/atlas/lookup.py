@@ -63,7 +63,12 @@ def _pins(path: str | None, texts: list[str]) -> dict[str, str]:
 def line_of(pins: dict[str, str]) -> str:
     keras, tf = _v(pins.get("keras")), _v(pins.get("tensorflow"))
     if keras and keras.major >= 3:
-        return "keras3-jax" if "jax" in pins and not tf else "keras3-tensorflow"
+        if not tf:  # a Keras 3 project without TensorFlow runs on the backend it pins (JAX first: the
+            #        atlas's JAX line has two devices to say something of)
+            backend = next((b for b in ("jax", "torch") if b in pins), None)
+            if backend:
+                return f"keras3-{backend}"
+        return "keras3-tensorflow"
     if "tf-keras" in pins or (tf and tf < Version("2.16")) or (keras and keras.major == 2):
         return "keras2"
     if tf:

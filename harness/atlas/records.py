@@ -26,7 +26,7 @@ SCHEMA = 2
 FIELDS = (
     "schema", "matrix", "matrix_file", "environment", "cell", "workload", "model", "wrapper", "devices", "repeat",
     "training_seed", "status", "family",
-    "python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax",
+    "python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "torch",
     "val_accuracy", "chance", "epochs", "samples_per_sec", "samples_per_sec_min", "samples_per_sec_max",
     "devices_trained", "cutoff", "engine", "host", "harness_commit", "day",
 )
@@ -74,6 +74,7 @@ def record(folder: Path, result: Result, matrix: str) -> dict:
         "backend": seen.get("backend") or "",
         "numpy": seen.get("numpy") or "",
         "jax": seen.get("jax") or "",
+        "torch": seen.get("torch") or "",
         "val_accuracy": round(accuracy, 4) if isinstance(accuracy, (int, float)) else "",
         "chance": round(1.0 / classes, 4) if isinstance(classes, int) and classes > 0 else "",
         "epochs": len(epochs) if isinstance(epochs, list) and epochs else "",

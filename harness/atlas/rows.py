@@ -33,7 +33,8 @@ LINES = {
 VARIANTS = {"atlas-numpy1": "numpy1"}
 # Columns in the seeds' order: the recurrent classifiers, the convnet, then the cuDNN layers
 MODELS = ("gru", "lstm", "convnet", "cudnn_gru", "cudnn_lstm")
-STACK_FIELDS = ("python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "cutoff", "matrix_file")
+STACK_FIELDS = ("python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "torch", "cutoff",
+                "matrix_file")
 
 
 @dataclass
@@ -117,6 +118,8 @@ class Row:
         numpy = f", NumPy {s.get('numpy')}" if self.matrix in VARIANTS else ""
         if self.base_line == "keras3-jax":
             return f"Keras {keras} on JAX {s.get('jax') or '?'}{numpy}"
+        if self.base_line == "keras3-torch":
+            return f"Keras {keras} on PyTorch {s.get('torch') or '?'}{numpy}"
         tf = s.get("tensorflow") or "?"
         if s.get("keras_api") in ("tf.keras", "tf_keras") or keras.endswith("-tf"):
             return f"TF {tf} ({'tf-keras' if s.get('keras_api') == 'tf_keras' else 'tf.keras'} {keras}){numpy}"
