@@ -229,7 +229,7 @@ def run(where: Path, results: Path, console: Console, *, refresh: bool = False, 
     extra = [*(["--jobs", str(jobs)] if jobs else []), *[f"--rerun={s}" for s in sorted(rerun)],
              *(["--executor", executor] if executor else []), *(["--refresh-releases"] if refresh else [])]
     counts = drive(found, results, keep=keep, extra=extra, rerun=rerun,
-                         say=lambda line: console.print(shown(line), highlight=False))
+                   say=lambda line: console.print(shown(line), highlight=False))
     left = sum(owed(s, results) for s in found)  # without --rerun: cells with no result at all
     console.print(f"atlas: {len(found)} environments; ran {counts['ran']}, already complete "
                   f"{counts['complete']}; {left} cells without a result", highlight=False)
