@@ -133,7 +133,8 @@ def script_of(cell: Cell) -> Path:
 class Trials:
     """Runs one version of the script on both sides and says whether the break still holds."""
 
-    def __init__(self, m, good: Cell, bad: Cell, engine, work: Path, budget: float, console: Console):
+    def __init__(self, m, good: Cell, bad: Cell, engine, work: Path, budget: float, console: Console,
+                 original: str = ""):
         self.m, self.good, self.bad, self.engine, self.work = m, good, bad, engine, work
         self.budget, self.console = budget, console
         self.script = good.workload.params["script"]
@@ -141,7 +142,7 @@ class Trials:
         self.tally = Tally()
         self.family: Family | None = None
         self.answers: dict[str, bool] = {}  # candidate source -> whether it held
-        self.original = ""                  # the script as the user wrote it (reduce sets it)
+        self.original = original            # the script as the user wrote it
         self.kept: list[str] = []           # the candidates that held, in the order they were kept
         self.fallback = 0                   # kept candidates given back because the smallest held by chance
         self.seeded: set[str] = set()       # the random-number seeders the original calls with a seed (start)
@@ -281,8 +282,7 @@ def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget
     console.print(said, highlight=False)
     folder = inside(out, out / file_name(bad.id))
     work = folder / ".work"
-    trials = Trials(m, good, bad, engine, work, budget, console)
-    trials.original = source
+    trials = Trials(m, good, bad, engine, work, budget, console, original=source)
     began = time.monotonic()
     console.print(f"checking the original on both sides: {good.id} (good) and {bad.id} (bad)", highlight=False)
     trials.family = start(trials, source)
@@ -310,22 +310,22 @@ def unround_float(current: str, candidate: str) -> bool:
         a, b = ast.parse(current), ast.parse(candidate)
     except SyntaxError:
         return False
-    moved = False
-    for x, y in zip(ast.walk(a), ast.walk(b), strict=False):
-        if type(x) is not type(y):
-            return False
-        if isinstance(x, ast.Constant) and isinstance(x.value, float) and isinstance(y.value, float):
-            if x.value != y.value:
-                if float(f"{y.value:.2g}") != y.value:
-                    moved = True
-                continue
-        if ast.dump(x, include_attributes=False) != ast.dump(y, include_attributes=False) and not _children(x):
-            return False
-    return moved and len(list(ast.walk(a))) == len(list(ast.walk(b)))
+    before, after = _floats(a), _floats(b)
+    if _without_floats(a) != _without_floats(b):  # (it sets the trees' floats to 0: read them first)
+        return False
+    return any(x != y and float(f"{y:.2g}") != y for x, y in zip(before, after, strict=True))
 
 
-def _children(node: ast.AST) -> bool:
-    return any(True for _ in ast.iter_child_nodes(node))
+def _floats(tree: ast.AST) -> list[float]:
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)]
+
+
+def _without_floats(tree: ast.AST) -> str:
+    """The tree's dump with every float constant the same: what stays when only floats move."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, float):
+            node.value = 0.0
+    return ast.dump(tree)
 
 
 FRESH_CHECKS = 3  # the answer holds fresh this many times in a row, or it held by chance

@@ -216,7 +216,7 @@ def _devices(row: Row) -> list[Change]:
         one, two = (single.spread("val_accuracy") if single else None), entry.spread("val_accuracy")
         if one and two:
             low, high = one[1] - FLOOR, one[2] + FLOOR
-            outside = [r for r in _ok(entry) if not low <= float(r["val_accuracy"]) <= high]
+            outside = [r for r in entry.passed("val_accuracy") if not low <= float(r["val_accuracy"]) <= high]
             seeds = len(entry.values("val_accuracy"))
             one_range = f"{one[1]:.3f}-{one[2]:.3f} ({len(single.values('val_accuracy'))} seeds)"
             if not low <= two[0] <= high:
@@ -241,26 +241,17 @@ def _devices(row: Row) -> list[Change]:
     return found
 
 
-def _ok(entry) -> list[dict]:
-    return [r for r in entry.records if r["status"] == st.OK and r["val_accuracy"] not in ("", None)]
-
-
 def _same_seed(entry, record: dict) -> dict | None:
     """The record of `entry` trained from the same seed as `record`, if it trained."""
-    return next((r for r in _ok(entry) if r["training_seed"] == record["training_seed"]), None) if entry else None
+    return next((r for r in entry.passed("val_accuracy") if r["training_seed"] == record["training_seed"]), None)
 
 
 def device_pair(row: Row, col: str) -> tuple[str, str]:
     """The cells a two-device finding compares, from the seed that parts most from one device:
-    the row's one-device cell of the same workload and that seed, and the two-device one
-    (`diverge` follows them layer by layer)."""
+    that two-device cell, and the one-device cell of the same seed (else the first repeat) --
+    `diverge` follows them layer by layer. Only findings on cells that trained have a pair."""
     single, entry = row.entries[f"{col.split(' ')[0]} none-c1"], row.entries[col]
-    centre, two = single.spread("val_accuracy"), _ok(entry)
-    if centre and two:
-        worst = max(two, key=lambda r: abs(float(r["val_accuracy"]) - centre[0]))
-        alone = _same_seed(single, worst)
-        if alone:
-            return alone["cell"], worst["cell"]
-    first = min(entry.records, key=lambda r: int(r["repeat"] or 0))
-    alone = _same_seed(single, first) or min(single.records, key=lambda r: int(r["repeat"] or 0))
-    return alone["cell"], first["cell"]
+    centre = single.spread("val_accuracy")[0]
+    worst = max(entry.passed("val_accuracy"), key=lambda r: abs(float(r["val_accuracy"]) - centre))
+    alone = _same_seed(single, worst) or min(single.records, key=lambda r: int(r["repeat"] or 0))
+    return alone["cell"], worst["cell"]

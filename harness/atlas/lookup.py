@@ -35,7 +35,8 @@ def command(args, console: Console) -> int:
     recs, _about = records.read(Path(args.data))
     table = rows.build(recs)
     found = changes.find(table)
-    explain.attach(found, Path(args.data).parent / publish.EVIDENCE, "")
+    evidence = Path(args.data).parent / publish.EVIDENCE
+    explain.attach(found, evidence, str(evidence))  # links a reader opens from where the lookup ran
     found = [c for c in found if c.speed != "refuted"]  # run side by side, it was the host's, not the release's
     answer = answer_for(pins, table, found, _pins(None, args.target) if args.target else None)
     if args.json:

@@ -60,8 +60,12 @@ class Entry:
         failed = [r["family"] for r in self.records if r["status"] != st.OK and r["family"]]
         return statistics.mode(failed) if failed else ""
 
+    def passed(self, key: str) -> list[dict]:
+        """The repeats that passed and gave `key`."""
+        return [r for r in self.records if r["status"] == st.OK and r[key] not in ("", None)]
+
     def values(self, key: str) -> list[float]:
-        return [float(r[key]) for r in self.records if r["status"] == st.OK and r[key] not in ("", None)]
+        return [float(r[key]) for r in self.passed(key)]
 
     def spread(self, key: str) -> tuple[float, float, float] | None:
         """(median, min, max) of the repeats that passed, None when none did."""
