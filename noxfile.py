@@ -23,8 +23,10 @@ from harness.toolchain import lockfile  # noqa: E402 - the standard library only
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 # uv makes the sessions' virtualenvs and installs the lock into them, as the harness does its own
-# environments (harness/installer.py); nox finds the uv its own lock installed beside it
-nox.options.default_venv_backend = "uv"
+# environments (harness/installer.py), where nox finds one (the uv nox's own lock installs beside it,
+# or one on PATH); a plain `pip install nox` brings none, and then virtualenv and pip make them (nox's
+# own dependency): the same lock, hash-checked, and the lock installs uv into the session for the harness
+nox.options.default_venv_backend = "uv|virtualenv"
 # uv reads no pip configuration: a CA bundle named for pip is given to uv the standard way
 if os.environ.get("PIP_CERT") and not os.environ.get("SSL_CERT_FILE"):
     os.environ["SSL_CERT_FILE"] = os.environ["PIP_CERT"]
@@ -53,7 +55,10 @@ def install(session: nox.Session, *groups: str, project: bool = True) -> None:
     missing, other, extra = lockfile.differences(pins, installed)
     if extra:
         session.log(f"not in {lockfile.LOCK.name} for {', '.join(groups)}: removing {', '.join(extra)}")
-        session.run_install("uv", "pip", "uninstall", "--quiet", *extra)
+        if session.venv_backend == "uv":
+            session.run_install("uv", "pip", "uninstall", "--quiet", *extra)
+        else:
+            session.run_install("python", "-m", "pip", "uninstall", "--yes", "--quiet", *extra)
     if missing or other:
         session.error(f"this virtualenv does not hold {lockfile.LOCK.name}: " + "; ".join(missing + other))
 

@@ -22,6 +22,7 @@ import shutil
 import socket
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -29,7 +30,7 @@ from pathlib import Path
 from . import chains, outcome, record, resources, selfcheck, status, usercode
 from .cells import Cell, Environment
 from .engines.base import Engine, Prepared, RunContext
-from .errors import CellUnsupported, EnvironmentUnavailable, EnvironmentUnsupported
+from .errors import CellUnsupported, EnvironmentUnavailable, EnvironmentUnsupported, UserError
 from .evidence import Evidence
 from .resources import Slot
 from .result import Result, load_folder
@@ -118,8 +119,9 @@ class Lifecycle:
     def run(self, engine: Engine, prepared: Prepared, cell: Cell, *, slot: Slot | None = None,
             cancel: threading.Event | None = None, standby: Standby | None = None,
             release: Callable[[], None] | None = None) -> Result:
-        """Run a claimed cell in its slot and record what happened. Ctrl-C (or any error of the
-        harness itself) leaves no folder behind: an interrupted cell is not a result. With
+        """Run a claimed cell in its slot and record what happened. Ctrl-C leaves no folder behind:
+        an interrupted cell is not a result. An exception of the harness's own code around the cell
+        is recorded as the cell's `error`, marked as the harness's (`harness_fault`). With
         `standby` the slot is still another cell's: this one prepares and waits for it (standby.py);
         `release` passes the slot on as soon as the cell is done with it (its end event)."""
         slot = slot or Slot()
@@ -147,9 +149,14 @@ class Lifecycle:
         except CellUnsupported as exc:
             return self.finish(cell, work, started, outcome.Verdict(status.UNSUPPORTED, reason=str(exc)),
                                Evidence(), prepared.provenance, slot)
-        except BaseException:
+        except EnvironmentUnavailable as exc:  # found only at launch (a GPU runtime the engine lacks)
+            shutil.rmtree(work, ignore_errors=True)
+            return self.unavailable(cell, exc)
+        except BaseException as exc:
             shutil.rmtree(work, ignore_errors=True)  # never leave half a result
-            raise
+            if not is_harness_fault(exc):
+                raise  # Ctrl-C (supervise.Cancelled), a user's error: the run ends, the cell is not a result
+            return self.harness_fault(cell, exc, prepared.provenance)
         evidence = Evidence.read(work, raw, spawned=spawn)
         evidence.utilisation = self._utilisation(slot, evidence)
         verdict = outcome.classify(raw, evidence.workload, evidence.last_event, evidence.stderr_tail,
@@ -172,14 +179,37 @@ class Lifecycle:
                            Evidence())
 
     def not_run(self, cell: Cell, cause: BaseException | str) -> Result:
-        """Record a cell that cannot run here: its environment failed, or the host lacks what it needs."""
+        """Record a cell that cannot run here: its environment failed, or the host lacks what it
+        needs; or the harness's own code failed preparing it (`harness_fault`)."""
         if isinstance(cause, EnvironmentUnavailable):
             return self.unavailable(cell, cause)
         if isinstance(cause, EnvironmentUnsupported):
             return self.unsupported(cell, str(cause))
+        if is_harness_fault(cause):
+            return self.harness_fault(cell, cause)
         if isinstance(cause, BaseException):
             raise cause
         return self.unsupported(cell, cause)
+
+    def harness_fault(self, cell: Cell, exc: BaseException, provenance: dict | None = None) -> Result:
+        """Record a cell whose run the harness's own code failed around -- an engine that could not
+        be set up, a launcher, a cluster task's bookkeeping -- as an `error` of kind
+        `status.HARNESS_FAULT`, its traceback in the folder's harness.log. The cell is never lost
+        to such a fault, nor blamed for it, and the next run tries it again
+        (`status.retried_always`)."""
+        started = record.now()
+        work = self._begin(cell)
+        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        (work / HARNESS_LOG).write_text(trace)
+        kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        message = str(exc) or kind
+        error = {"kind": status.HARNESS_FAULT, "type": kind, "message": message,
+                 "signature": outcome.signature(status.HARNESS_FAULT, kind, message), "exit_code": None,
+                 "signal": None, "log_tail": trace[-3000:]}
+        reason = (f"the harness's own code failed around this cell, not the cell ({type(exc).__name__}: "
+                  f"{message}); its traceback is in {HARNESS_LOG}, and the next run tries the cell again")
+        return self.finish(cell, work, started, outcome.Verdict(status.ERROR, error=error, reason=reason),
+                           Evidence(), provenance)
 
     def killed(self, cell: Cell, verdict_of: Callable[[Evidence], outcome.Verdict], *,
                evidence_from: Path | None, copy: Callable[[Path], None] | None = None,
@@ -252,6 +282,15 @@ class Lifecycle:
         start = epochs[0]["wall"]          # the end of epoch 1 = the start of the steady part
         end = epochs[-1]["wall"]
         return self.monitor.window([g.index for g in slot.gpus], start, end) or None
+
+
+HARNESS_LOG = "harness.log"  # a harness fault's traceback, in the cell's folder
+
+
+def is_harness_fault(exc: BaseException | str) -> bool:
+    """Is this exception, raised around a cell, the harness's own failure rather than an end the
+    run means (Ctrl-C, a cancellation: KeyboardInterrupt) or the user's input (exit 2)?"""
+    return isinstance(exc, Exception) and not isinstance(exc, UserError)
 
 
 # What a killed cell's partial folder holds that its result should keep.

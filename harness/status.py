@@ -37,6 +37,16 @@ def css_class(word: str) -> str:
 # interpreter was installed): such cells are always tried again.
 RETRIED_ALWAYS = frozenset({UNAVAILABLE})
 
+# The error kind of a cell the harness's own code failed around (its engine's set-up, a Slurm task,
+# a launcher): recorded as an `error` so no cell goes missing, told apart from the cell's own
+# errors, and tried again by the next run like an unavailable one -- it says nothing of the stack.
+HARNESS_FAULT = "harness"
+
+
+def retried_always(result) -> bool:
+    """Does the next run try this stored result again whatever it is asked to rerun?"""
+    return result["status"] in RETRIED_ALWAYS or ((result.get("error") or {}).get("kind") == HARNESS_FAULT)
+
 
 def failure_text(result) -> str:
     """What a result's failure says in one line: its signature, else its reason

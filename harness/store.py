@@ -32,7 +32,7 @@ from pathlib import Path
 from .cells import Cell
 from .paths import inside, read_json, write_json  # noqa: F401 - write_json: the store's writer
 from .result import Quarantined, Result, load, load_folder
-from .status import RETRIED_ALWAYS
+from .status import retried_always
 from .workloads.protocol import RESULT_FILE, SPEC_FILE
 
 RESULT = RESULT_FILE
@@ -100,8 +100,7 @@ class ResultStore:
         result = self.existing(cell)
         if result is None:
             return True
-        status = result.status
-        return status in RETRIED_ALWAYS or status in rerun or "all" in rerun or self.is_stale(cell)
+        return retried_always(result) or result.status in rerun or "all" in rerun or self.is_stale(cell)
 
     def is_stale(self, cell: Cell) -> bool:
         """True when the stored result answers a different question than the cell

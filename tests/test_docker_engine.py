@@ -5,9 +5,11 @@ half result."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
+import os
 import re
 import signal
 import subprocess
@@ -248,3 +250,51 @@ def test_interrupt_removes_container_and_partial_result_and_resumes(tmp_path, do
     again = harness("run", str(matrix), "--engine", "docker", "--results", str(tmp_path / "r"),
                     "--only", "*fault-exception*", check=True)
     assert "1 of 1 cells already have results" in again.stdout, "a re-run resumes from the finished cells"
+
+
+def test_engines_starting_together_share_the_leftovers_without_a_fault(tmp_path, docker_client):
+    """Every engine removes the containers of dead runs as it starts (`remove_leftovers`); several
+    starting at once on one host -- Slurm tasks of one array, parallel runs -- find the same ones,
+    and each container vanishes under all but one of them between their list and their removal.
+    None of them may fail for it: an engine that raised there lost its cell in CI."""
+    import docker
+
+    from harness.engines.containers import LABEL
+    from harness.engines.docker import DockerEngine
+
+    tag = f"tfkeras-harness-test/leftover:{uuid.uuid4().hex[:12]}"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:  # an image of one file: a container is made, never started
+        info = tarfile.TarInfo("marker")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"x\n"))
+    subprocess.run(["docker", "import", "-", tag], input=buf.getvalue(), check=True, capture_output=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    labels = {LABEL: "1", f"{LABEL}.host": os.uname().nodename, f"{LABEL}.pid": str(dead.pid),
+              f"{LABEL}.pid-start": "1", "tfkeras-harness-test.planted": tag}
+    planted = [docker_client.containers.create(tag, command=["/marker"], labels=labels).id for _ in range(16)]
+    try:
+        start, failures = threading.Barrier(6), []
+
+        def engine() -> None:
+            client = docker.from_env(timeout=120)
+            start.wait()
+            try:
+                DockerEngine(client, console=Console(file=io.StringIO()))
+            except Exception as exc:  # noqa: BLE001 - what the test looks for
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=engine) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        assert failures == [], failures
+        left = docker_client.containers.list(all=True, filters={"label": f"tfkeras-harness-test.planted={tag}"})
+        assert left == [], "every dead run's container is gone"
+    finally:
+        for cid in planted:
+            with contextlib.suppress(docker.errors.NotFound):
+                docker_client.api.remove_container(cid, force=True)
+        docker_client.images.remove(tag, force=True)

@@ -10,10 +10,15 @@ and runs the script with bash, as a node would; the interpreter it names is a st
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shlex
+import socketserver
 import stat
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -196,3 +201,78 @@ def test_a_task_rebuilds_a_bisect_cell_only_from_an_entry_the_harness_wrote(tmp_
     assert "rebuilds" in rebuilt({**good, "version": "1.26.3"})
     (sub / "derived.json").write_text("[1, 2")
     assert _derived(sub, m, cell.id) is None  # unreadable: the cell is simply not listed
+
+
+class _BrokenEngine(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """A Docker engine that answers its ping and version, then fails every other request: what a
+    node's engine looks like to a task whose set-up meets another run's removals, or a daemon in
+    trouble. Served for real on a Unix socket; docker-py talks to it as to dockerd."""
+
+    daemon_threads = True
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            path = self.path.split("?")[0]
+            if path.endswith("/_ping"):
+                body, code, kind = b"OK", 200, "text/plain"
+            elif path.endswith("/version"):
+                body, code, kind = json.dumps({"ApiVersion": "1.41", "Version": "20.10.24"}).encode(), 200, \
+                    "application/json"
+            else:
+                body, code, kind = json.dumps({"message": "planted engine fault"}).encode(), 500, "application/json"
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_DELETE = do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+
+        def address_string(self):  # a Unix socket has no host to name
+            return "engine"
+
+
+def test_a_task_whose_engine_set_up_raises_records_its_cell_as_the_harness_fault(tmp_path, stand_ins):
+    """No cell is lost to a fault of the harness's own code: a node whose Docker engine fails the
+    task's engine set-up (its list of leftover containers) records the cell as an `error` of kind
+    harness, with the traceback in the cell's harness.log -- not a missing result -- and the next
+    run takes the cell again."""
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(MATRIX.split("slurm:")[0] + f"slurm:\n  python: {json.dumps(sys.executable)}\n")
+    results = tmp_path / "results"
+    # submitted as it is on a host without an engine; the node's engine is Docker, and it is broken
+    no_run = stand_ins["PATH"].split(os.pathsep)[0] + "/sbatch"
+    _executable(Path(no_run), "#!/bin/bash\necho 42\n")
+    proc = harness("run", str(matrix), "--engine", "local", "--results", str(results), "--executor", "slurm",
+                   env={"PATH": stand_ins["PATH"], "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [sub] = list((results / "hostile" / ".slurm").iterdir())
+    meta = json.loads((sub / "submission.json").read_text())
+    (sub / "submission.json").write_text(json.dumps({**meta, "engine": "docker"}))
+
+    socket_path = tmp_path / "engine.sock"
+    server = _BrokenEngine(str(socket_path), _BrokenEngine.Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    docker_cli = _executable(tmp_path / "docker", "#!/bin/bash\necho 20.10.24\n")
+    try:
+        task = subprocess.run(["bash", str(sub / "array-0.sh")], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_JOB_ID": "42",
+                                   "DOCKER_HOST": f"unix://{socket_path}", "HARNESS_DOCKER_CLI": str(docker_cli),
+                                   "PYTHONPATH": str(ROOT)})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert task.returncode == 0, task.stdout + task.stderr
+    [folder] = [p.parent for p in (results / "hostile").rglob("result.json")]
+    result = json.loads((folder / "result.json").read_text())
+    assert result["status"] == "error" and result["error"]["kind"] == "harness", result
+    assert "APIError" in result["error"]["type"] and "the harness's own code" in result["reason"]
+    assert "remove_leftovers" in (folder / "harness.log").read_text(), "the traceback is kept beside the result"
+
+    from harness import matrix as matrix_mod
+    from harness.store import ResultStore
+    [cell] = matrix_mod.load(matrix).cells
+    assert ResultStore(results, "hostile").needs_run(cell), "a harness fault says nothing of the stack: run again"

@@ -268,11 +268,22 @@ class DockerEngine(Engine):
         and either before the last reboot or by a process that no longer runs (its pid
         gone, or reused by a process that started at another time). A container of
         another host, or with labels that do not say all this, is not ours to judge."""
+        import docker.errors
         removed = 0
-        for container in self.client.containers.list(all=True, filters={"label": LABEL}):
-            if not owner_is_dead(container.labels or {}):
+        # sparse: the labels come with the list itself. Without it the client inspects each container
+        # after listing it, and one that another run removes meanwhile (its cell just ended) raised
+        # NotFound here -- in an engine's set-up, before any cell of this run had started.
+        for container in self.client.containers.list(all=True, sparse=True, filters={"label": LABEL}):
+            if not owner_is_dead(container.attrs.get("Labels") or {}):
                 continue
-            container.remove(force=True)
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:  # another harness removed it first: gone all the same
+                continue
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: its removal is already in progress elsewhere
+                    raise
+                continue
             removed += 1
         if removed:
             self.console.print(f"removed {removed} container(s) left by an interrupted run")

@@ -19,7 +19,7 @@ from ..bisect import GOOD, Criteria
 from ..engine_args import add_engine_args, pythons
 from ..errors import UserError
 from ..terminal import shown
-from . import evidence, fromcell, frontier, plan, project, writers
+from . import announced, evidence, fromcell, frontier, plan, project, python, writers
 
 ACCURACY_FLOOR = 0.01  # the least accuracy change counted, however narrow the baseline's spread
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
@@ -45,7 +45,9 @@ def add(sub) -> None:
     p.add_argument("--package", action="append", default=[], metavar="NAME[==VERSION]",
                    help="a package to move, to its newest release or VERSION (repeatable; default: the ML stack "
                         "the project or the cell's environment pins)")
-    p.add_argument("--python-version", metavar="X.Y", help="the project's Python (default 3.11)")
+    p.add_argument("--python-version", metavar="X.Y",
+                   help="the project's Python (default: the newest that every pinned release has files for, "
+                        "within the project's requires-python)")
     p.add_argument("--repeats", type=whole(1, 100), metavar="R", help="repeats per release (default 1)")
     p.add_argument("--accuracy-drop", type=float, metavar="X",
                    help=f"an accuracy change counts past X or the baseline's spread (default {ACCURACY_FLOOR})")
@@ -94,9 +96,10 @@ def command(args, console: Console) -> int:
     matrix_path.write_text(plan.matrix_text(name, envs, start["works"], None if keep else args.repeats,
                                             start["settings"], start["source"]))
     m = load(matrix_path)
+    console.print(shown(start["python_why"]), highlight=False)
     started = time.monotonic()
     report = {"project": start["project"], "pins": str(pins.source), "matrix": str(matrix_path),
-              "results": str(results), "python": python,
+              "results": str(results), "python": python, "python_why": start["python_why"],
               "workload": start["works"][0] if len(start["works"]) == 1 else start["works"], "packages": [],
               **({"from": start["from"]} if from_cell else {})}
     with select_engine(args.engine, pythons=pythons(args.python), ca_bundle=args.ca_bundle,
@@ -147,7 +150,11 @@ def _from_project(args) -> dict:
     folder = Path(args.project or ".")
     pins = project.read(project.find(folder, args.requirements))
     work = plan.workload(folder, args.script, args.args or [], args.factory, args.data)
-    return {"pins": pins, "python": args.python_version or "3.11", "base": None, "works": [work],
+    if args.python_version:
+        chosen = python.Choice(args.python_version, f"Python {args.python_version}: as --python-version names it")
+    else:
+        chosen = python.choose(pins, folder, offline=args.offline)
+    return {"pins": pins, "python": chosen.python, "python_why": chosen.why, "base": None, "works": [work],
             "settings": None, "keep": None, "name": folder.resolve().name, "project": str(folder.resolve()),
             "source": "the project's pins and its workload"}
 
@@ -161,6 +168,7 @@ def _from_cell(args, load) -> dict:
     started = {"matrix": str(Path(args.matrix).resolve()), "cell": args.cell, "environment": env.name,
                "cells": [c.id for c in cells], "parts": sorted(fromcell.kept(cells))}
     return {"pins": fromcell.pins(env, f"{args.matrix} (environment {env.name})"), "python": env.python,
+            "python_why": f"Python {env.python}: the cell's environment's",
             "base": fromcell.environment(env), "works": works, "settings": fromcell.settings(cells, args.repeats),
             "keep": fromcell.kept(cells), "name": m.name, "project": None, "from": started,
             "source": f"environment {env.name} and its workload from {Path(m.path).name}"}
@@ -200,7 +208,14 @@ def _evidence(args, search, answer, found, yardstick, out: Path, console: Consol
             got["mend_setting"] = evidence.setting(search, answer, yardstick, None)
     if args.nightly and kind != frontier.UNAVAILABLE and found is not None:
         got["nightly"] = evidence.nightly(search, found, console)
-    if not args.no_reduce and kind == frontier.BREAK:
+    if kind == frontier.BREAK:
+        b = answer.blocker
+        got["announced"] = announced.explain(search.package, b["last_good"], b["first_bad"],
+                                             search.messages(b["first_bad"]))
+    if got.get("announced"):  # a change the project made on purpose: the code change, not a report
+        got["reduced"] = {"problem": f"not reduced: {got['announced']['by']} name the change as intended "
+                                     "(upstream closes a report of an announced change)"}
+    elif not args.no_reduce and kind == frontier.BREAK:
         got["reduced"] = evidence.reduced(search, answer, out / "reduced", args.budget, args.unconfined)
     if not args.no_diverge and kind in (frontier.VALUE, frontier.ACCURACY, frontier.SPEED):
         got["diverge"] = evidence.diverged(search, answer, out / "diverge")

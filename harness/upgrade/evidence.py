@@ -19,30 +19,45 @@ from packaging.version import Version
 from rich.console import Console
 
 from .. import bisect, releases, stacks
-from ..bisect import GOOD
+from ..bisect import GOOD, Criteria
 from ..errors import UserError
 from ..terminal import shown
-from .frontier import ACCURACY, BREAK, SPEED, VALUE, Answer, Search, judged
+from .frontier import ACCURACY, BREAK, SPEED, VALUE, Answer, Search, judged, run_cells, values_compared
 
 KERAS3_TENSORFLOW = Version("2.16")  # from here tf.keras is Keras 3; tf-keras keeps Keras 2 behind it
 
 
 def setting(search: Search, answer: Answer, yardstick: dict, out_matrix) -> dict | None:
-    """tf-keras at the target TensorFlow, for a Keras 2 baseline that the target broke."""
+    """tf-keras at the target TensorFlow, for a Keras 2 baseline that the target broke. It mends the
+    break when its cells end as the baseline's did (the status: what broke); whether it also keeps
+    the baseline's value is said apart, from SPREAD_RUNS runs of each side, with the spread."""
     env = search.base_cells[0].environment
     if (search.package not in ("tensorflow", "tensorflow-cpu") or env.api != "tf.keras"
             or Version(answer.blocker["first_bad"]) < KERAS3_TENSORFLOW):
         return None
-    cells = []
-    for c in search.cells_for(answer.target):
-        e = c.environment
-        e = dataclasses.replace(e, keras_api="tf_keras", name=f"{e.name}-tf_keras",
-                                uploaded_before=_with_tf_keras(e, search.resolver))
-        cells.append(dataclasses.replace(c, environment=e))
-    verdict = judged(search.m, cells, search.engine, search.results, search.console, yardstick, search.criteria)
-    return {"setting": "keras_api: tf_keras (tf-keras installed, TF_USE_LEGACY_KERAS=1)",
-            "package": stacks.keras_package("tf_keras"), "at": answer.target, "mends": verdict.kind == GOOD,
-            "why": verdict.why, "cells": verdict.evidence.get("cells", [])}
+
+    def with_setting(cells):
+        out = []
+        for c in cells:
+            e = c.environment
+            e = dataclasses.replace(e, keras_api="tf_keras", name=f"{e.name}-tf_keras",
+                                    uploaded_before=_with_tf_keras(e, search.resolver))
+            out.append(dataclasses.replace(c, environment=e))
+        return out
+
+    cells = with_setting(search.cells_for(answer.target))
+    verdict = judged(search.m, cells, search.engine, search.results, search.console, yardstick, Criteria())
+    found = {"setting": "keras_api: tf_keras (tf-keras installed, TF_USE_LEGACY_KERAS=1)",
+             "package": stacks.keras_package("tf_keras"), "at": answer.target, "mends": verdict.kind == GOOD,
+             "why": verdict.why, "cells": verdict.evidence.get("cells", [])}
+    if found["mends"] and yardstick.get("val_accuracy"):
+        ref, new = search.spread_cells(answer.current), with_setting(search.spread_cells(answer.target))
+        got = run_cells(search.m, ref + new, search.engine, search.results, search.console, search.spread_runs)
+        kept = values_compared([got[c.id] for c in new if c.id in got], [got[c.id] for c in ref if c.id in got],
+                               search.criteria)
+        found["values"] = {"kept": kept.kind == GOOD, "why": kept.why, "cells": [c.id for c in new],
+                           "baseline_cells": [c.id for c in ref]}
+    return found
 
 
 def _with_tf_keras(env, resolver) -> str | None:

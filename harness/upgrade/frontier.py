@@ -11,10 +11,13 @@ that way)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 from rich.console import Console
 
@@ -24,6 +27,11 @@ from ..cells import Cell
 from ..terminal import shown
 
 BREAK, VALUE, ACCURACY, SPEED, UNAVAILABLE = "break", "value", "accuracy", "speed", "unavailable"
+# Runs of each side before a change of value (accuracy, speed) is claimed: one run has no spread, and a
+# script's value from one run may be its unseeded draws. A search runs `--repeats` (1 by default) to
+# tell statuses apart; a release that differs from its reference in value alone is run again, both
+# sides, this many times, and the change claimed only when its runs lie outside the reference's.
+SPREAD_RUNS = 3
 
 
 @dataclass
@@ -65,6 +73,11 @@ class Search:
         self.cells_for = ReleaseCells(base_cells, package, resolver, repeats, True, releases.CUTOFF_MARGIN_DAYS)
         self.unavailable: set[str] = set()
         self.rounds: list = []
+        self.spread_cells = ReleaseCells(base_cells, package, resolver, max(repeats or 1, SPREAD_RUNS), True,
+                                         releases.CUTOFF_MARGIN_DAYS)
+        self.spread_runs = {"cells": 0, "ran": 0}
+        self.opened: dict[tuple, ReleaseCells] = {}   # pins left open with a release (`moved_with`)
+        self.moved: dict[str, dict] = {}             # release -> the pins that moved with it
 
     def releases(self, spec: str) -> list[str]:
         python = self.base_cells[0].environment.python
@@ -76,19 +89,129 @@ class Search:
                                 self.criteria, None, None)
         self.rounds.append(rounds)
 
+        ends: dict[str, Verdict] = {}
+
         def oracle(asked: list[str]) -> dict[str, Verdict]:
             out = {}
             for v, verdict in rounds.oracle(asked).items():
+                if verdict.kind == SKIP and v != versions[0] and self.held_back(verdict.why):
+                    verdict = self.moved_with(v, self.held_back(verdict.why), rounds.good_evidence)
                 if verdict.kind == SKIP and v != versions[0]:  # blocks an upgrade as a crash does
                     self.unavailable.add(v)
                     verdict = Verdict(BAD, f"cannot be installed beside the other pins: {verdict.why}",
                                       evidence=verdict.evidence)
+                if v in (versions[0], versions[-1]):
+                    ends[v] = verdict
+                reference = next((e for e in (versions[0], versions[-1]) if e != v and e in ends
+                                  and ends[e].kind == GOOD), None)
+                if reference is not None and in_value_alone(verdict) and len(verdict.evidence["cells"]) < SPREAD_RUNS:
+                    verdict = self.with_spread(v, reference)
+                    if v in ends:
+                        ends[v] = verdict
                 out[v] = verdict
             return out
         return bisect.search(versions, oracle, on_step=rounds.show_step, expect=expect)
 
+    def held_back(self, why: str) -> list[str]:
+        """The project's own pins that an installer names as what a release cannot be installed
+        beside (numpy==1.23.5 for a TensorFlow that needs numpy>=1.26): they move with it."""
+        pinned = {canonicalize_name(Requirement(p).name): Requirement(p).name
+                  for p in self.base_cells[0].environment.packages}
+        named = {canonicalize_name(n) for n in re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*)==", why)}
+        return sorted(pinned[n] for n in named & set(pinned) if n != canonicalize_name(self.package))
+
+    def moved_with(self, version: str, held: list[str], good: dict | None) -> Verdict:
+        """`version` with the pins it cannot be installed beside left to resolve with it (as of its
+        release, as its users met it): the joint move, judged as the release alone would be."""
+        key = tuple(held)
+        if key not in self.opened:
+            drop = {canonicalize_name(n) for n in held}
+            cells = [dataclasses.replace(c, environment=dataclasses.replace(
+                c.environment, name=f"{c.environment.name}-with-{'-'.join(canonicalize_name(n) for n in held)}",
+                packages=tuple(p for p in c.environment.packages
+                               if canonicalize_name(Requirement(p).name) not in drop)))
+                for c in self.base_cells]
+            self.opened[key] = ReleaseCells(cells, self.package, self.resolver, self.repeats, True,
+                                            releases.CUTOFF_MARGIN_DAYS)
+        self.console.print(f"  {shown(self.package)} {shown(version)} cannot be installed beside "
+                           f"{shown(', '.join(held))} as pinned: trying it with them moved too", highlight=False)
+        cells = self.opened[key](version)
+        got = run_cells(self.m, cells, self.engine, self.results, self.console, self.spread_runs)
+        verdict = bisect.judge([got[c.id] for c in cells if c.id in got], good, self.criteria)
+        self.moved[version] = {"with": held, "cells": verdict.evidence.get("cells", []),
+                               "resolved": _resolved(got, held)}
+        moved = ", ".join(f"{n} {self.moved[version]['resolved'].get(n) or '(resolved)'}" for n in held)
+        return dataclasses.replace(verdict, why=f"with {moved} moved too: {verdict.why}")
+
+    def with_spread(self, version: str, reference: str) -> Verdict:
+        """`version` judged against `reference` from SPREAD_RUNS runs of each (`values_compared`)."""
+        self.console.print(f"  {shown(self.package)} {shown(version)} differs from {shown(reference)} in value "
+                           f"alone: {SPREAD_RUNS} runs of each before that is claimed", highlight=False)
+        ref, new = self.spread_cells(reference), self.spread_cells(version)
+        got = run_cells(self.m, ref + new, self.engine, self.results, self.console, self.spread_runs)
+        return values_compared([got[c.id] for c in new if c.id in got], [got[c.id] for c in ref if c.id in got],
+                               self.criteria)
+
+    def messages(self, version: str) -> list[str]:
+        """What `version`'s failed cells said: each error's message, else its failure line."""
+        out = []
+        for rounds in self.rounds:
+            for r in rounds.results_of.get(version, []):
+                if r.status != status.OK:
+                    out.append((r.error or {}).get("message") or r.failure_text)
+        return out
+
     def cost(self) -> tuple[int, int]:
-        return sum(r.runs["cells"] for r in self.rounds), sum(r.runs["ran"] for r in self.rounds)
+        return (sum(r.runs["cells"] for r in self.rounds) + self.spread_runs["cells"],
+                sum(r.runs["ran"] for r in self.rounds) + self.spread_runs["ran"])
+
+
+def _resolved(got: dict, names: list[str]) -> dict[str, str]:
+    """The versions these packages resolved to in the cells that ran (what the cells saw)."""
+    out = {}
+    for r in got.values():
+        venv = (r.get("provenance") or {}).get("venv")  # a container's lock stays in its image: not named
+        lock = Path(venv) / "requirements.lock" if venv else None
+        for line in (lock.read_text().splitlines() if lock and lock.is_file() else []):
+            name, _, version = line.partition("==")
+            if version and canonicalize_name(name) in {canonicalize_name(n) for n in names}:
+                out[next(n for n in names if canonicalize_name(n) == canonicalize_name(name))] = version
+    return out
+
+
+def in_value_alone(verdict: Verdict) -> bool:
+    """A bad verdict whose cells ran as the reference's did and missed no expected value: only a
+    number (accuracy, speed) moved."""
+    ev = verdict.evidence
+    return verdict.kind == BAD and ev.get("status") == status.OK and not ev.get("unmet") and \
+        not ev.get("statuses", {}).keys() - {status.OK}
+
+
+def values_compared(results: list, reference: list, criteria: Criteria) -> Verdict:
+    """A release's runs against a reference's, a change of value claimed only with its spread: past
+    the criteria's floor or the reference's own spread, whichever is wider, and with every run
+    outside the reference's range. Runs that overlap are the same within noise, and say so."""
+    good = bisect.evidence(reference)
+    acc = good.get("val_accuracy")
+    widened = Criteria(max(criteria.accuracy_drop or 0.0, (acc.hi - acc.lo) if acc else 0.0)
+                       if criteria.accuracy_drop is not None else None, criteria.speed_drop)
+    verdict = bisect.judge(results, good, widened)
+    now = verdict.evidence.get("val_accuracy")
+    if in_value_alone(verdict) and verdict.why.startswith("val_accuracy") and now and acc and now.hi >= acc.lo:
+        return Verdict(GOOD, f"val_accuracy {now.fmt(3)} against {acc.fmt(3)}: within the spread of "
+                             f"{now.n} and {acc.n} runs", evidence=verdict.evidence)
+    return verdict
+
+
+def run_cells(m, cells: list[Cell], engine, results: Path, console: Console, runs: dict | None = None) -> dict:
+    """Cells outside a search's rounds, run through the ordinary runner: their results by id."""
+    from ..runner import Runner
+
+    runner = Runner(dataclasses.replace(m, cells=[]), engine, results, console)
+    if runs is not None:
+        runs["cells"] += len(cells)
+        runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c))
+    return {r.cell: r for r in runner.run(cells)}
 
 
 def frontier(search: Search, current: str, target: str, newest: str) -> tuple[Answer, bisect.Found | None]:
@@ -129,11 +252,13 @@ def frontier(search: Search, current: str, target: str, newest: str) -> tuple[An
 def mend_by_release(search: Search, answer: Answer) -> dict | None:
     """The first release past the target that does what the baseline does again, when the index
     has a newer one and that one holds (its ends: the target, bad, and the newest, good)."""
-    if not answer.blocker or Version(answer.newest) <= Version(answer.target):
+    if not answer.blocker:
         return None
     versions = search.releases(f">={answer.target},<={answer.newest}")
-    if len(versions) < 2:
-        return None
+    if Version(answer.newest) <= Version(answer.target) or len(versions) < 2:
+        # the target is the newest release, and it still shows the change: none up to it mends it
+        return {"found": False, "newest": answer.target, "why": f"the target {answer.target} still shows it",
+                "cells": answer.tested.get(answer.target, {}).get("cells", [])}
     found = search.find(versions, expect=MENDED)
     if found.problem or found.direction != MENDED:
         newest = found.tested.get(versions[-1])
@@ -148,10 +273,7 @@ def mend_by_release(search: Search, answer: Answer) -> dict | None:
 def judged(m, cells: list[Cell], engine, results: Path, console: Console, yardstick: dict | None,
            criteria: Criteria) -> Verdict:
     """Cells outside a search (a setting, the combined stack) run and judged as a release is."""
-    from ..runner import Runner
-
-    runner = Runner(dataclasses.replace(m, cells=[]), engine, results, console)
-    got = {r.cell: r for r in runner.run(cells)}
+    got = run_cells(m, cells, engine, results, console)
     return bisect.judge([got[c.id] for c in cells if c.id in got], yardstick, criteria)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from pathlib import Path
 
 from rich.console import Console
@@ -64,13 +65,37 @@ def run_task(sub_dir: Path, offset: int) -> int:
     console.print(f"cell {cell_id} on {seen['node']}, CUDA_VISIBLE_DEVICES={seen['CUDA_VISIBLE_DEVICES']!r}")
     args = meta.get("engine_args") or {}
     store = ResultStore(Path(meta["results_root"]), m.name)
-    with select_engine(meta["engine"], pythons=args.get("pythons"), ca_bundle=args.get("ca_bundle"),
-                       console=console) as engine:
-        engine.warm = meta.get("fresh") is not True  # `run --fresh`: no caches, no verdict before launch
-        result = run_one(cell, engine, store, meta["matrix_label"], m.sha256, frozenset(meta["rerun"]), console)
+    try:
+        with select_engine(meta["engine"], pythons=args.get("pythons"), ca_bundle=args.get("ca_bundle"),
+                           console=console) as engine:
+            engine.warm = meta.get("fresh") is not True  # `run --fresh`: no caches, no verdict before launch
+            result = run_one(cell, engine, store, meta["matrix_label"], m.sha256, frozenset(meta["rerun"]),
+                             console)
+    except Exception as exc:  # noqa: BLE001 - the node's own failure becomes the cell's recorded result
+        result = record_fault(cell, exc, store, meta, m.sha256, console)
     if result is not None:
         console.print(f"{result.cell}: {result.status}")
     return 0
+
+
+def record_fault(cell: Cell, exc: Exception, store: ResultStore, meta: dict, matrix_sha256: str,
+                 console: Console) -> Result | None:
+    """The task's own code failed around its cell (the engine's set-up on this node, the store):
+    the cell's result says so (`Lifecycle.harness_fault`) instead of the cell going missing -- no one
+    reads a task's exit status. The traceback goes to the task's log as well."""
+    console.print(f"the harness failed around {cell.id} on this node: {type(exc).__name__}: {exc}")
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    claim = store.claim(cell.id)
+    if claim is None:
+        return None  # another task holds it (a requeue): that one records it
+    try:
+        if store.existing(cell) is not None and not store.needs_run(cell, frozenset(meta.get("rerun") or ())):
+            return store.existing(cell)
+        life = Lifecycle(store, str(meta.get("engine")), meta["matrix_label"], matrix_sha256,
+                         provenance={"slurm": task_identity()})
+        return life.harness_fault(cell, exc)
+    finally:
+        claim.release()
 
 
 def _derived(sub_dir: Path, m, cell_id: str) -> Cell | str | None:
