@@ -390,3 +390,56 @@ def test_the_site_opens_in_a_browser_and_its_navigation_leads_to_every_page(site
         current and current.group(0)
     assert '"../index.html"' in dom and '"../reference/cli.html"' in dom
     assert "<h1" in dom and "bisect" in dom
+
+
+_COMMANDS = (r"(?:python -m harness |harness )?"
+             r"(list|run|status|build|report|repro|bisect|diverge|reduce|watch|atlas|upgrade)")
+_SPAN = re.compile(r"(?<!`)`(" + _COMMANDS + r"(?: [^`]*)?)`(?!`)")
+
+
+def inline_commands(text: str) -> list[tuple[str, list[str]]]:
+    """The harness commands a page names in its prose (`run --only GLOB`, `atlas lookup -r FILE`):
+    (the span, its words), only those that name an option -- a bare `run` is a word, not a command."""
+    found = []
+    for match in _SPAN.finditer(text):
+        span = match.group(1)
+        try:
+            words = shlex.split(span)
+        except ValueError:
+            continue
+        if any(w.startswith("--") for w in words):
+            found.append((span, words))
+    return found
+
+
+@QUICK
+def test_every_command_and_flag_the_prose_names_exists():
+    """A command named in a sentence is held to the command line as a shell block is: `run --cell`
+    in a page, where `run` has no --cell, sends a reader to an error."""
+    commands_ = re.search(r"\{([a-z,]+)\}", harness_help()).group(1).split(",")
+    bad = []
+    for path in pages():
+        for span, words in inline_commands(path.read_text()):
+            if words[:3] == ["python", "-m", "harness"]:
+                words = words[3:]
+            elif words[0] == "harness":
+                words = words[1:]
+            if words[0] not in commands_:
+                continue
+            known = options_of(words[0])
+            for flag in flags_of(words):
+                if flag not in known:
+                    bad.append(f"{path.relative_to(ROOT)}: `{span}`: `{words[0]}` has no option {flag}")
+    assert not bad, "\n".join(bad)
+
+
+@QUICK
+def test_the_readme_leads_to_every_page_a_user_reads():
+    """The README's documentation table links every how-to, reference and explanation page, and the
+    atlas: a page it leaves out is one a newcomer does not find."""
+    text = README.read_text()
+    linked = {unquote(t) for t in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)}
+    wanted = [p.relative_to(ROOT).as_posix() for folder in ("how-to", "reference", "explanation")
+              for p in sorted((DOCS / folder).glob("*.md"))] + ["docs/atlas.md"]
+    missing = [p for p in wanted if p not in linked]
+    assert not missing, f"README.md links none of: {', '.join(missing)}"

@@ -75,7 +75,13 @@ def add(sub) -> None:
     w.add_argument("--executor", choices=("local", "slurm"), help="as `run --executor` (slurm: a cluster)")
     w.add_argument("--offline", action="store_true", help="the releases the results folder recorded, no index")
     w.add_argument("--wait", action="store_true", help="when another atlas watch runs, wait for it (default: exit 3)")
-    lk = acts.add_parser("lookup", help="the rows nearest a project's pins, and the changes up to a target")
+    lk = acts.add_parser("lookup", help="the rows nearest a project's pins, and the changes up to a target",
+                         description="A project's pins against the atlas: the measured rows nearest them, and "
+                                     "every change the atlas knows between them and the newest row of their "
+                                     "kind (or --target). Lines that pin nothing exactly (ranges) are named as "
+                                     "ignored. Exit 0: nothing on the way breaks what the project's stack does; "
+                                     "1: something does (each change is printed); 2: pins or data that cannot "
+                                     "be used.")
     lk.add_argument("pins", nargs="*", metavar="PKG==VERSION", help="pins (besides or instead of -r)")
     lk.add_argument("-r", "--requirements", metavar="FILE", help="a requirements file, pyproject.toml or lock")
     lk.add_argument("--target", action="append", default=[], metavar="PKG==VERSION",

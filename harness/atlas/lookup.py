@@ -31,14 +31,15 @@ NEAREST = 3
 
 
 def command(args, console: Console) -> int:
-    pins = _pins(args.requirements, args.pins)
+    pins, ignored = _pins(args.requirements, args.pins)
     recs, _about = records.read(Path(args.data))
     table = rows.build(recs)
     found = changes.find(table)
     evidence = Path(args.data).parent / publish.EVIDENCE
     explain.attach(found, evidence, str(evidence))  # links a reader opens from where the lookup ran
     found = [c for c in found if c.speed != "refuted"]  # run side by side, it was the host's, not the release's
-    answer = answer_for(pins, table, found, _pins(None, args.target) if args.target else None)
+    answer = answer_for(pins, table, found, _pins(None, args.target)[0] if args.target else None)
+    answer["ignored"] = ignored
     if args.json:
         print(json.dumps(answer, indent=1))
     else:
@@ -47,18 +48,21 @@ def command(args, console: Console) -> int:
     return 1 if any(c["for_you"] == "breaks" for c in answer["changes"]) else 0
 
 
-def _pins(path: str | None, texts: list[str]) -> dict[str, str]:
+def _pins(path: str | None, texts: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The exact pins, and the file's lines that pin nothing exactly (a range): no row is theirs, so
+    they are said to be ignored rather than refused."""
     if not path and not texts:
         raise UserError("no pins: give -r FILE (requirements.txt, pyproject.toml, uv.lock, poetry.lock) "
                         "or NAME==VERSION arguments")
     if path and not Path(path).is_file():
         raise UserError(f"-r {path}: no such file")
-    out = dict(project.read(Path(path)).pins) if path else {}
+    read = project.read(Path(path), lenient=True) if path else None
+    out = dict(read.pins) if read else {}
     out.update(project.arguments(texts).pins if texts else {})
     for name in TENSORFLOW:
         if name in out:
             out.setdefault("tensorflow", out[name])
-    return out
+    return out, (read.ignored if read else [])
 
 
 def line_of(pins: dict[str, str]) -> str:
@@ -149,7 +153,10 @@ def _row(row: rows.Row) -> dict:
 
 def text(answer: dict) -> list[str]:
     pins = ", ".join(f"{k} {v}" for k, v in answer["pins"].items() if k in ("tensorflow", "keras", "tf-keras", "jax"))
-    out = [f"pins: {pins} -> {answer['line_name']}", "nearest measured:"]
+    out = [f"pins: {pins} -> {answer['line_name']}"]
+    if answer.get("ignored"):
+        out.append(f"ignored (not exact pins, so no row is theirs): {', '.join(answer['ignored'])}")
+    out.append("nearest measured:")
     for row in answer["nearest"]:
         out.append(f"  {row['label']}: {_summary(row)}")
     out.append(f"target: {answer['target']['label']}: {_summary(answer['target'])}")

@@ -87,7 +87,8 @@ def command(args, console: Console) -> int:
     check_writable(results, "--results")
     resolver = releases.Resolver(offline=args.offline)
     base = start["base"] or plan.environment(pins, python, list(asked))
-    targets = _targets(asked, pins, python, resolver)
+    python_notes: dict[str, str] = {}
+    targets = _targets(asked, pins, python, resolver, python_notes)
     envs = [base, *[e for e in {plan.opened(base, p)["name"]: plan.opened(base, p) for p in asked}.values()
                     if e["name"] != base["name"]]]
     name = "upgrade-" + re.sub(r"[^A-Za-z0-9._-]", "-", start["name"] or "project")
@@ -128,6 +129,9 @@ def command(args, console: Console) -> int:
                 answer.cells, answer.ran = search.cost()
                 entry["cells"], entry["ran"] = answer.cells, answer.ran
             entry["environment"] = env_name
+            if package in python_notes:
+                entry["python_note"] = python_notes[package]
+                console.print(shown(python_notes[package]), highlight=False)
             frontier.show(answer, console)
             report["packages"].append(entry)
         report["combined"] = _combined(m, base, report["packages"], engine, results, console, yardstick,
@@ -179,9 +183,12 @@ def _cells(m, env_name: str, keep: set[str] | None) -> list:
     return [c for c in m.cells if c.environment.name == env_name and (keep is None or fromcell.part(c) in keep)]
 
 
-def _targets(asked: dict, pins: project.Pins, python: str, resolver) -> dict[str, tuple[str, str, str]]:
+def _targets(asked: dict, pins: project.Pins, python: str, resolver,
+             notes: dict | None = None) -> dict[str, tuple[str, str, str]]:
     """{package: (current, target, newest)}: the newest release the index has for this Python,
-    or the one the user gave (which must be a release)."""
+    or the one the user gave (which must be a release). `notes` gets, per package, the newer
+    releases this Python cannot install."""
+    notes = {} if notes is None else notes
     out = {}
     for package, given in asked.items():
         current = pins.pins[package]
@@ -192,11 +199,19 @@ def _targets(asked: dict, pins: project.Pins, python: str, resolver) -> dict[str
         listed = sorted(found.versions, key=Version)
         fit = [v for v in listed if v not in found.unfit]
         newest = (fit or listed or [current])[-1]
+        beyond = [v for v in listed if Version(v) > Version(newest)]
+        if beyond and not given:  # newer releases this Python cannot install: said, never silently left out
+            notes[package] = (f"{package} {_span(beyond)} not tried: {found.unfit.get(beyond[-1], 'no file')} "
+                              f"(the project's Python is {python}; name another with --python-version)")
         if given and given not in listed:
             raise UserError(f"--package {package}=={given}: not a release of {package} on {found.index} "
                             f"(newer ones: {', '.join(listed[-8:]) or 'none'})")
         out[package] = (current, given or newest, max(newest, given or newest, key=Version))
     return out
+
+
+def _span(versions: list[str]) -> str:
+    return versions[0] if len(versions) == 1 else f"{versions[0]} to {versions[-1]}"
 
 
 def _evidence(args, search, answer, found, yardstick, out: Path, console: Console) -> dict:
@@ -213,8 +228,8 @@ def _evidence(args, search, answer, found, yardstick, out: Path, console: Consol
         got["announced"] = announced.explain(search.package, b["last_good"], b["first_bad"],
                                              search.messages(b["first_bad"]))
     if got.get("announced"):  # a change the project made on purpose: the code change, not a report
-        got["reduced"] = {"problem": f"not reduced: {got['announced']['by']} name the change as intended "
-                                     "(upstream closes a report of an announced change)"}
+        got["reduced"] = {"problem": f"the change is announced ({got['announced']['by']}): upstream closes a "
+                                     "report of it, so none is drafted"}
     elif not args.no_reduce and kind == frontier.BREAK:
         got["reduced"] = evidence.reduced(search, answer, out / "reduced", args.budget, args.unconfined)
     if not args.no_diverge and kind in (frontier.VALUE, frontier.ACCURACY, frontier.SPEED):

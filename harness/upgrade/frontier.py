@@ -69,6 +69,7 @@ class Search:
     def __init__(self, m, base_cells: list[Cell], package: str, engine, results: Path, console: Console,
                  criteria: Criteria, resolver: releases.Resolver, repeats: int | None):
         self.m, self.base_cells, self.package, self.engine = m, base_cells, package, engine
+        self.repeats = repeats
         self.results, self.console, self.criteria, self.resolver = results, console, criteria, resolver
         self.cells_for = ReleaseCells(base_cells, package, resolver, repeats, True, releases.CUTOFF_MARGIN_DAYS)
         self.unavailable: set[str] = set()
@@ -227,7 +228,8 @@ def frontier(search: Search, current: str, target: str, newest: str) -> tuple[An
     else:
         found = search.find(versions)
         for v, t in found.tested.items():
-            answer.tested[v] = {"verdict": t.kind, "why": t.why, "cells": t.evidence.get("cells", [])}
+            answer.tested[v] = {"verdict": t.kind, "why": t.why, "cells": t.evidence.get("cells", []),
+                                **({"moved_with": search.moved[v]} if v in search.moved else {})}
         old, new = found.tested[versions[0]], found.tested[versions[-1]]
         if old.kind != GOOD:
             answer.problem = f"the baseline {search.package} {current} does not run here: {old.why}"
@@ -241,7 +243,8 @@ def frontier(search: Search, current: str, target: str, newest: str) -> tuple[An
                               "kind": kind_of(verdict, after in search.unavailable), "why": verdict.why,
                               "cells": verdict.evidence.get("cells", []),
                               "good_cells": found.tested[found.before].evidence.get("cells", []),
-                              "warnings": found.warnings}
+                              "warnings": found.warnings,
+                              **({"moved_with": search.moved[after]} if after in search.moved else {})}
         else:
             answer.problem = found.problem or "no change found between the ends"
     answer.cells, answer.ran = search.cost()

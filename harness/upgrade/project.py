@@ -27,6 +27,7 @@ class Pins:
     pins: dict[str, str]                                 # canonical name -> exact version, in file order
     names: dict[str, str] = field(default_factory=dict)  # canonical name -> as the file spells it
     lock: bool = False                                   # a lock: every package of the closure
+    ignored: list[str] = field(default_factory=list)     # read leniently: lines that pin nothing exactly
 
     def spelled(self, name: str) -> str:
         return self.names.get(canonicalize_name(name), name)
@@ -48,8 +49,10 @@ def find(folder: Path, named: str | None) -> Path:
                     "name one with --requirements")
 
 
-def read(path: Path) -> Pins:
-    """The exact pins of `path`, by its kind."""
+def read(path: Path, lenient: bool = False) -> Pins:
+    """The exact pins of `path`, by its kind. `lenient`: a line that is a requirement but not an
+    exact pin (a range) is set aside in `Pins.ignored` instead of refused -- for a reader that
+    asks about the pins a project has, not one that runs them as its baseline."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -57,8 +60,8 @@ def read(path: Path) -> Pins:
     if path.name in LOCKS:
         return _lock(path, text)
     if path.suffix == ".toml":
-        return _pyproject(path, text)
-    return _requirements(path, text)
+        return _pyproject(path, text, lenient)
+    return _requirements(path, text, lenient)
 
 
 def _pin(path: Path, line: int | str, text: str) -> tuple[str, str, str]:
@@ -79,9 +82,12 @@ def _pin(path: Path, line: int | str, text: str) -> tuple[str, str, str]:
     return canonicalize_name(req.name), exact[0], req.name
 
 
-def _collect(path: Path, items) -> Pins:
+def _collect(path: Path, items, lenient: bool = False) -> Pins:
     pins = Pins(path, {})
     for line, text in items:
+        if lenient and _is_requirement(text) and not _is_exact(text):
+            pins.ignored.append(text)
+            continue
         name, version, spelled = _pin(path, line, text)
         pins.pins[name], pins.names[name] = version, spelled
     if not pins.pins:
@@ -89,12 +95,25 @@ def _collect(path: Path, items) -> Pins:
     return pins
 
 
+def _is_requirement(text: str) -> bool:
+    try:
+        Requirement(text)
+    except InvalidRequirement:
+        return False
+    return True
+
+
+def _is_exact(text: str) -> bool:
+    spec = Requirement(text).specifier
+    return len(spec) == 1 and all(s.operator in ("==", "===") and "*" not in s.version for s in spec)
+
+
 def arguments(texts: list[str]) -> Pins:
     """Pins given as NAME==VERSION arguments, each checked as a file's line is."""
     return _collect(Path("the command line"), [(f"argument {i}", t) for i, t in enumerate(texts, 1)])
 
 
-def _requirements(path: Path, text: str) -> Pins:
+def _requirements(path: Path, text: str, lenient: bool = False) -> Pins:
     items = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split(" #")[0].strip()
@@ -103,7 +122,7 @@ def _requirements(path: Path, text: str) -> Pins:
         if line.startswith("-"):  # an option (-r, --index-url, -e): the baseline is the pins alone
             raise UserError(f"{path}:{n}: {line!r}: options are not read here; give a file of pins (pip freeze)")
         items.append((n, line))
-    return _collect(path, items)
+    return _collect(path, items, lenient)
 
 
 def _toml(path: Path, text: str) -> dict:
@@ -113,11 +132,11 @@ def _toml(path: Path, text: str) -> dict:
         raise UserError(f"{path}: not TOML ({str(exc).splitlines()[0]})") from None
 
 
-def _pyproject(path: Path, text: str) -> Pins:
+def _pyproject(path: Path, text: str, lenient: bool = False) -> Pins:
     deps = _toml(path, text).get("project", {}).get("dependencies")
     if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
         raise UserError(f"{path}: no [project] dependencies list")
-    return _collect(path, [(f"dependencies[{i}]", d) for i, d in enumerate(deps)])
+    return _collect(path, [(f"dependencies[{i}]", d) for i, d in enumerate(deps)], lenient)
 
 
 def _lock(path: Path, text: str) -> Pins:

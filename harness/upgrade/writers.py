@@ -45,15 +45,24 @@ def _cells(cells: list[str]) -> str:
 
 def _actions(p: dict) -> list[str]:
     b = p["blocker"]
-    out = [f"pin `{p['package']}<{b['first_bad']}` (newest safe: {b['last_good']})"]
+    out = []
+    said = b.get("announced")
+    if said:  # a change made on purpose: the code change its project names, not a report upstream
+        out.append(f"change the code: {said['change']} -- {said['says']} (source: {said['by']}, {said['source']})")
+    out.append(f"pin `{p['package']}<{b['first_bad']}` (newest safe: {b['last_good']})"
+               + (" until the code is changed" if said else ""))
     mend = b.get("mend_release") or {}
     if mend.get("found"):
         out.append(f"move to `{p['package']}=={mend['first_good']}`, the first release that mends it "
                    f"(cells {_cells(mend['cells'])})")
     setting = b.get("mend_setting") or {}
     if setting.get("mends"):
-        out.append(f"move to `{p['package']}=={setting['at']}` with {setting['setting']} "
-                   f"(cells {_cells(setting['cells'])})")
+        values = setting.get("values")
+        kept = ("" if not values else
+                f"; the values: {'the same within their spread' if values['kept'] else 'they differ'} -- "
+                f"{values['why'][:200]} (cells {_cells(values['cells'])})")
+        out.append(f"move to `{p['package']}=={setting['at']}` with {setting['setting']}: it ends as the "
+                   f"baseline does (cells {_cells(setting['cells'])}){kept}")
     red = b.get("reduced") or {}
     if red.get("script"):
         out.append(f"report it upstream: the reduced script `{red['script']}` "
@@ -67,7 +76,7 @@ def markdown(report: dict) -> str:
               f"{_cells(start['cells'])})" if start else
               f"Project `{report['project']}`, pins from `{report['pins']}`")
     lines = ["# Upgrade report", "",
-             f"{origin}, Python {report['python']}, "
+             f"{origin}, {report.get('python_why') or 'Python ' + report['python']}, "
              f"engine {report.get('engine')}; the matrix it ran: `{report['matrix']}`, "
              f"results in `{report['results']}`.", ""]
     base = report.get("baseline")
@@ -83,6 +92,7 @@ def markdown(report: dict) -> str:
         block = (f"{b['kind']} at {b['first_bad']}" if b else ("none" if p["holds"] else f"no answer: {p['problem']}"))
         lines.append(f"| {p['package']} | {p['current']} | {p['frontier'] or '-'} | {p['target']} | "
                      f"{block.replace('|', '/')} | {p['cells']} ({p['ran']}) |")
+    lines += [f"\n{p['python_note']}" for p in report["packages"] if p.get("python_note")]
     c = report["combined"]
     lines += ["", "## The combined stack", ""]
     if c.get("holds") is None:
@@ -104,6 +114,12 @@ def markdown(report: dict) -> str:
                          f"{night['last_good']}){'; ' + night['history'] if night.get('history') else ''}")
         elif night.get("problem"):
             lines.append(f"- nights: {night['problem']}")
+        moved = b.get("moved_with")
+        if moved:
+            lines.append(f"- {p['package']} {b['first_bad']} cannot be installed beside the pinned "
+                         f"{', '.join(moved['with'])}: it was tried with them moved too "
+                         f"({', '.join(f'{k} {v}' for k, v in moved['resolved'].items()) or 'as resolved'}; "
+                         f"cells {_cells(moved['cells'])})")
         mend = b.get("mend_release")
         if mend and not mend.get("found"):
             lines.append(f"- no release up to {mend['newest']} mends it (cells {_cells(mend['cells'])})")
@@ -131,6 +147,11 @@ def summary(report: dict) -> str:
     parts = []
     for p in report["packages"]:
         state = "holds" if p["holds"] else (f"newest safe {p['frontier']}" if p["frontier"] else "no answer")
+        b = p.get("blocker") or {}
+        if b:
+            state += f", {b['kind']} at {b['first_bad']}"
+            if b.get("announced"):
+                state += f" (announced in {b['announced']['by']}: {b['announced']['change'][:160]})"
         parts.append(f"{p['package']} {p['current']} -> {p['target']}: {state} "
                      f"({p['cells']} cells, {p['ran']} run now)")
     c = report["combined"]
