@@ -87,12 +87,19 @@ def debian_image(client, cli: str, release: str, log) -> str:
 
 
 def _debootstrap(client, cli: str, release: str, tag: str, log) -> None:
-    debootstrap = shutil.which("debootstrap")
-    if not debootstrap or os.geteuid() != 0:
+    """The Debian base, bootstrapped here: by mmdebstrap where it is installed (apt's parallel
+    downloads and a tarball written straight into `docker import`: about half debootstrap's time),
+    else by debootstrap. Both make the same minbase system with the same packages."""
+    mmdebstrap, debootstrap = shutil.which("mmdebstrap"), shutil.which("debootstrap")
+    if not (mmdebstrap or debootstrap) or os.geteuid() != 0:
         raise EnvironmentUnavailable(
-            f"no registry reachable and no local {tag}: building it needs debootstrap and root "
+            f"no registry reachable and no local {tag}: building it needs debootstrap (or mmdebstrap) and root "
             f"(apt-get install debootstrap; run as root), or load a base image with 'docker load'")
-    mirror = os.environ.get("HARNESS_DEBIAN_MIRROR")  # unset: debootstrap's own default (and its proxy rules)
+    mirror = os.environ.get("HARNESS_DEBIAN_MIRROR")  # unset: the tool's own default (and its proxy rules)
+    hook = _merged_usr_hook(mmdebstrap) if mmdebstrap else None
+    if hook:
+        _mmdebstrap(mmdebstrap, hook, cli, release, tag, mirror, log)
+        return
     with tempfile.TemporaryDirectory(prefix="harness-debootstrap-") as root:
         _run([debootstrap, "--variant=minbase", f"--include={DEBOOTSTRAP_PACKAGES}", release, root,
               *([mirror] if mirror else [])], log)
@@ -106,6 +113,29 @@ def _debootstrap(client, cli: str, release: str, tag: str, log) -> None:
         tar.wait()
         if imp.returncode != 0 or tar.returncode != 0:
             raise EnvironmentUnavailable(f"docker import of the debootstrapped {release} failed")
+
+
+def _merged_usr_hook(mmdebstrap: str) -> Path | None:
+    """The hook that has mmdebstrap lay out /usr as debootstrap does (usr-is-merged; without it,
+    usrmerge and perl come in), where mmdebstrap's package installed it; None: use debootstrap."""
+    hook = Path(mmdebstrap).resolve().parent.parent / "share" / "mmdebstrap" / "hooks" / "maybe-merged-usr"
+    return hook if hook.is_dir() else None
+
+
+def _mmdebstrap(mmdebstrap: str, hook: Path, cli: str, release: str, tag: str, mirror: str | None, log) -> None:
+    """mmdebstrap's tarball, on its standard output, imported as `tag` (its apt caches left out)."""
+    args = [mmdebstrap, "--variant=minbase", f"--hook-dir={hook}", f"--include={DEBOOTSTRAP_PACKAGES}", release,
+            "-", *([mirror] if mirror else [])]
+    log.write(f"$ {' '.join(args)} | {cli} import - {tag}\n")
+    log.flush()
+    strap = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log)
+    imp = subprocess.run([cli, "import", "--change", "ENV LANG=C.UTF-8", "-", tag], stdin=strap.stdout,
+                         stdout=log, stderr=subprocess.STDOUT)
+    strap.stdout.close()
+    strap.wait()
+    if imp.returncode != 0 or strap.returncode != 0:
+        raise EnvironmentUnavailable(f"mmdebstrap of {release} into an image failed "
+                                     f"(mmdebstrap exit {strap.returncode}, docker import exit {imp.returncode})")
 
 
 _NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "test", "tests")

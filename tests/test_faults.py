@@ -75,3 +75,35 @@ def test_planted_faults_in_containers(tmp_path, docker_client):
     assert results["memory"]["exit"]["container_oom_flag"] is True, "a real OOM kill, seen by the engine"
     leftovers = containers_under(docker_client, tmp_path, pid=os.getpid())
     assert not leftovers
+
+
+def test_a_fault_of_the_harness_around_a_cell_is_that_cells_result_and_the_run_goes_on(tmp_path):
+    """The harness's own code failing around a cell -- here an engine whose preparation of one
+    environment raises what no engine means to raise -- ends as that cell's recorded `error`,
+    marked as the harness's, with its traceback beside it; the other environment's cells run on,
+    and the next run tries the faulted cell again."""
+    from harness.engines.venv import VenvEngine
+    from harness.store import ResultStore
+
+    class Planted(VenvEngine):  # a bug in the harness, planted where an engine prepares
+        def prepare(self, env, log_path):
+            if env.name == "broken":
+                raise KeyError("planted: the harness's own bug while preparing")
+            return super().prepare(env, log_path)
+
+    limits = Limits(wall=120, progress=30)
+    cells = [Cell(environment=Environment(name=name, python="3.11"),
+                  workload=Workload(name="fault-silent_exit", model="fault", params={"fault": "silent_exit"}),
+                  parallelism=Parallelism(), batch_size=1, epochs=1, repeat=0, limits=limits)
+             for name in ("bare", "broken")]
+    m = Matrix(path=tmp_path / "m.yaml", name="harness-fault", description="", sha256="", cells=cells)
+    results = {r["environment"]: r for r in Runner(m, Planted(), tmp_path / "results", Console(quiet=True)).run(cells)}
+    assert set(results) == {"bare", "broken"}, "no cell is lost"
+    assert results["bare"]["status"] == "crash", "the healthy environment's cell ran as it would have"
+    faulted = results["broken"]
+    assert faulted["status"] == "error" and faulted["error"]["kind"] == "harness", faulted["error"]
+    assert "KeyError" in faulted["error"]["type"] and "harness's own code" in faulted["reason"]
+    folder = tmp_path / "results" / "harness-fault" / cells[1].id
+    assert "Planted" in (folder / "harness.log").read_text() or "prepare" in (folder / "harness.log").read_text()
+    assert ResultStore(tmp_path / "results", "harness-fault").needs_run(cells[1])
+    assert not ResultStore(tmp_path / "results", "harness-fault").needs_run(cells[0])

@@ -198,9 +198,12 @@ def values_compared(results: list, reference: list, criteria: Criteria) -> Verdi
                        if criteria.accuracy_drop is not None else None, criteria.speed_drop)
     verdict = bisect.judge(results, good, widened)
     now = verdict.evidence.get("val_accuracy")
-    if in_value_alone(verdict) and verdict.why.startswith("val_accuracy") and now and acc and now.hi >= acc.lo:
-        return Verdict(GOOD, f"val_accuracy {now.fmt(3)} against {acc.fmt(3)}: within the spread of "
-                             f"{now.n} and {acc.n} runs", evidence=verdict.evidence)
+    if not (now and acc) or verdict.kind != GOOD and not in_value_alone(verdict):
+        return verdict
+    if verdict.kind == GOOD or (verdict.why.startswith("val_accuracy") and now.hi >= acc.lo):
+        # inside its floor, or its runs overlap the reference's: no change of accuracy can be claimed
+        return Verdict(GOOD, f"val_accuracy {now.fmt(3)} against the reference's {acc.fmt(3)}: the same within "
+                             f"the spread of {now.n} and {acc.n} runs", evidence=verdict.evidence)
     return verdict
 
 
