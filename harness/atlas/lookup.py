@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
@@ -26,6 +27,9 @@ from ..upgrade import project
 from . import changes, explain, publish, records, rows
 
 TENSORFLOW = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "intel-tensorflow", "tensorflow-macos")
+# The packages whose pins choose the rows: a range of one of these cannot be looked up (exit 2, its line);
+# a range of any other package is named as ignored
+LOOKED_UP = frozenset({*TENSORFLOW, "keras", "tf-keras", "jax", "torch"})
 BREAKING = ("devices",)  # a finding within the target row that breaks what worked on one device
 NEAREST = 3
 
@@ -56,7 +60,7 @@ def _pins(path: str | None, texts: list[str]) -> tuple[dict[str, str], list[str]
                         "or NAME==VERSION arguments")
     if path and not Path(path).is_file():
         raise UserError(f"-r {path}: no such file")
-    read = project.read(Path(path), lenient=True) if path else None
+    read = project.read(Path(path), lenient=lambda name: canonicalize_name(name) not in LOOKED_UP) if path else None
     out = dict(read.pins) if read else {}
     out.update(project.arguments(texts).pins if texts else {})
     for name in TENSORFLOW:

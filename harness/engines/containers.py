@@ -41,3 +41,29 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def remove_dead(client) -> int:
+    """Remove the harness's containers whose harness is provably dead: started on this host, and
+    either before the last reboot or by a process that no longer runs (its pid gone, or reused by a
+    process that started at another time). A container of another host, or with labels that do not
+    say all this, is not ours to judge. Several harnesses starting at once on one host (the tasks of
+    an array, parallel runs) find the same containers: one that another removes meanwhile is gone
+    all the same, never a failure of this one."""
+    import docker.errors  # the engine's optional dependency, as in docker.py
+    removed = 0
+    # sparse: the labels come with the list itself; without it the client inspects each container
+    # after listing it, and one removed meanwhile raised NotFound there
+    for container in client.containers.list(all=True, sparse=True, filters={"label": LABEL}):
+        if not owner_is_dead(container.attrs.get("Labels") or {}):
+            continue
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: its removal is already in progress elsewhere
+                raise
+            continue
+        removed += 1
+    return removed

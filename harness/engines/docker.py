@@ -38,7 +38,7 @@ from ..pipsettings import pip_settings
 from ..supervise import RawOutcome, watch
 from ..workloads.protocol import EVENTS_FILE, INPUTS_DIR, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, read_reaped
-from .containers import LABEL, OUT_MOUNT, WORKLOADS_MOUNT, owner_is_dead, owner_labels
+from .containers import LABEL, OUT_MOUNT, WORKLOADS_MOUNT, owner_labels, remove_dead
 from .docker_warm import ContainerServer, run_forked
 
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
@@ -264,27 +264,8 @@ class DockerEngine(Engine):
 
     # -- containers left by a run that was killed ---------------------------
     def remove_leftovers(self) -> int:
-        """Remove the cell containers whose harness is provably dead: started on this host,
-        and either before the last reboot or by a process that no longer runs (its pid
-        gone, or reused by a process that started at another time). A container of
-        another host, or with labels that do not say all this, is not ours to judge."""
-        import docker.errors
-        removed = 0
-        # sparse: the labels come with the list itself. Without it the client inspects each container
-        # after listing it, and one that another run removes meanwhile (its cell just ended) raised
-        # NotFound here -- in an engine's set-up, before any cell of this run had started.
-        for container in self.client.containers.list(all=True, sparse=True, filters={"label": LABEL}):
-            if not owner_is_dead(container.attrs.get("Labels") or {}):
-                continue
-            try:
-                container.remove(force=True)
-            except docker.errors.NotFound:  # another harness removed it first: gone all the same
-                continue
-            except docker.errors.APIError as exc:
-                if exc.status_code != 409:  # 409: its removal is already in progress elsewhere
-                    raise
-                continue
-            removed += 1
+        """Remove the cell containers whose harness is provably dead (`containers.remove_dead`)."""
+        removed = remove_dead(self.client)
         if removed:
             self.console.print(f"removed {removed} container(s) left by an interrupted run")
         return removed

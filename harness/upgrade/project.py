@@ -4,6 +4,7 @@ its file and line (exit 2), as is anything that is not a requirement at all."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,10 +50,11 @@ def find(folder: Path, named: str | None) -> Path:
                     "name one with --requirements")
 
 
-def read(path: Path, lenient: bool = False) -> Pins:
-    """The exact pins of `path`, by its kind. `lenient`: a line that is a requirement but not an
-    exact pin (a range) is set aside in `Pins.ignored` instead of refused -- for a reader that
-    asks about the pins a project has, not one that runs them as its baseline."""
+def read(path: Path, lenient: Callable[[str], bool] | None = None) -> Pins:
+    """The exact pins of `path`, by its kind. `lenient(name)`: a line of such a package that is a
+    requirement but not an exact pin (a range) is set aside in `Pins.ignored` instead of refused --
+    for a reader that asks about some of the pins a project has, not one that runs them all as its
+    baseline; a range of a package it does ask about is still refused at its line."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -73,8 +75,8 @@ def _pin(path: Path, line: int | str, text: str) -> tuple[str, str, str]:
         raise UserError(f"{where}: {text!r} is not a requirement ({str(exc).splitlines()[0]})") from None
     exact = [s.version for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
     if len(exact) != 1 or len(req.specifier) != 1:
-        raise UserError(f"{where}: {text!r} is not an exact pin (NAME==VERSION): the baseline is what you run; "
-                        "pin it, or give the lock")
+        raise UserError(f"{where}: {text!r} is not an exact pin (NAME==VERSION): the answer is for the release "
+                        "you run; pin it, or give the lock")
     try:
         Version(exact[0])
     except InvalidVersion:
@@ -82,10 +84,10 @@ def _pin(path: Path, line: int | str, text: str) -> tuple[str, str, str]:
     return canonicalize_name(req.name), exact[0], req.name
 
 
-def _collect(path: Path, items, lenient: bool = False) -> Pins:
+def _collect(path: Path, items, lenient: Callable[[str], bool] | None = None) -> Pins:
     pins = Pins(path, {})
     for line, text in items:
-        if lenient and _is_requirement(text) and not _is_exact(text):
+        if lenient and _is_requirement(text) and not _is_exact(text) and lenient(Requirement(text).name):
             pins.ignored.append(text)
             continue
         name, version, spelled = _pin(path, line, text)
@@ -113,7 +115,7 @@ def arguments(texts: list[str]) -> Pins:
     return _collect(Path("the command line"), [(f"argument {i}", t) for i, t in enumerate(texts, 1)])
 
 
-def _requirements(path: Path, text: str, lenient: bool = False) -> Pins:
+def _requirements(path: Path, text: str, lenient: Callable[[str], bool] | None = None) -> Pins:
     items = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split(" #")[0].strip()
@@ -132,7 +134,7 @@ def _toml(path: Path, text: str) -> dict:
         raise UserError(f"{path}: not TOML ({str(exc).splitlines()[0]})") from None
 
 
-def _pyproject(path: Path, text: str, lenient: bool = False) -> Pins:
+def _pyproject(path: Path, text: str, lenient: Callable[[str], bool] | None = None) -> Pins:
     deps = _toml(path, text).get("project", {}).get("dependencies")
     if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
         raise UserError(f"{path}: no [project] dependencies list")
