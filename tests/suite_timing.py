@@ -29,15 +29,16 @@ import pytest
 from harness import ledger
 from harness.paths import cache_dir
 
-# seconds per file on 2 cores, the larger of warm (two workers) and from nothing (one process):
-# a clean clone has no cache of its own, warm or not (docs/reference/tests.md); only the order matters
-LONG_FIRST = {"tests/test_warm.py": 335, "tests/test_wrappers.py": 302, "tests/test_build.py": 268,
-              "tests/test_held_out.py": 233, "tests/test_user_workloads.py": 232, "tests/test_slurm.py": 219,
-              "tests/test_bisect_real.py": 207, "tests/test_controls.py": 159, "tests/test_watch.py": 134,
-              "tests/test_trust.py": 103, "tests/test_scheduler.py": 98, "tests/test_releases.py": 85,
-              "tests/test_toolchain.py": 84, "tests/test_repro.py": 50,
-              "tests/test_watch_example.py": 48, "tests/test_smoke_real.py": 47, "tests/test_docker_warm.py": 46,
-              "tests/test_reduce_confined.py": 380}
+# seconds per file on 2 cores, from nothing (CI's own table, three workers); a clean clone has no cache
+# of its own, so this orders its files (docs/reference/tests.md); only the order matters
+LONG_FIRST = {"tests/test_user_workloads.py": 829, "tests/test_wrappers.py": 542, "tests/test_warm.py": 497,
+              "tests/test_upgrade.py": 466, "tests/test_reduce_confined.py": 424, "tests/test_held_out.py": 299,
+              "tests/test_toolchain.py": 295, "tests/test_slurm.py": 277, "tests/test_trust.py": 213,
+              "tests/test_readme_door.py": 190, "tests/test_reduce.py": 180, "tests/test_bisect_real.py": 176,
+              "tests/test_diverge.py": 170, "tests/test_build.py": 170, "tests/test_atlas.py": 170,
+              "tests/test_controls.py": 130, "tests/test_report.py": 111, "tests/test_scheduler.py": 92,
+              "tests/test_home.py": 87, "tests/test_watch.py": 83, "tests/test_programs_ahead.py": 81,
+              "tests/test_releases.py": 80, "tests/test_repro.py": 76, "tests/test_smoke_real.py": 57}
 CACHE_KEY = "suite_timing/seconds_per_file"
 
 _started = time.time()
