@@ -24,20 +24,7 @@ from ..paths import inside
 from .base import Prepared, ProcessEngine, cache_dir
 
 MARKER = "harness-env.json"
-# The venv's own folder for the bytecode its cells compile (PYTHONPYCACHEPREFIX, Python 3.8+): the first
-# process of an environment compiles what it imports and the next ones read it -- TensorFlow 2.15's import
-# takes 6 s of CPU compiling from source and under 3 s from bytecode -- while nothing is written beside
-# the user's code or the staged workloads. It goes with the venv when the venv is removed.
-BYTECODE = "pycache"
 RECIPE_VERSION = 5  # bump when the way venvs are built changes (2: folders named by content alone; 3: uv; 4-5: seeded)
-
-
-def _minor(python: str) -> tuple[int, ...]:
-    """'3.11' -> (3, 11); a version that is not numbers sorts first (no bytecode folder)."""
-    try:
-        return tuple(int(p) for p in python.split(".")[:2])
-    except ValueError:
-        return (0,)
 
 
 class VenvEngine(ProcessEngine):
@@ -121,15 +108,6 @@ class VenvEngine(ProcessEngine):
 
     def interpreter(self, prepared: Prepared) -> str:
         return str(Path(prepared.handle) / "bin" / "python")
-
-    def environ(self, cell, slot, workloads_root: Path) -> dict[str, str]:
-        """A cell's variables, with its bytecode kept in the venv (`BYTECODE`) where its Python can
-        put it apart from the sources; older Pythons write none, as every engine's cells."""
-        env = super().environ(cell, slot, workloads_root)
-        if _minor(cell.environment.python) >= (3, 8):
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            env["PYTHONPYCACHEPREFIX"] = str(self.location(cell.environment) / BYTECODE)
-        return env
 
     def shell(self, cell, prepared: Prepared, bundle: Path) -> tuple[list[str], dict]:
         argv, env = super().shell(cell, prepared, bundle)
