@@ -14,10 +14,12 @@ import http.server
 import json
 import os
 import shlex
+import shutil
 import socketserver
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -253,7 +255,9 @@ def test_a_task_whose_engine_set_up_raises_records_its_cell_as_the_harness_fault
     meta = json.loads((sub / "submission.json").read_text())
     (sub / "submission.json").write_text(json.dumps({**meta, "engine": "docker"}))
 
-    socket_path = tmp_path / "engine.sock"
+    # a Unix socket's path is at most 107 bytes: a deep pytest tmp_path (CI's own) is longer, /tmp is not
+    socket_dir = Path(tempfile.mkdtemp(prefix="engine-", dir="/tmp"))
+    socket_path = socket_dir / "engine.sock"
     server = _BrokenEngine(str(socket_path), _BrokenEngine.Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     docker_cli = _executable(tmp_path / "docker", "#!/bin/bash\necho 20.10.24\n")
@@ -265,6 +269,7 @@ def test_a_task_whose_engine_set_up_raises_records_its_cell_as_the_harness_fault
     finally:
         server.shutdown()
         server.server_close()
+        shutil.rmtree(socket_dir, ignore_errors=True)
     assert task.returncode == 0, task.stdout + task.stderr
     [folder] = [p.parent for p in (results / "hostile").rglob("result.json")]
     result = json.loads((folder / "result.json").read_text())
