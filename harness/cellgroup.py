@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from .store import process_start
+from .processes import process_start
 from .workloads.protocol import LEFTOVER_GRACE, REAPED_FILE  # noqa: F401 - engines read them here
 
 CGROUP_VARIABLE = "HARNESS_CGROUP"

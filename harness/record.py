@@ -9,10 +9,9 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from . import SCHEMA, __version__
+from . import SCHEMA, __version__, beside
 from .cells import Cell
 from .evidence import Evidence
-from .launch import warmth_record
 from .outcome import Verdict
 from .result import Result
 from .stats import spread_of, steady
@@ -21,6 +20,33 @@ from .supervise import RawOutcome
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def warmth_record(workload: dict, raw, spawned: float | None = None, cell: str | None = None) -> dict | None:
+    """result.json's `warmth`: how the cell launched (warm / fresh, and why fresh on a warm run),
+    which caches it was offered and which start-up settings it got (allocation.py), whether its
+    compilation hit a cache and where its data came from --
+    so a warm first epoch is never compared with a cold one as if equal -- and what of the
+    harness's own ran while its process did (`beside`: [] on a machine the harness left quiet;
+    beside.py). None: never launched."""
+    if raw is None:
+        return None
+    inside = workload.get("warmth") or {}
+    detail = raw.detail or {}
+    out = {"launch": detail.get("launch", "fresh"), "notes": detail.get("launch_notes", []),
+           "caches": detail.get("caches", []), "settings": detail.get("settings", {}),
+           "compile_cache": inside.get("compile_cache"),
+           "data": inside.get("data")}
+    if inside.get("traced_in_fit") is not None:  # functions JAX traced during fit (workloads/ahead.py)
+        out["traced_in_fit"] = inside["traced_in_fit"]
+    if spawned:
+        # the cell's process: from the end of its wait for a launcher to its end (its own
+        # launcher's import, which it waited for, is not beside it), and its own preparation
+        # ahead of its turn (standby.py) is not beside it either
+        start = max(spawned + float(detail.get("launcher_wait_seconds") or 0.0),
+                    float(detail.get("launcher_wait_ended") or 0.0))
+        out["beside"] = beside.during(start, spawned + raw.seconds, but=cell)
+    return out
 
 
 @cache

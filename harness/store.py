@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .cells import Cell
 from .paths import inside, read_json, write_json  # noqa: F401 - write_json: the store's writer
+from .processes import boot_id, process_start, stat_fields
 from .result import Quarantined, Result, load, load_folder
 from .status import retried_always
 from .workloads.protocol import RESULT_FILE, SPEC_FILE
@@ -42,7 +43,6 @@ PARTIAL = ".partial-"
 LOCKS = ".locks"
 # Set in a cell process's environment: the run id of the harness that started it (`owner_record`).
 OWNER_VARIABLE = "HARNESS_RUN_ID"
-BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
 class Claim:
@@ -226,29 +226,6 @@ def _remove_scratch(folder: Path, raw) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def boot_id() -> str | None:
-    """This boot of this machine: process ids and start times mean something only within one."""
-    try:
-        return BOOT_ID.read_text().strip()
-    except OSError:
-        return None
-
-
-def _stat(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat from field 3 on (the command name, field 2, may hold spaces and ')')."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def process_start(pid: int) -> int | None:
-    """When `pid` started, in clock ticks since boot (field 22 of /proc/<pid>/stat): with
-    the boot id, what tells this process from a later one given the same number."""
-    fields = _stat(pid)
-    return int(fields[19]) if fields and len(fields) > 19 else None
-
-
 # owner.json as begin() and note_process() write it: the keys checked, and their types
 OWNER_FIELDS = {"host": str, "run_id": str, "boot_id": str, "cell_pgid": int, "cell_start": int}
 
@@ -282,7 +259,7 @@ def _end_leftover(folder: Path, raw) -> tuple[int, str | None]:
     pgid = owner["cell_pgid"]
     if owner["host"] != socket.gethostname() or owner["boot_id"] != boot_id():
         return 0, None  # another machine's, or from before a reboot: no such process here
-    fields = _stat(pgid)
+    fields = stat_fields(pgid)
     if not fields or len(fields) <= 19 or int(fields[2]) != pgid or int(fields[19]) != owner["cell_start"]:
         return 0, None  # gone, not a group leader, or a later process with a reused number
     try:

@@ -383,7 +383,7 @@ def test_a_genuine_leftover_is_still_ended(tmp_path, launch):
     try:
         import socket
 
-        from harness.store import boot_id, process_start
+        from harness.processes import boot_id, process_start
         (folder / "owner.json").write_text(json.dumps({
             "host": socket.gethostname(), "pid": 1, "run_id": "genuine-run", "boot_id": boot_id(),
             "cell_pgid": cell.pid, "cell_start": process_start(cell.pid)}))
@@ -416,7 +416,8 @@ _JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-2, 2**40),
 def test_fuzzed_owner_files_never_signal_and_never_raise(tmp_path_factory, bystander, data):
     import socket
 
-    from harness.store import ResultStore, boot_id, process_start
+    from harness.processes import boot_id, process_start
+    from harness.store import ResultStore
     true_facts = {"host": socket.gethostname(), "boot_id": boot_id(), "cell_pgid": bystander.pid,
                   "cell_start": process_start(bystander.pid), "run_id": "x", "pid": 1}
     # a mix: facts of the live bystander (all true, some, or replaced by fuzz), or any JSON at all
@@ -629,7 +630,7 @@ def test_docker_leftovers_are_removed_only_when_their_harness_is_provably_dead(d
     from rich.console import Console
 
     from harness.engines.docker import LABEL, DockerEngine
-    from harness.store import boot_id, process_start
+    from harness.processes import boot_id, process_start
     image = _empty_image(docker_client)  # containers are created, never started: no files needed
     dead = subprocess.Popen(["true"])
     dead.wait()
