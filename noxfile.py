@@ -23,7 +23,7 @@ from harness.toolchain import lockfile  # noqa: E402 - the standard library only
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 # uv makes the sessions' virtualenvs and installs the lock into them, as the harness does its own
-# environments (harness/installer.py), where nox finds one (the uv nox's own lock installs beside it,
+# environments (harness/environments/installer.py), where nox finds one (the uv nox's own lock installs beside it,
 # or one on PATH); a plain `pip install nox` brings none, and then virtualenv and pip make them (nox's
 # own dependency): the same lock, hash-checked, and the lock installs uv into the session for the harness
 nox.options.default_venv_backend = "uv|virtualenv"

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.store import iter_results  # noqa: E402
+from harness.results.store import iter_results  # noqa: E402
 
 
 def harness(*args: str, env: dict | None = None) -> float:

@@ -40,9 +40,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import interpreters, stacks  # noqa: E402
-from harness.cutoff import pip_arguments  # noqa: E402
+from harness import stacks
 from harness.engines.venv import VenvEngine  # noqa: E402
+from harness.environments import interpreters  # noqa: E402
+from harness.index.cutoff import pip_arguments  # noqa: E402
 from harness.matrix import load  # noqa: E402
 
 KINDS = ("uv, empty", "uv, warm", "pip, empty", "pip, warm")

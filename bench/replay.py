@@ -31,11 +31,11 @@ from pathlib import Path
 
 from _common import results
 
-from harness import standby
 from harness.cells import Cell, Environment, Parallelism, Workload
-from harness.executors.local import Hooks, execute
-from harness.resources import Gpu, Inventory, Pool
-from harness.store import ResultStore
+from harness.host.resources import Gpu, Inventory, Pool
+from harness.launch import standby
+from harness.results.store import ResultStore
+from harness.run.executors.local import Hooks, execute
 
 
 def cells_of(folder: Path, prepare: float) -> list[tuple[Cell, float]]:

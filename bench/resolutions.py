@@ -70,10 +70,11 @@ sys.path.insert(0, str(ROOT))
 from packaging.utils import canonicalize_name, parse_wheel_filename  # noqa: E402
 from packaging.version import InvalidVersion, Version  # noqa: E402
 
-from harness import installer, interpreters, stacks  # noqa: E402
-from harness.cutoff import pip_arguments  # noqa: E402
+from harness import stacks  # noqa: E402
+from harness.environments import installer, interpreters  # noqa: E402
+from harness.index.cutoff import pip_arguments  # noqa: E402
+from harness.index.releases import pip_settings  # noqa: E402
 from harness.matrix import load  # noqa: E402
-from harness.releases import pip_settings  # noqa: E402
 
 FOLDERS = ("matrices", "examples")
 TIMEOUT = 3600  # one resolution, seconds: a 3.6 build fetches TensorFlow

@@ -107,7 +107,7 @@ def walk() -> dict:
 
     from harness.engines import select_engine
     from harness.matrix import load
-    from harness.runner import Runner
+    from harness.run.runner import Runner
 
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     with tempfile.TemporaryDirectory() as tmp:
@@ -124,7 +124,7 @@ def walk() -> dict:
     statuses = sorted({r.status for r in results})
     reach = _reach(import_graph())
     climbs = sorted((a, b) for a, b in tracer.edges if a in reach.get(b, ()))
-    rooms = sorted({b for _, b in tracer.edges} | {"harness.runner"})
+    rooms = sorted({b for _, b in tracer.edges} | {"harness.run.runner"})
     entered = {room: sorted(a for a, b in tracer.edges if b == room) for room in rooms}
     return {"statuses": statuses, "rooms": rooms, "edges": sorted(tracer.edges), "climbs": climbs,
             "entered_from": entered}
@@ -138,7 +138,8 @@ def main(argv: list[str]) -> int:
     busiest = sorted(got["entered_from"].items(), key=lambda kv: -len(kv[1]))[:3]
     print(f"rooms: {len(got['rooms'])}, edges: {len(got['edges'])}, climbs: {len(got['climbs'])}")
     print("entered from most modules: " + ", ".join(f"{m.removeprefix('harness.')} ({len(c)})" for m, c in busiest))
-    print("store entered from: " + ", ".join(m.removeprefix("harness.") for m in got["entered_from"]["harness.store"]))
+    entered = got["entered_from"]["harness.results.store"]
+    print("store entered from: " + ", ".join(m.removeprefix("harness.") for m in entered))
     for a, b in got["climbs"]:
         print(f"  climb: {a.removeprefix('harness.')} -> {b.removeprefix('harness.')}")
     if "--edges" in argv:

@@ -8,10 +8,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-from . import stacks
-from .workloads.protocol import FEEDS, WRAPPERS  # noqa: F401 - re-exported for the matrix
+from harness import stacks
+from harness.workloads.protocol import FEEDS, WRAPPERS  # noqa: F401 - re-exported for the matrix
 
-# How a cut-off is applied to an install (harness.installer.cutoff_options); bump when that
+# How a cut-off is applied to an install (harness.environments.installer.cutoff_options); bump when that
 # changes, so environments built the old way are built again (3: uv's --exclude-newer, setuptools
 # lifted to the first that builds an sdist the PEP 517 way).
 CUTOFF_RULE = 3
@@ -31,7 +31,7 @@ class Environment:
     keras_api: str | None = None           # None: as the pins imply (stacks.api)
     tensorflow_package: str | None = None  # None: as the device implies (stacks.tensorflow_package)
     env: tuple[tuple[str, str], ...] = ()  # the matrix's `env:`, sorted by name
-    # From a version range (harness.releases): which pins came from which range, and the
+    # From a version range (harness.index.releases): which pins came from which range, and the
     # moment the rest of the environment resolves as of (its releases' upload time).
     ranges: tuple[tuple[str, str, str], ...] = ()  # (package, range, version chosen)
     uploaded_before: str | None = None             # ISO 8601 UTC; None: resolve as of today

@@ -30,11 +30,11 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from . import names, status
-from .ownfiles import link_or_copy
-from .result import Result, load_folder
-from .store import read_json, write_json
-from .workloads.protocol import INPUTS_DIR, OUTPUT_DIR
+from harness import names, status
+from harness.files.ownfiles import link_or_copy
+from harness.results.result import Result, load_folder
+from harness.results.store import read_json, write_json
+from harness.workloads.protocol import INPUTS_DIR, OUTPUT_DIR
 
 NEEDS_FILE = "needs.json"   # what a consumer was handed, written into its folder before it runs
 

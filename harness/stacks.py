@@ -178,7 +178,7 @@ def jax_requirement(device: str, packages: list[str], dated: bool = False) -> st
     `unavailable` with that reason.
     """
     if device != "gpu":
-        # Under a cut-off (harness.releases) JAX resolves as of a date, and JAX before the
+        # Under a cut-off (harness.index.releases) JAX resolves as of a date, and JAX before the
         # 0.4.3x releases did not depend on jaxlib: `jax[cpu]` brings it for every release
         # (later JAX has no `cpu` extra and depends on jaxlib itself; pip only warns).
         return "jax[cpu]" if dated else "jax"

@@ -28,7 +28,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import outputroots
+from harness.files import outputroots
 
 STAGE_DIR = "user"          # under the staged workloads root, beside the `workloads` package
 # The walk's budget, fixed before it starts (see walk()):
@@ -42,7 +42,7 @@ SYSTEM_FOLDERS = {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32
                   "/run", "/sbin", "/sys", "/usr", "/var"}
 PSEUDO = ("/proc", "/sys", "/dev")
 # Never code: caches of tools, and the harness's own output folders by their default names (one
-# named otherwise is known by its marker or by this command's options: harness/outputroots.py).
+# named otherwise is known by its marker or by this command's options: harness/files/outputroots.py).
 SKIPPED = {"__pycache__", "venv", "node_modules", "results", "bundles", "reduced", "diverge", "site"}
 RUN_MARKERS = (".locks", ".workloads")
 ENTRY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")

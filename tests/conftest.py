@@ -101,7 +101,8 @@ def pytest_configure(config) -> None:
     the suite's (``installer.CACHE_VARIABLE``), so a wheel is downloaded once for the whole suite
     and every virtualenv holds it as hard links to one copy. Set before any test starts, so no test
     changes it (``_process_left_as_found``)."""
-    from harness import installer, paths
+    from harness.environments import installer
+    from harness.files import paths
     os.environ.setdefault(installer.CACHE_VARIABLE, str(paths.cache_dir() / "uv"))
 
 

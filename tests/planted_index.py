@@ -13,7 +13,7 @@ import json
 import zipfile
 from http.server import BaseHTTPRequestHandler
 
-from harness.cutoff import LoopbackIndex
+from harness.index.cutoff import LoopbackIndex
 
 REAL_INDEX = "https://pypi.org/simple"
 # The caching headers PyPI sends: a file never changes, a project page may after ten minutes

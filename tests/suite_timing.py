@@ -6,7 +6,7 @@ Two tables after pytest's own summary:
   shared fixture is charged to its first test), how many ran, and its share of the whole -- a
   sum of work, which a run on several workers spreads over less wall time;
 * **environments built**: every environment this run built rather than reused, by engine, with
-  its seconds, read from the harness's build ledger (``harness.ledger``) of every cache the run
+  its seconds, read from the harness's build ledger (``harness.environments.ledger``) of every cache the run
   used (the user's, and the temporary ones tests make under pytest's base folder).
 
 pytest's ``--durations`` (set in pyproject.toml) lists the slowest tests themselves.
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import ledger
-from harness.paths import cache_dir
+from harness.environments import ledger
+from harness.files.paths import cache_dir
 
 # seconds per file on 2 cores, from nothing (CI's own table, three workers); a clean clone has no cache
 # of its own, so this orders its files (docs/reference/tests.md); only the order matters

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from harness.atlas.records import FIELDS, SCHEMA, from_csv
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import ROOT, as_from_a_terminal, harness
 from .planted_index import PlantedIndex
@@ -648,8 +648,8 @@ timeouts: {wall: 900, progress: 600}
 def real_slice(tmp_path_factory):
     """The real slice run (`--keep`, so the shared virtualenv stays) and published: its folder,
     the run's output, the run's log, the published folder and the virtualenv."""
-    from harness import paths
     from harness.engines.venv import VenvEngine
+    from harness.files import paths
     from harness.matrix import load
     root = tmp_path_factory.mktemp("real")
     (root / "atlas").mkdir()

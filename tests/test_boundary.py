@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import interpreters
+from harness.environments import interpreters
 
 from .conftest import ROOT
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.matrix import load
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import ROOT, harness
 

@@ -25,7 +25,7 @@ import pytest
 from rich.console import Console
 
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import ROOT, as_from_a_terminal, containers_under, harness
 
@@ -161,7 +161,7 @@ else:
 def test_a_running_cell_container_is_hardened(tmp_path, docker_client):
     """Inspect a live cell's container for every setting, and check from inside that they hold."""
     from harness.engines.docker import LABEL, PIDS_LIMIT, DockerEngine, default_memory_limit
-    from harness.runner import stage_workloads
+    from harness.run.runner import stage_workloads
     env = Environment(name="bare", python="3.11")  # the planted faults' environment: no framework needed
     engine = DockerEngine(docker_client, console=Console(quiet=True))
     prepared = engine.prepare(env, tmp_path / "build.log")

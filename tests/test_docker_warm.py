@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import ROOT, containers_under, harness
 from .test_leftovers import SCRIPT, _check, _with_token, token  # noqa: F401 - the fixture, used by name

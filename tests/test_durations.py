@@ -1,5 +1,5 @@
 """The order cells start in: among cells of one size the longest first, by what an earlier run
-measured (harness/durations.py). Real runs of user scripts on the local engine, this interpreter."""
+measured (harness/launch/durations.py). Real runs of user scripts on the local engine, this interpreter."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import harness
 
@@ -53,7 +53,7 @@ def test_a_second_run_starts_the_longest_cells_first_by_what_the_first_measured(
 def test_only_figures_are_read_back_and_a_run_keeps_what_others_wrote(tmp_path, monkeypatch):
     """The file lies in the user's cache, where other runs (and anything else) write: a word, NaN,
     infinity or a negative number is no duration, and a run adds its cells to what is there."""
-    from harness import durations
+    from harness.launch import durations
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
     (tmp_path / "durations.json").write_text(
@@ -74,8 +74,8 @@ def test_a_cell_whose_programs_a_warm_run_cached_may_prepare_them_ahead_next_tim
     (workloads/ahead.py): set by a run that left the cell's programs in the compile cache, kept by
     a run that did not (a fresh run leaves the cache alone), read only as written; the standby
     file carries it to the cell."""
-    from harness import durations
-    from harness.standby import Standby
+    from harness.launch import durations
+    from harness.launch.standby import Standby
     from harness.workloads.protocol import STANDBY_FILE, STANDBY_PROGRAMS
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
 from harness.matrix import Matrix
-from harness.runner import Runner
+from harness.run.runner import Runner
 
 from .conftest import containers_under
 
@@ -83,7 +83,7 @@ def test_a_fault_of_the_harness_around_a_cell_is_that_cells_result_and_the_run_g
     marked as the harness's, with its traceback beside it; the other environment's cells run on,
     and the next run tries the faulted cell again."""
     from harness.engines.venv import VenvEngine
-    from harness.store import ResultStore
+    from harness.results.store import ResultStore
 
     class Planted(VenvEngine):  # a bug in the harness, planted where an engine prepares
         def prepare(self, env, log_path):

@@ -16,11 +16,12 @@ import subprocess
 
 import pytest
 
-from harness import interpreters, outcome
+from harness.environments import interpreters
+from harness.host.supervise import RawOutcome
 from harness.matrix import load
 from harness.names import file_name
-from harness.store import iter_results
-from harness.supervise import RawOutcome
+from harness.results.store import iter_results
+from harness.status import outcome
 from harness.workloads.protocol import EXIT_ERROR
 
 from .conftest import ROOT, harness

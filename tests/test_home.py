@@ -15,8 +15,8 @@ import pytest
 
 from harness.cells import Environment
 from harness.engines.venv import VenvEngine
-from harness.paths import cache_dir
-from harness.store import iter_results
+from harness.files.paths import cache_dir
+from harness.results.store import iter_results
 
 from .conftest import harness
 

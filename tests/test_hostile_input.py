@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from bench.list_bound import matrix as rules_matrix
-from harness import installer, matrix, names
+from harness import matrix, names
 from harness.cells import Cell, Environment, Parallelism, Workload
 from harness.engines.venv import VenvEngine
+from harness.environments import installer
 from harness.errors import MatrixError, UserError
-from harness.paths import inside
-from harness.store import ResultStore
+from harness.files.paths import inside
+from harness.results.store import ResultStore
 
 from .conftest import ROOT
 

@@ -1,4 +1,4 @@
-"""uv builds every environment (harness/installer.py), for real: what it promises over pip is
+"""uv builds every environment (harness/environments/installer.py), for real: what it promises over pip is
 tested here -- a file fetched once for every environment that holds it, one copy of it on disk,
 a file that is not what the index says refused, nothing of the caller's uv configuration read,
 an image build served from a cache of its own, a resolution that fails said in one line. The
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import installer
-from harness.store import iter_results
+from harness.environments import installer
+from harness.results.store import iter_results
 
 from .conftest import harness
 from .planted_index import PlantedIndex
@@ -131,7 +131,7 @@ def test_pips_settings_are_read_from_its_files_in_its_order(tmp_path):
                                                       "cert = /global.pem\nproxy = http://proxy.invalid:3128\n")
     (tmp_path / "user.conf").write_text("[global]\nindex-url = http://user.invalid/simple\n"
                                         "[install]\ncert = /install.pem\n")
-    code = "from harness.releases import pip_settings; s = pip_settings(); print(s.index, s.cert, s.proxy)"
+    code = "from harness.index.releases import pip_settings; s = pip_settings(); print(s.index, s.cert, s.proxy)"
     base = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
 
     def settings(**env) -> list[str]:

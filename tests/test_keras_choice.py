@@ -10,8 +10,9 @@ import textwrap
 
 import pytest
 
-from harness import matrix, recipes, stacks
+from harness import matrix, stacks
 from harness.cells import Cell, Environment, Parallelism, Workload
+from harness.environments import recipes
 from harness.errors import MatrixError
 from harness.workloads import compat
 

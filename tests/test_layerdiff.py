@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import layerdiff
-from harness.layerdiff import Side
+from harness.investigate import layerdiff
+from harness.investigate.layerdiff import Side
 
 pytestmark = pytest.mark.quick
 

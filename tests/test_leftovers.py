@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cellgroup
-from harness.store import iter_results
+from harness.launch import cellgroup
+from harness.results.store import iter_results
 
 from .conftest import as_from_a_terminal, harness
 

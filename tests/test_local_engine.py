@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.cells import Environment
 from harness.engines.venv import VenvEngine
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import harness
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.outputroots import MARKER
+from harness.files.outputroots import MARKER
 
 from .conftest import harness
 

@@ -11,7 +11,7 @@ import pytest
 
 from harness import matrix, stacks
 from harness.errors import MatrixError
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import harness
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import iter_results
+from harness.results.store import iter_results
 from harness.workloads.protocol import STANDBY_FILE, STANDBY_PROGRAMS
 
 from .conftest import harness

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.result import SCHEMA, Quarantined, Result, load
+from harness.results.result import SCHEMA, Quarantined, Result, load
 
 from .conftest import harness
 
@@ -200,7 +200,7 @@ def test_repro_quarantines_a_bad_attempt_and_runs_it(finished, tmp_path):
 
 def test_a_result_of_another_cell_in_a_cells_folder_counts_as_missing(tmp_path):
     from harness.cells import Cell, Environment, Parallelism, Workload
-    from harness.store import ResultStore
+    from harness.results.store import ResultStore
     cell = Cell(Environment("e", "3.11", "2.15.0"), Workload("w", "idle"), Parallelism("none", 1, "cpu"), 1, 1, 0)
     store = ResultStore(tmp_path, "run")
     folder = store.final_dir(cell)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.outputroots import MARKER
+from harness.files.outputroots import MARKER
 
 from .conftest import harness
 from .reduce_planted import MATRIX, TRAIN, code_lines, planted_case, record, reduce
@@ -124,7 +124,7 @@ def test_a_float_is_shrunk_through_round_values_only():
     a float to an unround value (more than two significant digits) is refused without a run, so a
     dropout rate the break does not need costs a handful of runs, not a thousand halvings. Any
     other difference -- an int, a name, a line gone -- is a candidate like any other."""
-    from harness.reduce import unround_float
+    from harness.investigate.reduce import unround_float
     script = "import keras\nlayer = keras.layers.Dropout(0.2)\nmodel.fit(x, epochs=3)\n"
     assert not unround_float(script, script.replace("0.2", "0.1"))
     assert not unround_float(script.replace("0.2", "0.05"), script.replace("0.2", "0.025"))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import confinement
+from harness.launch import confinement
 
 from .conftest import harness
 from .reduce_planted import planted_case, reduce, write_case

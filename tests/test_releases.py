@@ -15,7 +15,8 @@ import textwrap
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from harness import cutoff, installer, interpreters, pipsettings, releases
+from harness.environments import installer, interpreters
+from harness.index import cutoff, pipsettings, releases
 from harness.matrix import load
 
 from .conftest import ROOT, harness
@@ -116,7 +117,7 @@ def test_a_matrix_with_ranges_lists_its_cells_and_records_what_they_were(cache, 
     again = harness("list", str(path), "--results", str(tmp_path / "results"), check=True).stdout.split()
     assert [i for i in again if "numpy" in i] == ["keras3.0.5-jax-numpy1.26.4/dense/none-c1/b128/r0"]
     # repro looks cells up as the run expanded them: the cell that ran, not one the index added since
-    from harness.repro import find_cells
+    from harness.investigate.repro import find_cells
     later = "keras3.0.5-jax-numpy2.0.2/*"
     assert find_cells(later, [path], tmp_path / "results") == []
     assert [c.id for c, _ in find_cells(later, [path], tmp_path / "no-run-here")] == [later.replace("*", "") +

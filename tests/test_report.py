@@ -19,7 +19,7 @@ from harness.report import plots, tables
 from harness.report.analysis import compare_runs, spread_of
 from harness.report.markdown import md_escape
 from harness.report.tables import MAX_COLUMNS
-from harness.result import Result
+from harness.results.result import Result
 
 from .conftest import harness
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import interpreters
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
 from harness.engines.venv import VenvEngine
+from harness.environments import interpreters
 from harness.errors import UserError
+from harness.investigate.repro import write_bundle
 from harness.names import file_name
-from harness.repro import write_bundle
 
 from .conftest import ROOT, harness
 

@@ -12,9 +12,10 @@ import subprocess
 
 from rich.console import Console
 
-from harness import interpreters, repro
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
 from harness.engines.venv import VenvEngine
+from harness.environments import interpreters
+from harness.investigate import repro
 from harness.matrix import Matrix
 
 FORCED = Environment(name="py3.11-old-urllib3", python="3.11", packages=("requests==2.31.0",),

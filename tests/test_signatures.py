@@ -1,13 +1,13 @@
 """Signatures name the root cause: table-driven checks of the pure functions in
-harness/outcome.py. The same rules are exercised on real failing environments in
+harness/status/outcome.py. The same rules are exercised on real failing environments in
 tests/test_held_out.py; these pin the corner cases fast."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness import outcome
-from harness.supervise import RawOutcome
+from harness.host.supervise import RawOutcome
+from harness.status import outcome
 
 pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
 
@@ -205,7 +205,7 @@ def test_a_tf2_runtime_op_failure_signs_with_the_ops_message():
 
 def test_a_graph_execution_error_with_several_root_errors_signs_with_the_op_message():
     """TF 2 on two devices: "2 root error(s) found" and a closing tally; the op's message is the cause."""
-    from harness.outcome import signature
+    from harness.status.outcome import signature
     message = ("Graph execution error:\n\nDetected at node x defined at (most recent call last):\n"
                "  File \"a.py\", line 1, in f\n\n2 root error(s) found.\n"
                "  (0) INVALID_ARGUMENT:  Incompatible shapes: [127,4] vs. [126,4]\n\t [[{{node x}}]]\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import ROOT, harness
 
@@ -286,10 +286,10 @@ def test_cells_run_in_containers_from_array_tasks(slurm, docker_client, tmp_path
 
 
 def test_cells_asking_the_same_resources_share_an_array(tmp_path):
-    from harness.executors.slurm.queue import _expand
-    from harness.executors.slurm.submit import plan
     from harness.matrix import load
-    from harness.slurm_options import SlurmOptions
+    from harness.options.slurm import SlurmOptions
+    from harness.run.executors.slurm.queue import _expand
+    from harness.run.executors.slurm.submit import plan
     m = load(write(tmp_path / "mixed.yaml", ENV + """workloads:
   - {model: fault, fault: exception}
   - {model: fault, fault: abort}
@@ -315,7 +315,7 @@ def test_a_started_task_is_not_taken_for_its_cancelled_siblings():
     and 2 cancelled while still pending. sacct's summary record '251_[0-2]' says CANCELLED for all
     three -- before and after task 0 ran -- and task 0's own records (squeue's RUNNING, then
     sacct's COMPLETED) must win, or the status gives up on a cell that is about to finish."""
-    from harness.executors.slurm.queue import merge
+    from harness.run.executors.slurm.queue import merge
     running = merge("251_0|RUNNING|vm|0:01|None\n", "251_[0-2]|CANCELLED by 0||00:00:00|0:0\n")
     assert running["251_0"]["state"] == "RUNNING"
     assert running["251_1"]["state"] == running["251_2"]["state"] == "CANCELLED"
@@ -395,8 +395,8 @@ def test_a_task_cancelled_while_pending_is_said_to_be_cancelled():
     """What a real Slurm's accounting prints for an array cancelled before any task started (one
     record for the whole array, no node) once the queue has forgotten it: each task was
     cancelled while pending -- never 'no record'."""
-    from harness.executors.slurm.board import missing_why
-    from harness.executors.slurm.queue import merge, task_state
+    from harness.run.executors.slurm.board import missing_why
+    from harness.run.executors.slurm.queue import merge, task_state
     states = merge("", "516|CANCELLED by 0|None assigned|00:00:00|0:0\n")
     for task in ("516_0", "516_3"):
         assert missing_why(task, task_state(states, task)) == f"cancelled while pending (task {task}): it never started"

@@ -97,7 +97,7 @@ def test_hostile_values_are_quoted_and_nothing_runs_but_the_task(tmp_path, stand
     assert argv == ["--parsable", "--comment=$(touch PWNED-4) `touch PWNED-5`; touch PWNED-6",
                     "--qos=$(touch PWNED-7)", str(script)], "sbatch gets each argument as one word"
     called = (stand_ins["logs"] / "python.args").read_text().splitlines()
-    assert called == ["-m", "harness.executors.slurm", "task", str(sub), "0"], \
+    assert called == ["-m", "harness.run.executors.slurm", "task", str(sub), "0"], \
         (stand_ins["logs"] / "task.out").read_text()
 
     directives = {}
@@ -174,8 +174,9 @@ def test_a_task_rebuilds_a_bisect_cell_only_from_an_entry_the_harness_wrote(tmp_
     """`bisect --executor slurm` submits cells that are not the matrix's own; the task rebuilds
     each from derived.json with the search's own function -- and refuses an entry of another
     shape, one whose base is not in the matrix, or one that rebuilds another cell."""
-    from harness import matrix, release_cells
-    from harness.executors.slurm.task import _derived
+    from harness import matrix
+    from harness.matrix import release_cells
+    from harness.run.executors.slurm.task import _derived
 
     (tmp_path / "m.yaml").write_text(DERIVE_MATRIX)
     m = matrix.load(tmp_path / "m.yaml")
@@ -278,6 +279,6 @@ def test_a_task_whose_engine_set_up_raises_records_its_cell_as_the_harness_fault
     assert "remove_leftovers" in (folder / "harness.log").read_text(), "the traceback is kept beside the result"
 
     from harness import matrix as matrix_mod
-    from harness.store import ResultStore
+    from harness.results.store import ResultStore
     [cell] = matrix_mod.load(matrix).cells
     assert ResultStore(results, "hostile").needs_run(cell), "a harness fault says nothing of the stack: run again"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import ROOT, containers_under, harness
 

@@ -93,10 +93,32 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_import_graph_has_no_circle():
     graph = import_graph()
-    assert "harness.lifecycle" in graph and graph["harness.runner"], "the walker finds the modules"
+    assert "harness.run.lifecycle" in graph and graph["harness.run.runner"], "the walker finds the modules"
     # a package's own __init__ importing its submodules is how packages work, not a circle
     plain = {m: {t for t in edges if not m.startswith(t + ".")} for m, edges in graph.items()}
     assert circles(plain) == []
+
+
+def test_no_two_rooms_import_each_other():
+    """A room is a package directly under harness/ (or a module there): the packages' own graph has no
+    circle either, so each package can be read with only the ones below it in mind
+    (docs/explanation/architecture.md draws them)."""
+    rooms: dict[str, set[str]] = {}
+    for module, edges in import_graph().items():
+        for target in edges:
+            here, there = ".".join(module.split(".")[:2]), ".".join(target.split(".")[:2])
+            if here != there:
+                rooms.setdefault(here, set()).add(there)
+    assert "harness.run" in rooms and "harness.results" in rooms["harness.run"], "the walker finds the packages"
+    assert circles(rooms) == []
+
+
+MAX_MODULES_AT_THE_DOOR = 12  # more, and the folder no longer shows the packages that answer the questions
+
+
+def test_few_modules_live_directly_under_harness():
+    modules = sorted(p.name for p in HARNESS.glob("*.py"))
+    assert len(modules) <= MAX_MODULES_AT_THE_DOOR, modules
 
 
 def test_the_walker_finds_a_circle_when_there_is_one():
@@ -105,10 +127,11 @@ def test_the_walker_finds_a_circle_when_there_is_one():
 
 def test_no_executor_imports_the_runner():
     graph = import_graph()
-    upward = {m: sorted(t for t in edges if t == "harness.runner" or t == "harness.cli")
-              for m, edges in graph.items() if m.startswith("harness.executors")}
+    upward = {m: sorted(t for t in edges if t == "harness.run.runner" or t == "harness.cli")
+              for m, edges in graph.items() if m.startswith("harness.run.executors")}
     assert {m: t for m, t in upward.items() if t} == {}
-    assert "harness.lifecycle" in graph["harness.executors.slurm.task"], "the node task runs cells via the lifecycle"
+    assert "harness.run.lifecycle" in graph["harness.run.executors.slurm.task"], \
+        "the node task runs cells via the lifecycle"
 
 
 _WRITES = re.compile(r"\b(write_json|write_text|open|os\.replace|shutil\.copy2?|save)\s*\(")
@@ -135,7 +158,7 @@ def functions_writing_results(root: Path = HARNESS) -> list[str]:
 
 
 def test_exactly_one_function_writes_result_json():
-    assert functions_writing_results() == ["harness.result.save"]
+    assert functions_writing_results() == ["harness.results.result.save"]
 
 
 MAX_MODULE_LINES = 600  # a module past this is several rooms: split it along its seams (harness/matrix/)
@@ -143,7 +166,7 @@ MAX_MODULE_LINES = 600  # a module past this is several rooms: split it along it
 
 def test_no_module_is_a_thousand_line_room():
     sizes = {_module_name(p): len(p.read_text().splitlines()) for p in HARNESS.rglob("*.py")}
-    assert sizes["harness.lifecycle"] > 0, "the walker finds the modules"
+    assert sizes["harness.run.lifecycle"] > 0, "the walker finds the modules"
     assert {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 
 
@@ -161,10 +184,11 @@ def test_the_matrix_is_a_package_whose_names_still_import_from_harness_matrix():
 # Calls back up the import layering on a cell's walk, each one a seam on purpose: a base class
 # calling its subclass's override, the executor's hooks into the runner (no executor imports the
 # runner), supervise.watch's pause callback into the engine. A new one is a seam to look at.
-EXPECTED_CLIMBS = {("harness.engines.base", "harness.engines.local"), ("harness.executors.local", "harness.runner"),
-                   ("harness.supervise", "harness.engines.base"),
+EXPECTED_CLIMBS = {("harness.engines.base", "harness.engines.local"),
+                   ("harness.run.executors.local", "harness.run.runner"),
+                   ("harness.host.supervise", "harness.engines.base"),
                    # the launchers ask their engine why a cell starts fresh (Engine.fresh_because)
-                   ("harness.launch", "harness.engines.base")}
+                   ("harness.launch.launcher", "harness.engines.base")}
 
 
 def test_a_cells_walk_climbs_back_up_only_where_a_seam_is_meant():
@@ -172,9 +196,10 @@ def test_a_cells_walk_climbs_back_up_only_where_a_seam_is_meant():
 
     got = walk()  # one real cell: this interpreter, a one-line script, the local engine
     assert got["statuses"] == ["ok"]
-    assert {"harness.runner", "harness.lifecycle", "harness.store", "harness.engines.local"} <= set(got["rooms"])
+    assert {"harness.run.runner", "harness.run.lifecycle", "harness.results.store",
+            "harness.engines.local"} <= set(got["rooms"])
     assert set(got["climbs"]) <= EXPECTED_CLIMBS, got["climbs"]
-    assert "harness.engines.base" not in got["entered_from"]["harness.lifecycle"], "an engine never calls back up"
+    assert "harness.engines.base" not in got["entered_from"]["harness.run.lifecycle"], "an engine never calls back up"
 
 
 def test_the_quick_tier_needs_no_docker_slurm_or_tensorflow():

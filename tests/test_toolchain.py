@@ -18,7 +18,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from harness import cutoff, installer, releases
+from harness.environments import installer
+from harness.index import cutoff, releases
 from harness.toolchain import lockfile, resolve
 from harness.toolchain.lockfile import GROUPS, Lock, LockError, Pin
 

@@ -171,7 +171,7 @@ def test_a_bad_gpu_list_in_the_environment_is_exit_2_naming_it(tmp_path):
 
 
 def test_gpu_uuids_stay_allowed():
-    from harness.resources import parse_gpu_list
+    from harness.host.resources import parse_gpu_list
     assert parse_gpu_list("0, GPU-5d3c1a2b-aaaa-bbbb, MIG-4f1e-01") == ["0", "GPU-5d3c1a2b-aaaa-bbbb", "MIG-4f1e-01"]
     assert parse_gpu_list("") == []
 
@@ -267,7 +267,7 @@ def test_repro_refuses_a_bundle_folder_inside_a_results_folder(tmp_path):
                                           "link/outside.txt"]), st.integers()), max_size=6)), max_size=2)))
 @settings(max_examples=200, deadline=None)
 def test_fuzzed_manifests_never_remove_a_file_outside_the_folder(tmp_path_factory, data):
-    from harness.outputs import MANIFEST, Manifest
+    from harness.files.outputs import MANIFEST, Manifest
     root = tmp_path_factory.mktemp("m")
     folder = root / "out"
     folder.mkdir()
@@ -367,7 +367,7 @@ def test_a_forged_owner_file_never_kills_another_live_runs_cell(tmp_path):
 def test_a_genuine_leftover_is_still_ended(tmp_path, launch):
     """The other side: a cell process a killed harness left behind, with every recorded
     fact true, is ended by the next run (a real process group, a real owner file)."""
-    from harness.store import OWNER_VARIABLE, ResultStore
+    from harness.results.store import OWNER_VARIABLE, ResultStore
     store = ResultStore(tmp_path / "results", "run")
     folder = store.run_dir / "env/w/none-c1/b1/r0.partial-x-1"
     folder.mkdir(parents=True)
@@ -383,7 +383,7 @@ def test_a_genuine_leftover_is_still_ended(tmp_path, launch):
     try:
         import socket
 
-        from harness.processes import boot_id, process_start
+        from harness.host.processes import boot_id, process_start
         (folder / "owner.json").write_text(json.dumps({
             "host": socket.gethostname(), "pid": 1, "run_id": "genuine-run", "boot_id": boot_id(),
             "cell_pgid": cell.pid, "cell_start": process_start(cell.pid)}))
@@ -416,8 +416,8 @@ _JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-2, 2**40),
 def test_fuzzed_owner_files_never_signal_and_never_raise(tmp_path_factory, bystander, data):
     import socket
 
-    from harness.processes import boot_id, process_start
-    from harness.store import ResultStore
+    from harness.host.processes import boot_id, process_start
+    from harness.results.store import ResultStore
     true_facts = {"host": socket.gethostname(), "boot_id": boot_id(), "cell_pgid": bystander.pid,
                   "cell_start": process_start(bystander.pid), "run_id": "x", "pid": 1}
     # a mix: facts of the live bystander (all true, some, or replaced by fuzz), or any JSON at all
@@ -544,7 +544,7 @@ def test_keras3_on_torch_installs_torch_on_gpus_as_on_cpus(tmp_path):
     """The environment's recipe, as a bundle writes it: the GPU one had no torch at all."""
     from harness import matrix as matrix_mod
     from harness.engines.venv import VenvEngine
-    from harness.repro import write_bundle
+    from harness.investigate.repro import write_bundle
     path = tmp_path / "torch.yaml"
     path.write_text('environments:\n  - {python: "3.12", keras: "3.15.1", backend: torch, device: cpu}\n'
                     '  - {python: "3.12", keras: "3.15.1", backend: torch, device: gpu}\n'
@@ -582,7 +582,7 @@ def test_fuzzed_folder_trees_never_give_an_output_folder_near_results(tmp_path_f
     """Any layout of results, runs and plain files: an output folder the check accepts
     holds no result, and lies in no run or results folder."""
     from harness.errors import UserError
-    from harness.outputs import check_output_folder
+    from harness.files.outputs import check_output_folder
     root = tmp_path_factory.mktemp("t")
     for parts, kind in tree:
         folder = root.joinpath(*parts)
@@ -630,7 +630,7 @@ def test_docker_leftovers_are_removed_only_when_their_harness_is_provably_dead(d
     from rich.console import Console
 
     from harness.engines.docker import LABEL, DockerEngine
-    from harness.processes import boot_id, process_start
+    from harness.host.processes import boot_id, process_start
     image = _empty_image(docker_client)  # containers are created, never started: no files needed
     dead = subprocess.Popen(["true"])
     dead.wait()

@@ -11,13 +11,13 @@ import pytest
 
 from harness import status
 from harness.cells import Cell, Environment, Parallelism, Workload
-from harness.installer import failure as install_failure
-from harness.outcome import classify, not_engaged
-from harness.resources import Gpu, Inventory, Pool
-from harness.result import Result
-from harness.runner import _ranges
-from harness.store import ResultStore
-from harness.supervise import RawOutcome
+from harness.environments.installer import failure as install_failure
+from harness.host.resources import Gpu, Inventory, Pool
+from harness.host.supervise import RawOutcome
+from harness.results.result import Result
+from harness.results.store import ResultStore
+from harness.run.runner import _ranges
+from harness.status.outcome import classify, not_engaged
 
 pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
 
@@ -154,7 +154,7 @@ def test_every_model_loads_with_its_defaults(tmp_path):
 def test_the_slurm_watcher_backs_off_then_polls_every_n_seconds():
     from itertools import islice
 
-    from harness.executors.slurm.queue import delays, watch
+    from harness.run.executors.slurm.queue import delays, watch
     assert list(islice(delays(10), 6)) == [2.0, 2.0, 4.0, 10.0, 10.0, 10.0]  # asked at 0, 2, 4, 8, 18, 28 s
     slept, looks = [], iter([False, False, True])
     watch(lambda: next(looks), wait=3600, poll=10, sleep=slept.append)
@@ -170,7 +170,7 @@ def test_runs_staging_the_workloads_at_once_all_get_one_whole_tree(tmp_path):
     now copies under its own name and the first rename wins; no one removes a staged tree."""
     import multiprocessing
 
-    from harness.lifecycle import stage_workloads
+    from harness.run.lifecycle import stage_workloads
 
     run_dir = tmp_path / "results" / "run"  # not tmp_path itself: its parent, pytest's base folder,
     run_dir.mkdir(parents=True)               # would then look like a results folder to other tests
@@ -190,8 +190,8 @@ def test_a_group_goes_back_to_the_slot_its_launcher_holds(tmp_path):
     cores would find no launcher there."""
     import threading
 
-    from harness.executors.local import Hooks, execute
-    from harness.warmplan import Plan
+    from harness.launch.warmplan import Plan
+    from harness.run.executors.local import Hooks, execute
 
     env = Environment("e", "3.11", "2.15.0")
     group = [Cell(env, Workload("g", "idle", {"seconds": 0.3}), Parallelism("none", 1, "cpu"), 1, 1, repeat=r)
@@ -228,8 +228,8 @@ def test_a_gpu_set_passes_to_the_cell_prepared_beside_it_never_back_through_the_
     smaller running set with free GPUs."""
     import threading
 
-    from harness.executors.local import Hooks, execute
-    from harness.standby import Relay
+    from harness.launch.standby import Relay
+    from harness.run.executors.local import Hooks, execute
 
     env = Environment("e", "3.12", keras="3.15.1", backend="jax", device="gpu")
     cells = [Cell(env, Workload("w", "idle", {"seconds": 0.3}), Parallelism("data_parallel", 2, "gpu"), 1, 1,
@@ -320,7 +320,7 @@ def test_reading_a_results_folder_while_a_run_churns_its_scratch_space(tmp_path)
     import shutil
     import threading
 
-    from harness.store import iter_results
+    from harness.results.store import iter_results
 
     run_dir = tmp_path / "results" / "run"
     for cell in ("env/a", "env/b"):
@@ -363,8 +363,8 @@ def test_one_process_launcher_serves_every_gpu_set_of_its_group(tmp_path):
     import sys
     from pathlib import Path
 
-    from harness.launch import Launcher, Server
-    from harness.warmplan import Plan
+    from harness.launch.launcher import Launcher, Server
+    from harness.launch.warmplan import Plan
 
     env = Environment("e", "3.11", keras="3.15.1", backend="jax", device="gpu")
 
@@ -403,7 +403,7 @@ def test_the_launchers_of_the_next_gpu_groups_start_while_a_cell_trains():
     environment with two or more cells to come, once: their launchers import beside it instead
     of while the group's first cell holds its GPUs. A group with one cell left, another
     environment's group and CPU cells get none."""
-    from harness.warmplan import Plan
+    from harness.launch.warmplan import Plan
 
     env, other_env = (Environment(n, "3.11", keras="3.15.1", backend="jax", device="gpu") for n in ("e", "f"))
 
@@ -427,7 +427,7 @@ def test_a_reduction_never_keeps_a_cut_that_drops_a_seed():
     """A candidate that calls a seeder the original seeded with no seed passes or fails by chance
     (the reducer prefers it: it is shorter); it is refused before it runs. Other seeders, and a
     seeder the original itself called bare, are the candidate's business."""
-    from harness.reduce import seeders, unseeded
+    from harness.investigate.reduce import seeders, unseeded
 
     original = ("import random\nimport numpy as np\nimport tensorflow as tf\nrng = np.random.RandomState(0)\n"
                 "tf.random.set_seed(seed=1)\nrandom.seed()\nx = rng.normal(size=3)\n")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.names import file_name
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import ROOT, harness
 
@@ -599,7 +599,7 @@ def test_a_script_cell_labels_its_stack_as_a_built_in_cell_does(tmp_path):
     are read, not imported) or TensorFlow alone (which loads Keras 2.15 under TF 2.15 but
     not the standalone Keras of TF 1.12's environment)."""
     from harness.report import analysis
-    from harness.store import read_all
+    from harness.results.store import read_all
 
     two_stacks = STACKS.rsplit("  - python", 1)[0]  # TF 1.12 / Keras 2.2.4 and TF 2.15 / tf.keras
     _write(tmp_path, {"s/plain.py": "print('no framework imported')\n",

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import allocation, caches, preflight
 from harness.cells import Cell, Environment, Limits, Parallelism, Workload
-from harness.launch import ONLY_CELL
-from harness.resources import Gpu, Slot
-from harness.store import iter_results
+from harness.host.resources import Gpu, Slot
+from harness.launch import allocation, caches, preflight
+from harness.launch.launcher import ONLY_CELL
+from harness.results.store import iter_results
 from harness.workloads.protocol import NO_CUDNN
 
 from .conftest import harness
@@ -49,7 +49,7 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path, engine):
     # address can name (as a nox session's temp folder is), so the launchers must find a shorter one
     host_tmp = tmp_path / ("deep-temp-folder-" * 6) / "tmp"
     host_tmp.mkdir(parents=True)
-    from harness.launch import SOCKET_PATH_MAX
+    from harness.launch.launcher import SOCKET_PATH_MAX
     assert len(str(host_tmp)) > SOCKET_PATH_MAX
     for label, flags in (("fresh", ["--fresh"]), ("warm", []), ("again", [])):
         only = [a for glob in ONLY[engine][label] for a in ("--only", glob)]
@@ -90,7 +90,7 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path, engine):
     # the report says how the cells started and how their compilations hit; and, where a warm run
     # set it (GPU cells on JAX; none here), that GPU memory was taken as needed
     from harness import report
-    from harness.result import Result
+    from harness.results.result import Result
     results = [r for _, r in report.load([tmp_path / "again"])]
     launch = [line for line in report.provenance_lines(results) if line.startswith("launch:")]
     assert launch and "warm" in launch[0] and "compile cache hit: all in" in launch[0], launch
@@ -250,7 +250,7 @@ def test_planted_faults_give_the_same_statuses_and_signatures_warm(tmp_path):
 
     from harness.engines.venv import VenvEngine
     from harness.matrix import Matrix
-    from harness.runner import Runner
+    from harness.run.runner import Runner
 
     from .test_faults import check, fault_cells
 
@@ -298,7 +298,7 @@ def test_a_launcher_that_dies_before_it_is_ready_is_quoted_in_the_cells_note(tmp
     not go looking for it."""
     import sys
 
-    from harness.launch import Server
+    from harness.launch.launcher import Server
 
     lib = tmp_path / "lib"
     lib.mkdir()

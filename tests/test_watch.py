@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import iter_results
+from harness.results.store import iter_results
 
 from .conftest import ROOT, as_from_a_terminal, harness
 from .planted_index import PlantedIndex

@@ -13,10 +13,10 @@ import shutil
 
 import pytest
 
-from harness import pipsettings
+from harness.index import pipsettings
 from harness.matrix import load
-from harness.release_cells import open_stack
-from harness.result import Result
+from harness.matrix.release_cells import open_stack
+from harness.results.result import Result
 from harness.watch import history, series
 
 from .conftest import harness

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import ownfiles
 from harness.errors import UserError
-from harness.result import Quarantined, load
+from harness.files import ownfiles
+from harness.results.result import Quarantined, load
 from harness.watch import page, publish
 
 from .conftest import harness

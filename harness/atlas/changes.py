@@ -24,9 +24,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field
 
-from .. import status as st
-from ..watch import changes as ch
-from .rows import Row, lines
+from harness import status as st
+from harness.atlas.rows import Row, lines
+from harness.watch import changes as ch
 
 FLOOR = 0.02          # the least accuracy difference claimed between devices, however narrow the spread
 SPEED_EFFECT = 0.25   # the least relative speed shift claimed between releases on this host

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..argtypes import whole
-from ..status import ALL
+from harness.options.types import whole
+from harness.status import ALL
 
 MATRICES = "matrices/atlas"
 RESULTS = "results/atlas"
@@ -95,20 +95,20 @@ def command(args, console: Console) -> int:
     if args.action == "run":
         return _run(args, console)
     if args.action == "publish":
-        from . import publish
+        from harness.atlas import publish
         return publish.command(args, console)
     if args.action == "explain":
-        from . import explain
+        from harness.atlas import explain
         return explain.command(args, console)
     if args.action == "watch":
-        from . import watch
+        from harness.atlas import watch
         return watch.command(args, console)
-    from . import lookup
+    from harness.atlas import lookup
     return lookup.command(args, console)
 
 
 def _run(args, console: Console) -> int:
-    from . import drive
+    from harness.atlas import drive
     left = drive.run(Path(args.matrices), Path(args.results), console, refresh=args.refresh_releases,
                      only=args.only, keep=args.keep, jobs=args.jobs, rerun=frozenset(args.rerun),
                      executor=args.executor)

@@ -29,16 +29,17 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import buildlock, releases
-from .. import matrix as matrix_mod
-from ..argtypes import MAX_SECONDS
-from ..cells import Environment
-from ..engines.venv import MARKER, VenvEngine
-from ..errors import UserError
-from ..installer import CACHE_VARIABLE
-from ..paths import cache_dir
-from ..store import ResultStore
-from ..terminal import shown
+from harness import matrix as matrix_mod
+from harness.cells import Environment
+from harness.engines.venv import MARKER, VenvEngine
+from harness.environments import buildlock
+from harness.environments.installer import CACHE_VARIABLE
+from harness.errors import UserError
+from harness.files.paths import cache_dir
+from harness.index import releases
+from harness.options.types import MAX_SECONDS
+from harness.results.store import ResultStore
+from harness.terminal import shown
 
 LOG = "atlas-run.jsonl"
 

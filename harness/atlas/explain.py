@@ -30,12 +30,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..bisect import record_path
-from ..errors import UserError
-from ..installer import CACHE_VARIABLE
-from ..paths import cache_dir
-from ..terminal import shown
-from . import changes, drive, records, rows
+from harness.atlas import changes, drive, records, rows
+from harness.environments.installer import CACHE_VARIABLE
+from harness.errors import UserError
+from harness.files.paths import cache_dir
+from harness.investigate.bisect import record_path
+from harness.terminal import shown
 
 STATUS_KINDS = ("broke", "mended", "family-changed")
 # A shift is bisected as a drop past the criterion from the better end, whichever end that is

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
-from .changes import Change
-from .pages import ROWS
-from .rows import LINES, Row
+from harness.atlas.changes import Change
+from harness.atlas.pages import ROWS
+from harness.atlas.rows import LINES, Row
 
 NS = "tag:tfkeras-harness.atlas,2026:"
 

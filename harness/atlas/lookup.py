@@ -21,10 +21,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
-from ..errors import UserError
-from ..terminal import shown
-from ..upgrade import project
-from . import changes, explain, publish, records, rows
+from harness.atlas import changes, explain, publish, records, rows
+from harness.errors import UserError
+from harness.terminal import shown
+from harness.upgrade import project
 
 TENSORFLOW = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "intel-tensorflow", "tensorflow-macos")
 # The packages whose pins choose the rows: a range of one of these cannot be looked up (exit 2, its line);

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from .. import status as st
-from ..workloads.protocol import NO_CUDNN
-from .rows import Row
+from harness import status as st
+from harness.atlas.rows import Row
+from harness.workloads.protocol import NO_CUDNN
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ import html
 from collections import defaultdict
 from pathlib import Path
 
-from .. import status as st
-from .changes import Change, grouped
-from .rows import LINES, Row, columns
+from harness import status as st
+from harness.atlas.changes import Change, grouped
+from harness.atlas.rows import LINES, Row, columns
 
 ROWS = "rows"
 # The pages' commands are exercised by the atlas's tests (the docs' convention: tests/test_docs.py)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..report.plots import pyplot
-from .rows import LINES, Row, lines
+from harness.atlas.rows import LINES, Row, lines
+from harness.report.plots import pyplot
 
 
 def file_for(line: str, workload: str) -> str:

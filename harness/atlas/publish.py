@@ -17,9 +17,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..errors import UserError
-from ..terminal import shown
-from . import changes, drive, explain, feed, notes, pages, plots, records, rows
+from harness.atlas import changes, drive, explain, feed, notes, pages, plots, records, rows
+from harness.errors import UserError
+from harness.terminal import shown
 
 DATA, CSV, CHANGES, FEED, EVIDENCE = "atlas.json", "atlas.csv", "changes.json", "feed.xml", "evidence"
 

@@ -17,10 +17,10 @@ import io
 import json
 from pathlib import Path
 
-from ..errors import UserError
-from ..paths import read_json
-from ..result import Result
-from ..store import SPEC, read_all
+from harness.errors import UserError
+from harness.files.paths import read_json
+from harness.results.result import Result
+from harness.results.store import SPEC, read_all
 
 SCHEMA = 2
 FIELDS = (

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from packaging.version import InvalidVersion, Version
 
-from .. import status as st
+from harness import status as st
 
 LINES = {
     "keras2": "TensorFlow with its Keras 2 (standalone Keras, tf.keras, tf-keras)",

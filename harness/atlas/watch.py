@@ -22,10 +22,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..terminal import shown
-from ..watch import history
-from ..watcher import BUSY, CHANGED, NOTHING_NEW
-from . import drive, explain, publish, records
+from harness.atlas import drive, explain, publish, records
+from harness.investigate.watcher import BUSY, CHANGED, NOTHING_NEW
+from harness.terminal import shown
+from harness.watch import history
 
 LOCK_FOLDER = ".atlas-watch"   # under the results folder: one watch of an atlas at a time
 

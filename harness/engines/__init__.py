@@ -15,23 +15,23 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from ..errors import EngineUnavailable
-from ..terminal import shown
-from .base import Engine
+from harness.engines.base import Engine
+from harness.errors import EngineUnavailable
+from harness.terminal import shown
 
 
 def _docker(pythons: dict[str, str] | None, ca_bundle: str | None, console: Console | None) -> Engine:
-    from .docker import DockerEngine, docker_client
+    from harness.engines.docker import DockerEngine, docker_client
     return DockerEngine(docker_client(), ca_bundle=ca_bundle, console=console, pythons=pythons)
 
 
 def _venv(pythons: dict[str, str] | None, ca_bundle: str | None, console: Console | None) -> Engine:
-    from .venv import VenvEngine
+    from harness.engines.venv import VenvEngine
     return VenvEngine(pythons=pythons)
 
 
 def _local(pythons: dict[str, str] | None, ca_bundle: str | None, console: Console | None) -> Engine:
-    from .local import LocalEngine
+    from harness.engines.local import LocalEngine
     return LocalEngine(pythons=pythons)
 
 

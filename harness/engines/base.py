@@ -19,9 +19,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from .. import beside
-from ..allocation import shares_memory
-from ..cellenv import (  # noqa: F401 - re-exported
+from harness.cells import Cell, Environment, size_bytes
+from harness.errors import CellUnsupported
+from harness.files.paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
+from harness.host import beside
+from harness.host.resources import Slot
+from harness.host.supervise import RawOutcome, waiting_on, watch
+from harness.launch.allocation import shares_memory
+from harness.launch.cellenv import (  # noqa: F401 - re-exported
     CELL_ENV,
     HOME_NOTE,
     INHERITED,
@@ -31,17 +36,12 @@ from ..cellenv import (  # noqa: F401 - re-exported
     inherited,
     own_home,
 )
-from ..cellgroup import CellGroup, leftovers
-from ..cells import Cell, Environment, size_bytes
-from ..confinement import NOT_ASKED, Offer, writable
-from ..errors import CellUnsupported
-from ..launch import SLOT_VARIABLES, Launcher, Server, fresh_because, warm_settings
-from ..outcome import signal_name
-from ..paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
-from ..resources import Slot
-from ..standby import Standby
-from ..supervise import RawOutcome, waiting_on, watch
-from ..workloads.protocol import EVENTS_FILE, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
+from harness.launch.cellgroup import CellGroup, leftovers
+from harness.launch.confinement import NOT_ASKED, Offer, writable
+from harness.launch.launcher import SLOT_VARIABLES, Launcher, Server, fresh_because, warm_settings
+from harness.launch.standby import Standby
+from harness.status.outcome import signal_name
+from harness.workloads.protocol import EVENTS_FILE, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
 # Seconds the in-environment `timeout` waits past the wall limit: the harness
 # enforces the limit itself; this backstop ends the cell if the harness died.
@@ -154,7 +154,7 @@ class Engine(ABC):
     _launcher = None
 
     def launcher(self):
-        """The engine's warm launchers (launch.py), made on first use, closed with the engine."""
+        """The engine's warm launchers (launch/launcher.py), made on first use, closed with the engine."""
         if self._launcher is None:
             self._launcher = Launcher(why=self.fresh_because, make=self.make_server())
         return self._launcher
@@ -216,7 +216,7 @@ class ProcessEngine(Engine):
         return env
 
     def write_replay(self, cell: Cell, prov: dict, env_dir: Path) -> str:
-        from ..recipes import lock_without_forced, venv_script
+        from harness.environments.recipes import lock_without_forced, venv_script
         lock = Path(prov["venv"]) / "requirements.lock" if prov.get("venv") else None
         if lock and lock.exists():
             (env_dir / "requirements.lock").write_text(lock_without_forced(lock.read_text(), cell.environment.force))
@@ -267,7 +267,7 @@ class ProcessEngine(Engine):
             ctx: RunContext | None = None) -> RawOutcome:
         ctx = ctx or RunContext()
         workdir, workloads_root = workdir.resolve(), workloads_root.resolve()  # the cell runs in workdir
-        warmth = warm_settings(self, cell, ctx.slot)  # the host's verdict, the caches (launch.py)
+        warmth = warm_settings(self, cell, ctx.slot)  # the host's verdict, the caches (launch/launcher.py)
         env = self.environ(cell, ctx.slot, workloads_root)
         env.update(warmth.variables)
         env.update(ctx.variables)

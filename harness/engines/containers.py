@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..processes import boot_id, process_start
+from harness.host.processes import boot_id, process_start
 
 LABEL = "tfkeras-harness"
 WORKLOADS_MOUNT = "/opt/harness"

@@ -24,22 +24,24 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import __version__, bases, buildlock, cutoff, installer, ledger, stacks
-from ..caches import in_container
-from ..cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
-from ..cellgroup import leftovers
-from ..cells import Cell, Environment
-from ..chains import carries_files
-from ..confinement import container as container_confinement
-from ..errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
-from ..launch import fresh_because, warm_settings
-from ..outcome import signal_name
-from ..pipsettings import pip_settings
-from ..supervise import RawOutcome, watch
-from ..workloads.protocol import EVENTS_FILE, INPUTS_DIR, SPEC_FILE, STDERR_FILE, STDOUT_FILE
-from .base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, read_reaped
-from .containers import LABEL, OUT_MOUNT, WORKLOADS_MOUNT, owner_labels, remove_dead
-from .docker_warm import ContainerServer, run_forked
+from harness import __version__, stacks
+from harness.cells import Cell, Environment
+from harness.chains import carries_files
+from harness.engines.base import CELL_ENV, Engine, Prepared, RunContext, cell_argv, cell_variables, read_reaped
+from harness.engines.containers import LABEL, OUT_MOUNT, WORKLOADS_MOUNT, owner_labels, remove_dead
+from harness.engines.docker_warm import ContainerServer, run_forked
+from harness.environments import bases, buildlock, installer, ledger
+from harness.errors import CellUnsupported, EngineUnavailable, EnvironmentUnavailable
+from harness.host.supervise import RawOutcome, watch
+from harness.index import cutoff
+from harness.index.pipsettings import pip_settings
+from harness.launch.caches import in_container
+from harness.launch.cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
+from harness.launch.cellgroup import leftovers
+from harness.launch.confinement import container as container_confinement
+from harness.launch.launcher import fresh_because, warm_settings
+from harness.status.outcome import signal_name
+from harness.workloads.protocol import EVENTS_FILE, INPUTS_DIR, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 # Every cell container is hardened: no capabilities (TensorFlow, JAX and the
@@ -548,7 +550,7 @@ class DockerEngine(Engine):
         version the cell ran with, the forced ones left to forced.txt as in the build), so a
         rebuild elsewhere or later gets what ran here, not what the index resolves that day.
         An image that cannot be read (gone, or built before it kept a lock) gives the pins."""
-        from ..recipes import docker_script, lock_without_forced
+        from harness.environments.recipes import docker_script, lock_without_forced
         fam = prov["dockerfile"].split("/")[1]
         recipe = "tf1-gpu" if fam == "tf1-gpu" else "replay"  # pip and Docker alone: what its readers have
         shutil.copy(bases.images_dir() / recipe / "Dockerfile", env_dir / "Dockerfile")

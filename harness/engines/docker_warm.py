@@ -41,14 +41,16 @@ import threading
 import uuid
 from pathlib import Path
 
-from .. import beside
-from ..cellenv import hardening
-from ..cellgroup import leftovers
-from ..confinement import container
-from ..launch import READY_SECONDS, ServerBase, WarmChild
-from ..outcome import signal_name
-from ..supervise import RawOutcome, waiting_on, watch
-from ..workloads.protocol import (
+from harness.engines.base import BACKSTOP_GRACE, read_reaped
+from harness.engines.containers import LABEL, OUT_MOUNT, WORKLOADS_MOUNT, owner_labels
+from harness.host import beside
+from harness.host.supervise import RawOutcome, waiting_on, watch
+from harness.launch.cellenv import hardening
+from harness.launch.cellgroup import leftovers
+from harness.launch.confinement import container
+from harness.launch.launcher import READY_SECONDS, ServerBase, WarmChild
+from harness.status.outcome import signal_name
+from harness.workloads.protocol import (
     ENV_LAUNCH,
     EVENTS_FILE,
     LEFTOVER_GRACE,
@@ -57,8 +59,6 @@ from ..workloads.protocol import (
     STDERR_FILE,
     STDOUT_FILE,
 )
-from .base import BACKSTOP_GRACE, read_reaped
-from .containers import LABEL, OUT_MOUNT, WORKLOADS_MOUNT, owner_labels
 
 LAUNCH_MOUNT = "/launch"   # the launcher's socket and preload file (a private host folder)
 SCRATCH = ("/tmp",)        # what a cell may leave in the container: emptied after each cell

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from .. import interpreters
-from ..cells import Environment
-from ..errors import EnvironmentUnavailable
-from .base import Prepared, ProcessEngine
+from harness.cells import Environment
+from harness.engines.base import Prepared, ProcessEngine
+from harness.environments import interpreters
+from harness.errors import EnvironmentUnavailable
 
 _VERSIONS = (
     "import json, platform, sys\n"

@@ -17,11 +17,11 @@ import shutil
 import time
 from pathlib import Path
 
-from .. import buildlock, installer, interpreters, ledger
-from ..cells import CUTOFF_RULE, Environment
-from ..errors import EnvironmentUnavailable
-from ..paths import inside
-from .base import Prepared, ProcessEngine, cache_dir
+from harness.cells import CUTOFF_RULE, Environment
+from harness.engines.base import Prepared, ProcessEngine, cache_dir
+from harness.environments import buildlock, installer, interpreters, ledger
+from harness.errors import EnvironmentUnavailable
+from harness.files.paths import inside
 
 MARKER = "harness-env.json"
 RECIPE_VERSION = 5  # bump when the way venvs are built changes (2: folders named by content alone; 3: uv; 4-5: seeded)

@@ -12,12 +12,12 @@ Every name other code imports from ``harness.matrix`` is re-exported here, so
 callers never need to know which module of the package holds it.
 """
 
-from ..errors import MatrixError
-from .checker import _Checker
-from .environment import is_plain
-from .loading import Matrix, load, parse
-from .rules import _Rules
-from .schema import (
+from harness.errors import MatrixError
+from harness.matrix.checker import _Checker
+from harness.matrix.environment import is_plain
+from harness.matrix.loading import Matrix, load, parse
+from harness.matrix.rules import _Rules
+from harness.matrix.schema import (
     BATCH_LIMITS,
     COMMON_WORKLOAD_KEYS,
     DEVICE_LIMITS,

@@ -10,9 +10,10 @@ import math
 import reprlib
 from pathlib import Path
 
-from .. import names, releases
-from ..errors import MatrixError
-from .schema import MAX_PROBLEMS, MAX_TEXT
+from harness import names
+from harness.errors import MatrixError
+from harness.index import releases
+from harness.matrix.schema import MAX_PROBLEMS, MAX_TEXT
 
 _shown = reprlib.Repr()
 _shown.maxstring, _shown.maxother, _shown.maxlist, _shown.maxdict, _shown.maxlevel = 60, 60, 6, 6, 3

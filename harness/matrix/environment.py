@@ -13,10 +13,10 @@ import difflib
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from .. import stacks, terminal
-from ..cells import Cell, Environment, Workload
-from .checker import _Checker, _show, _type_name
-from .schema import ENV_KEYS, IMAGE_RE, MAX_REQUIREMENT, PYTHON_RE, VARIABLE_RE, VERSION_CHARS_RE
+from harness import stacks, terminal
+from harness.cells import Cell, Environment, Workload
+from harness.matrix.checker import _Checker, _show, _type_name
+from harness.matrix.schema import ENV_KEYS, IMAGE_RE, MAX_REQUIREMENT, PYTHON_RE, VARIABLE_RE, VERSION_CHARS_RE
 
 
 def _version(check: _Checker, where: str, value) -> str | None:

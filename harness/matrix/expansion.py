@@ -9,11 +9,11 @@ import collections
 import itertools
 from pathlib import Path
 
-from .. import values
-from ..cells import Cell, Environment, Limits, Parallelism, Workload
-from .checker import _raise
-from .rules import _Rules
-from .schema import MAX_CELLS, MAX_MATCH_WORK
+from harness.cells import Cell, Environment, Limits, Parallelism, Workload
+from harness.matrix.checker import _raise
+from harness.matrix.rules import _Rules
+from harness.matrix.schema import MAX_CELLS, MAX_MATCH_WORK
+from harness.status import values
 
 
 def _within_cell_limit(path: Path, count: int) -> None:

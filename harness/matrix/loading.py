@@ -11,18 +11,26 @@ import collections
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import chains, names, releases
-from ..cells import Cell, Environment, Workload
-from ..errors import NothingReleasedYet
-from .checker import _Checker, _entries
-from .environment import _plain_cells
-from .expansion import _cells, _distinct_cells, _domains, _matchers, _within_cell_limit
-from .ranges import _environments, _release_options, _watch_options
-from .reading import read
-from .rules import _checked_rules
-from .schema import TOP_KEYS
-from .settings import _batch_sizes, _limits, _parallelism_list, _parallelisms, _run_settings, _slurm_section
-from .workload import _workload
+from harness import chains, names
+from harness.cells import Cell, Environment, Workload
+from harness.errors import NothingReleasedYet
+from harness.index import releases
+from harness.matrix.checker import _Checker, _entries
+from harness.matrix.environment import _plain_cells
+from harness.matrix.expansion import _cells, _distinct_cells, _domains, _matchers, _within_cell_limit
+from harness.matrix.ranges import _environments, _release_options, _watch_options
+from harness.matrix.reading import read
+from harness.matrix.rules import _checked_rules
+from harness.matrix.schema import TOP_KEYS
+from harness.matrix.settings import (
+    _batch_sizes,
+    _limits,
+    _parallelism_list,
+    _parallelisms,
+    _run_settings,
+    _slurm_section,
+)
+from harness.matrix.workload import _workload
 
 
 @dataclass
@@ -48,7 +56,7 @@ class Matrix:
 def load(path: str | Path, resolver: releases.Resolver | None = None,
          base: str | Path | None = None) -> Matrix:
     """Read, validate and expand a matrix file. `resolver` expands version ranges
-    (``harness.releases``; by default from the cache or the index, without a record).
+    (``harness.index.releases``; by default from the cache or the index, without a record).
     `base`: the folder the user's code paths start from (default: the matrix file's folder; a
     Slurm task loads the submission's copy of the matrix with the original folder)."""
     path = Path(path)

@@ -1,4 +1,4 @@
-"""Version ranges (``harness.releases``): an environment whose tensorflow,
+"""Version ranges (``harness.index.releases``): an environment whose tensorflow,
 keras or packages name a range becomes one environment per release in it
 (every combination), each named for its releases and, with ``releases:
 {cutoff: true}``, installed as of its upload time.
@@ -13,11 +13,11 @@ import dataclasses
 import itertools
 import math
 
-from .. import releases
-from ..cells import Environment
-from .checker import _Checker, _is_type, _key, _show
-from .environment import _environment
-from .schema import (
+from harness.cells import Environment
+from harness.index import releases
+from harness.matrix.checker import _Checker, _is_type, _key, _show
+from harness.matrix.environment import _environment
+from harness.matrix.schema import (
     MAX_RANGE_ENVIRONMENTS,
     MAX_RANGES,
     MAX_REQUIREMENT,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import MatrixError
-from .checker import _show
-from .schema import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
+from harness.errors import MatrixError
+from harness.matrix.checker import _show
+from harness.matrix.schema import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 
 # libyaml where PyYAML has it: the pure-Python reader takes ~100 us a value, so a 1 MiB list would take a minute.
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

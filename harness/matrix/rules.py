@@ -6,10 +6,11 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from .. import status, values
-from ..cells import Environment
-from .checker import _Checker, _key, _show
-from .schema import EXPECT_KEYS, MAX_RULES, RULE_KEYS, VALUE_KEYS
+from harness import status
+from harness.cells import Environment
+from harness.matrix.checker import _Checker, _key, _show
+from harness.matrix.schema import EXPECT_KEYS, MAX_RULES, RULE_KEYS, VALUE_KEYS
+from harness.status import values
 
 
 class _Rules:

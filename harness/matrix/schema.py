@@ -83,7 +83,7 @@ PAR_KEYS = {"wrapper": str, "devices": int, "device_kind": str, "ratios": list, 
 RULE_KEYS = {"environment": (str, list), "workload": (str, list), "wrapper": (str, list),
              "devices": (int, list), "device_kind": (str, list), "feed": (str, list),
              "batch_size": (int, list), "repeat": (int, list)}
-# A value expectation (harness/values.py): a metric equal to / within a tolerance of a number,
+# A value expectation (harness/status/values.py): a metric equal to / within a tolerance of a number,
 # or of the same cell's value in another environment.
 VALUE_KEYS = {"metric": str, "equals": (int, float), "within": (int, float), "relative": (int, float),
               "same_as": str}
@@ -93,11 +93,11 @@ TOP_KEYS = {"name": str, "description": str, "environments": list, "workloads": 
             "parallelism": list, "batch_sizes": list, "epochs": int, "repeats": int, "seed": int,
             "reseed": bool, "timeouts": dict, "memory_limit": str, "include": list, "exclude": list, "expect": list,
             "slurm": dict, "releases": dict, "watch": dict}
-# How version ranges expand (harness.releases.Options); the README's "Version ranges" lists them.
+# How version ranges expand (harness.index.releases.Options); the README's "Version ranges" lists them.
 RELEASES_KEYS = {"pre": bool, "every": str, "cutoff": bool, "margin_days": (int, float)}
 # How `harness watch` expands this matrix (harness/watch); other commands ignore it.
 WATCH_KEYS = {"pre": bool, "nightly": (bool, str)}
 TIMEOUT_KEYS = {"wall": (int, float), "progress": (int, float)}
 
-# How a version or a range is written (harness.releases), for the messages.
+# How a version or a range is written (harness.index.releases), for the messages.
 RANGE_EXAMPLE = "e.g. '2.15.1', or a range such as '>=2.10,<2.17'"

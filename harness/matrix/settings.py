@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import difflib
 
-from ..cells import FEEDS, MAX_MEMORY, WRAPPERS, Environment, Limits, Parallelism, size_bytes
-from ..slurm_options import SLURM_KEYS
-from ..slurm_options import problems as slurm_problems
-from .checker import _Checker, _is_type, _list_of, _show
-from .schema import (
+from harness.cells import FEEDS, MAX_MEMORY, WRAPPERS, Environment, Limits, Parallelism, size_bytes
+from harness.matrix.checker import _Checker, _is_type, _list_of, _show
+from harness.matrix.schema import (
     BATCH_LIMITS,
     DEVICE_LIMITS,
     MAX_PROBLEMS,
@@ -23,6 +21,8 @@ from .schema import (
     TIMEOUT_LIMITS,
     TOP_LIMITS,
 )
+from harness.options.slurm import SLURM_KEYS
+from harness.options.slurm import problems as slurm_problems
 
 DEFAULT_BATCH_SIZES = [128]
 DEFAULT_PARALLELISM = {"wrapper": "none", "devices": 1}

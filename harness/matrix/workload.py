@@ -8,11 +8,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .. import chains, outputroots, usercode
-from ..cells import Workload
-from ..workloads.protocol import FAULTS, RNN_CELLS, TRAPS
-from .checker import _Checker, _is_type, _key, _show
-from .schema import COMMON_WORKLOAD_KEYS, MAX_WIDTHS, MODEL_DEFAULTS, MODEL_KEYS, WIDTHS_LIMITS, WORKLOAD_LIMITS
+from harness import chains, usercode
+from harness.cells import Workload
+from harness.files import outputroots
+from harness.matrix.checker import _Checker, _is_type, _key, _show
+from harness.matrix.schema import (
+    COMMON_WORKLOAD_KEYS,
+    MAX_WIDTHS,
+    MODEL_DEFAULTS,
+    MODEL_KEYS,
+    WIDTHS_LIMITS,
+    WORKLOAD_LIMITS,
+)
+from harness.workloads.protocol import FAULTS, RNN_CELLS, TRAPS
 
 
 def _workload_name(model: str, params: dict) -> str:

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from ..outcome import normalise
-from ..result import Result, Seen
-from ..stacks import short_version
-from ..stats import SPREAD_WIDE, Spread, spread_of, steady  # noqa: F401 - re-exported for the writers
-from ..status import FAILED, NOT_RUN, OK  # noqa: F401 - the vocabulary is the status module's
+from harness.results.result import Result, Seen
+from harness.stacks import short_version
+from harness.stats import SPREAD_WIDE, Spread, spread_of, steady  # noqa: F401 - re-exported for the writers
+from harness.status import FAILED, NOT_RUN, OK  # noqa: F401 - the vocabulary is the status module's
+from harness.status.outcome import normalise
 
 ACCURACY_TOLERANCE = 0.05  # N devices more than this below 1 device: "degraded"
 

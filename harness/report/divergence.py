@@ -8,8 +8,8 @@ import json
 import math
 from pathlib import Path
 
-from ..htmlpage import e, page
-from ..names import file_name
+from harness.htmlpage import e, page
+from harness.names import file_name
 
 PLOT = "layers.png"
 RECORD = "divergence.json"
@@ -27,7 +27,7 @@ def _value(v):
 def plot(found: dict, path: Path) -> bool:
     """Relative error per layer, forward and backward, on a log scale, with the thresholds;
     the first layer whose output parts is marked. False when there is nothing to draw."""
-    from .plots import pyplot
+    from harness.report.plots import pyplot
     fw = [r for r in found["forward"]["layers"] if "relative" in r]
     bw = [r for r in found["backward"]["layers"] if "relative" in r]
     if not fw and not bw:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..status import FAILED
-from .tables import KEY, Table
+from harness.report.tables import KEY, Table
+from harness.status import FAILED
 
 
 def md_escape(text: object) -> str:

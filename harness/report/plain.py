@@ -10,7 +10,7 @@ text is one line (whitespace runs folded), as in the other writers.
 
 from __future__ import annotations
 
-from .tables import KEY, Table
+from harness.report.tables import KEY, Table
 
 
 def _cell(text: object) -> str:

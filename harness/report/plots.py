@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from ..names import file_name
-from ..status import OK
-from . import analysis, reported
+from harness.names import file_name
+from harness.report import analysis, reported
+from harness.status import OK
 
 
 def pyplot():

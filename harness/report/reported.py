@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from ..names import file_name
-from . import analysis
-from .analysis import Result
-from .tables import MAX_COLUMNS, Entry, Table
+from harness.names import file_name
+from harness.report import analysis
+from harness.report.analysis import Result
+from harness.report.tables import MAX_COLUMNS, Entry, Table
 
 
 def _scripts(results: list[Result]) -> list[Result]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..htmlpage import e, page
-from ..result import Result
-from .tables import KEY, Table, slug
+from harness.htmlpage import e, page
+from harness.report.tables import KEY, Table, slug
+from harness.results.result import Result
 
 
 def html_table(table: Table, prefix: str = "") -> str:

@@ -16,11 +16,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..names import file_name
-from ..result import NO_CUTOFF, Result
-from ..status import OK, failure_line
-from . import analysis
-from .analysis import Spread
+from harness.names import file_name
+from harness.report import analysis
+from harness.report.analysis import Spread
+from harness.results.result import NO_CUTOFF, Result
+from harness.status import OK, failure_line
 
 MAX_COLUMNS = 12  # data columns per table, besides the row label: what a Markdown view shows unscrolled
 CUT = 160         # characters of a reason or signature shown in a table; the whole text is one click away
@@ -363,7 +363,7 @@ def drifted_controls(results: list[Result]) -> Table:
         want = r.expected
         got = r.failure_text
         failed_values = [v for v in want.values if v.met is False]
-        if failed_values:  # a value expectation (harness/values.py): the numbers are the finding
+        if failed_values:  # a value expectation (harness/status/values.py): the numbers are the finding
             for v in failed_values:
                 peer = f" ({v.peer.split('/', 1)[0]})" if v.peer else ""
                 wanted = f"{v.metric} = {v.want}{peer}"

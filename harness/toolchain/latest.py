@@ -32,10 +32,10 @@ from pathlib import Path
 
 import yaml
 
-from .failures import VARIABLE
-from .failures import read as read_failures
-from .lockfile import LOCK, NOT_LOCKED, ROOT, LockError, Pin, canonical, installed, read, this_python
-from .lockfile import compare as compare_with_lock
+from harness.toolchain.failures import VARIABLE
+from harness.toolchain.failures import read as read_failures
+from harness.toolchain.lockfile import LOCK, NOT_LOCKED, ROOT, LockError, Pin, canonical, installed, read, this_python
+from harness.toolchain.lockfile import compare as compare_with_lock
 
 GROUPS = ("runtime", "test", "docs")  # what the tests session installs (the build group is not imported)
 NOT_COMPARED = (*NOT_LOCKED, "setuptools", "wheel")  # and the build tools the tests session does not select

@@ -3,11 +3,11 @@
 For each Python the harness supports, that Python's own pip resolves every group's
 requirements at once (``pip install --dry-run --report``, wheels only, so nothing is built
 with floating build tools) under the release-date cut-off the harness applies to its cells'
-environments (``harness.cutoff.pip_arguments``): the lock of a given ``--as-of`` is the same
+environments (``harness.index.cutoff.pip_arguments``): the lock of a given ``--as-of`` is the same
 file whenever it is made. The report says which release each requirement resolved to and
 what each release requires, so each pin's groups are found by walking from that group's
 requirements. Each pin carries the sha256 of every file of its release that the index held
-before the cut-off (from the index's JSON API, ``harness.releases``), so the lock installs on
+before the cut-off (from the index's JSON API, ``harness.index.releases``), so the lock installs on
 any platform's wheel of that release, and the file pip picked is checked to be among them.
 
 Both read the index as it is now, never the harness's cached lists: an index's record of
@@ -31,10 +31,11 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from .. import interpreters, releases
-from ..cutoff import pip_arguments
-from .lockfile import GROUPS, LOCK, ROOT, Lock, LockError, Pin, canonical
-from .lockfile import read as read_lock
+from harness.environments import interpreters
+from harness.index import releases
+from harness.index.cutoff import pip_arguments
+from harness.toolchain.lockfile import GROUPS, LOCK, ROOT, Lock, LockError, Pin, canonical
+from harness.toolchain.lockfile import read as read_lock
 
 SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 TIMEOUT = 900  # seconds for one resolution

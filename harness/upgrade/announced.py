@@ -50,7 +50,7 @@ NOTES = (
             "https://github.com/tensorflow/tensorflow/releases/tag/v2.11.0"),
     Removal("tensorflow", "2.16.0",
             r"argument\(s\) not recognized|unrecognized keyword arguments|could not interpret optimizer|"
-            r"is not supported in keras 3|keras 3",
+            r"(?:not|no longer|only) supported in keras [23]\b|keras 3 only supports",
             "From TensorFlow 2.16, tf.keras is Keras 3; Keras 2 code runs on with tf-keras installed and "
             "TF_USE_LEGACY_KERAS=1.",
             "install `tf-keras` (the minor of your TensorFlow) and set `TF_USE_LEGACY_KERAS=1`, or port the "

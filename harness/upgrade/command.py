@@ -13,13 +13,14 @@ from pathlib import Path
 from packaging.version import Version
 from rich.console import Console
 
-from .. import bisect, releases
-from ..argtypes import whole
-from ..bisect import GOOD, Criteria
-from ..engine_args import add_engine_args, pythons
-from ..errors import UserError
-from ..terminal import shown
-from . import announced, evidence, fromcell, frontier, plan, project, python, writers
+from harness.errors import UserError
+from harness.index import releases
+from harness.investigate import bisect
+from harness.investigate.bisect import GOOD, Criteria
+from harness.options.engine import add_engine_args, pythons
+from harness.options.types import whole
+from harness.terminal import shown
+from harness.upgrade import announced, evidence, fromcell, frontier, pinned_python, plan, project, writers
 
 ACCURACY_FLOOR = 0.01  # the least accuracy change counted, however narrow the baseline's spread
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
@@ -66,10 +67,10 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
-    from ..engines import select_engine
-    from ..matrix import load
-    from ..outputs import check_apart
-    from ..paths import check_writable
+    from harness.engines import select_engine
+    from harness.files.outputs import check_apart
+    from harness.files.paths import check_writable
+    from harness.matrix import load
 
     from_cell = fromcell.check_form(args)
     if args.python_version is not None and not PYTHON_RE.fullmatch(args.python_version):
@@ -155,9 +156,10 @@ def _from_project(args) -> dict:
     pins = project.read(project.find(folder, args.requirements))
     work = plan.workload(folder, args.script, args.args or [], args.factory, args.data)
     if args.python_version:
-        chosen = python.Choice(args.python_version, f"Python {args.python_version}: as --python-version names it")
+        chosen = pinned_python.Choice(args.python_version,
+                                      f"Python {args.python_version}: as --python-version names it")
     else:
-        chosen = python.choose(pins, folder, offline=args.offline)
+        chosen = pinned_python.choose(pins, folder, offline=args.offline)
     return {"pins": pins, "python": chosen.python, "python_why": chosen.why, "base": None, "works": [work],
             "settings": None, "keep": None, "name": folder.resolve().name, "project": str(folder.resolve()),
             "source": "the project's pins and its workload"}
@@ -241,7 +243,7 @@ def _combined(m, base: dict, packages: list[dict], engine, results: Path, consol
               criteria, resolver, keep: set[str] | None = None) -> dict:
     """Every package at its frontier at once, run and judged against the baseline: the newest
     stack that holds is claimed only when this cell says so."""
-    from ..release_cells import with_release
+    from harness.matrix.release_cells import with_release
     moved = {p["package"]: p["frontier"] for p in packages if p["frontier"] and p["frontier"] != p["current"]}
     if not moved:
         return {"moved": {}, "holds": None, "why": "no package moves: the baseline is the newest stack that holds"}

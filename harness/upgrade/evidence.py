@@ -18,11 +18,13 @@ from pathlib import Path
 from packaging.version import Version
 from rich.console import Console
 
-from .. import bisect, releases, stacks
-from ..bisect import GOOD, Criteria
-from ..errors import UserError
-from ..terminal import shown
-from .frontier import ACCURACY, BREAK, SPEED, VALUE, Answer, Search, judged, run_cells, values_compared
+from harness import stacks
+from harness.errors import UserError
+from harness.index import releases
+from harness.investigate import bisect
+from harness.investigate.bisect import GOOD, Criteria
+from harness.terminal import shown
+from harness.upgrade.frontier import ACCURACY, BREAK, SPEED, VALUE, Answer, Search, judged, run_cells, values_compared
 
 KERAS3_TENSORFLOW = Version("2.16")  # from here tf.keras is Keras 3; tf-keras keeps Keras 2 behind it
 
@@ -52,7 +54,7 @@ def setting(search: Search, answer: Answer, yardstick: dict, out_matrix) -> dict
              "why": verdict.why, "cells": verdict.evidence.get("cells", [])}
     if found["mends"] and yardstick.get("val_accuracy"):
         ref, new = search.spread_cells(answer.current), with_setting(search.spread_cells(answer.target))
-        got = run_cells(search.m, ref + new, search.engine, search.results, search.console, search.spread_runs)
+        got = run_cells(search.m, ref + new, search.engine, search.results, search.console, search.outside_rounds)
         kept = values_compared([got[c.id] for c in new if c.id in got], [got[c.id] for c in ref if c.id in got],
                                search.criteria)
         found["values"] = {"kept": kept.kind == GOOD, "why": kept.why, "cells": [c.id for c in new],
@@ -79,7 +81,7 @@ def _with_tf_keras(env, resolver) -> str | None:
 
 
 def nightly(search: Search, found: bisect.Found, console: Console) -> dict:
-    from ..nightly import nightly_of
+    from harness.index.nightly import nightly_of
     try:
         name = nightly_of(search.package, "auto")
         cells_for = bisect.ReleaseCells(search.base_cells, search.package, search.resolver, None, True,
@@ -93,7 +95,7 @@ def nightly(search: Search, found: bisect.Found, console: Console) -> dict:
 
 
 def reduced(search: Search, answer: Answer, out: Path, budget: float, unconfined: bool) -> dict:
-    from ..reduce import reduce
+    from harness.investigate.reduce import reduce
     b = answer.blocker
     if b["kind"] != BREAK:
         return {"problem": "reduce keeps a break of a script; this change is a " + b["kind"]}
@@ -115,7 +117,7 @@ def reduced(search: Search, answer: Answer, out: Path, budget: float, unconfined
 
 
 def diverged(search: Search, answer: Answer, out: Path) -> dict:
-    from ..diverge import run
+    from harness.investigate.diverge import run
     b = answer.blocker
     if b["kind"] not in (VALUE, ACCURACY, SPEED):
         return {"problem": "diverge compares two models that both train; this change is a " + b["kind"]}

@@ -12,9 +12,9 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ..cells import Cell, Environment, Workload
-from ..errors import UserError
-from .project import Pins
+from harness.cells import Cell, Environment, Workload
+from harness.errors import UserError
+from harness.upgrade.project import Pins
 
 # The project form's inputs: none of them goes with --matrix (None / [] / False: not given)
 PROJECT_FORM = {"project": "PROJECT", "requirements": "--requirements", "script": "--script", "args": "--args",
@@ -36,7 +36,7 @@ def check_form(args) -> bool:
 
 def select(m, pattern: str) -> list[Cell]:
     """The cells `pattern` names (as `run --cell`), all of one environment."""
-    from ..runner import select as chosen
+    from harness.run.runner import select as chosen
 
     cells = chosen(m.cells, [pattern])
     if not cells:

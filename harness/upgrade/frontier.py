@@ -21,10 +21,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from rich.console import Console
 
-from .. import bisect, releases, status
-from ..bisect import BAD, BROKE, GOOD, MENDED, SKIP, Criteria, ReleaseCells, Verdict
-from ..cells import Cell
-from ..terminal import shown
+from harness import status
+from harness.cells import Cell
+from harness.index import releases
+from harness.investigate import bisect
+from harness.investigate.bisect import BAD, BROKE, GOOD, MENDED, SKIP, Criteria, ReleaseCells, Verdict
+from harness.terminal import shown
 
 BREAK, VALUE, ACCURACY, SPEED, UNAVAILABLE = "break", "value", "accuracy", "speed", "unavailable"
 # Runs of each side before a change of value (accuracy, speed) is claimed: one run has no spread, and a
@@ -76,7 +78,7 @@ class Search:
         self.rounds: list = []
         self.spread_cells = ReleaseCells(base_cells, package, resolver, max(repeats or 1, SPREAD_RUNS), True,
                                          releases.CUTOFF_MARGIN_DAYS)
-        self.spread_runs = {"cells": 0, "ran": 0}
+        self.outside_rounds = {"cells": 0, "ran": 0}  # cells run outside the search rounds (spread, moved_with)
         self.opened: dict[tuple, ReleaseCells] = {}   # pins left open with a release (`moved_with`)
         self.moved: dict[str, dict] = {}             # release -> the pins that moved with it
 
@@ -137,7 +139,7 @@ class Search:
         self.console.print(f"  {shown(self.package)} {shown(version)} cannot be installed beside "
                            f"{shown(', '.join(held))} as pinned: trying it with them moved too", highlight=False)
         cells = self.opened[key](version)
-        got = run_cells(self.m, cells, self.engine, self.results, self.console, self.spread_runs)
+        got = run_cells(self.m, cells, self.engine, self.results, self.console, self.outside_rounds)
         verdict = bisect.judge([got[c.id] for c in cells if c.id in got], good, self.criteria)
         self.moved[version] = {"with": held, "cells": verdict.evidence.get("cells", []),
                                "resolved": _resolved(got, held)}
@@ -149,7 +151,7 @@ class Search:
         self.console.print(f"  {shown(self.package)} {shown(version)} differs from {shown(reference)} in value "
                            f"alone: {SPREAD_RUNS} runs of each before that is claimed", highlight=False)
         ref, new = self.spread_cells(reference), self.spread_cells(version)
-        got = run_cells(self.m, ref + new, self.engine, self.results, self.console, self.spread_runs)
+        got = run_cells(self.m, ref + new, self.engine, self.results, self.console, self.outside_rounds)
         return values_compared([got[c.id] for c in new if c.id in got], [got[c.id] for c in ref if c.id in got],
                                self.criteria)
 
@@ -163,8 +165,8 @@ class Search:
         return out
 
     def cost(self) -> tuple[int, int]:
-        return (sum(r.runs["cells"] for r in self.rounds) + self.spread_runs["cells"],
-                sum(r.runs["ran"] for r in self.rounds) + self.spread_runs["ran"])
+        return (sum(r.runs["cells"] for r in self.rounds) + self.outside_rounds["cells"],
+                sum(r.runs["ran"] for r in self.rounds) + self.outside_rounds["ran"])
 
 
 def _resolved(got: dict, names: list[str]) -> dict[str, str]:
@@ -209,7 +211,7 @@ def values_compared(results: list, reference: list, criteria: Criteria) -> Verdi
 
 def run_cells(m, cells: list[Cell], engine, results: Path, console: Console, runs: dict | None = None) -> dict:
     """Cells outside a search's rounds, run through the ordinary runner: their results by id."""
-    from ..runner import Runner
+    from harness.run.runner import Runner
 
     runner = Runner(dataclasses.replace(m, cells=[]), engine, results, console)
     if runs is not None:

@@ -12,8 +12,8 @@ import yaml
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..errors import UserError
-from .project import STACK, Pins
+from harness.errors import UserError
+from harness.upgrade.project import STACK, Pins
 
 BASELINE = "baseline"
 # What a release of the key is resolved with, not held at the old pin: its companions

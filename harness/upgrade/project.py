@@ -13,7 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..errors import UserError
+from harness.errors import UserError
 
 # The ML stack an upgrade looks at when the user names no package: the first that the project pins
 STACK = ("tensorflow", "tensorflow-cpu", "keras", "tf-keras", "jax", "torch", "numpy")

@@ -5,7 +5,7 @@ Each watch expands the matrix's version ranges against the index as it stands (o
 what it learned to the matrix's history, finds changes along the release axis with statistics
 (``changes``), bisects a new break, and publishes a history page, feeds and badges
 (``page``, ``publish``). The command itself -- one watch, its summary and its exit status --
-is ``harness/watcher.py``, above the runner and the search it drives; the pieces here are below
+is ``harness/investigate/watcher.py``, above the runner and the search it drives; the pieces here are below
 the report, which publishes their pages too:
 
 - ``expand``  -- the index as of a moment, pre-releases when the matrix's ``watch:`` asks;

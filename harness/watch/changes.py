@@ -87,7 +87,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 
-from .. import status as st
+from harness import status as st
 
 MIN_SAMPLES = 2          # samples needed on each side of a split, in total
 PERMUTATIONS = 499       # permutations for one split's test

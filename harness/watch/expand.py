@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import releases
-from ..errors import UserError
+from harness.errors import UserError
+from harness.index import releases
 
 
 def as_of_moment(text: str | None) -> str | None:

@@ -25,12 +25,13 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .. import ownfiles, status
-from ..cells import Cell
-from ..paths import inside
-from ..release_cells import open_stack
-from ..result import Result
-from ..stats import spread_of, steady
+from harness import status
+from harness.cells import Cell
+from harness.files import ownfiles
+from harness.files.paths import inside
+from harness.matrix.release_cells import open_stack
+from harness.results.result import Result
+from harness.stats import spread_of, steady
 
 FOLDER = ".watch"
 HISTORY, RUNS, CHANGES, LOCK = "history.jsonl", "runs.jsonl", "changes.jsonl", "lock"

@@ -17,11 +17,12 @@ import stat
 from collections import defaultdict
 from pathlib import Path
 
-from .. import ownfiles, status
-from ..htmlpage import e, page
-from ..paths import inside
-from . import changes as ch
-from . import history, publish, series
+from harness import status
+from harness.files import ownfiles
+from harness.files.paths import inside
+from harness.htmlpage import e, page
+from harness.watch import changes as ch
+from harness.watch import history, publish, series
 
 
 def load_changes(where: Path) -> list[tuple[ch.Change, dict]]:

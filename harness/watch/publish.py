@@ -23,9 +23,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import ownfiles
-from ..errors import UserError
-from .changes import Change
+from harness.errors import UserError
+from harness.files import ownfiles
+from harness.watch.changes import Change
 
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
 ATOM_NS = "http://www.w3.org/2005/Atom"

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from packaging.version import InvalidVersion, Version
 
-from .. import status
-from ..stacks import short_version
-from . import changes as ch
+from harness import status
+from harness.stacks import short_version
+from harness.watch import changes as ch
 
 TIME_WORDS = ("seconds", "_s", "time", "latency")
 RATE_WORDS = ("per_sec", "_per_s", "throughput", "samples_s")

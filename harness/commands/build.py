@@ -1,0 +1,54 @@
+"""``harness build``: prepare every environment of a matrix without running a cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from harness import status
+from harness.commands.common import engine_for, load
+from harness.errors import UserError
+from harness.files.outputs import check_output_folder
+from harness.files.paths import check_writable
+from harness.options.engine import add_engine_args
+from harness.options.shared import DEFAULT_MATRIX, DEFAULT_RESULTS, add_release_args
+
+
+def add(sub) -> None:
+    p = sub.add_parser("build", help="prepare every environment of a matrix (GPU ones too) without running cells",
+                       description="Build or reuse every environment of MATRIX -- GPU ones included, on any "
+                                   "host -- and self-check the GPU ones (CUDA / cuDNN libraries present and "
+                                   "loading; GPU operations where a GPU is). One line per environment; exit 1 "
+                                   "if any is unavailable.")
+    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+    p.add_argument("--only", action="append", metavar="GLOB",
+                   help="only environments of cells whose id matches (repeatable)")
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
+                   help="results folder; build logs go to DIR/<matrix>/.build (default: results)")
+    p.add_argument("--export", metavar="DIR",
+                   help="docker engine: also 'docker save' each image into DIR, with the Apptainer / enroot "
+                        "commands that turn the archives into what a cluster runs")
+    add_engine_args(p)
+    add_release_args(p)
+
+
+def command(args, console: Console) -> int:
+    from harness.run.build import build
+    from harness.run.runner import select
+
+    m = load(args, console)
+    cells = select(m.cells, args.only)
+    if not cells:
+        raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    if m.resolver:  # what is built is what a later run of this results folder runs
+        check_writable(Path(args.results), "--results")
+        m.resolver.record(Path(args.results) / m.name)
+    if args.export:
+        check_output_folder(Path(args.export), "--export", [Path(args.results)])
+    with engine_for(args, console) as engine:
+        outcomes = build(cells, engine, Path(args.results) / m.name, console,
+                         export=Path(args.export) if args.export else None)
+    missing = [o for o in outcomes if o.status == status.UNAVAILABLE]
+    console.print(f"{len(outcomes) - len(missing)} of {len(outcomes)} environment(s) usable ({engine.name})")
+    return 1 if missing else 0

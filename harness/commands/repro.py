@@ -1,0 +1,43 @@
+"""``harness repro``: one cell again, N times, and a bundle anyone can rerun."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.commands.common import engine_for
+from harness.files.outputs import check_output_folder
+from harness.files.paths import check_writable
+from harness.options.engine import add_engine_args
+from harness.options.shared import DEFAULT_RESULTS
+from harness.options.types import whole
+
+
+def add(sub) -> None:
+    p = sub.add_parser("repro", help="reproduce one cell N times and write a self-contained bundle",
+                       description="Reproduce the cells matching CELL (an id, a prefix or a glob) from the "
+                                   "matrices: reuse or build only their environment, run them --repeat times "
+                                   "with live logs, report k/N failures and write a bundle (recipe, pins, "
+                                   "workloads, spec, run.sh, logs, results).")
+    p.add_argument("cell", metavar="CELL")
+    p.add_argument("--matrix", action="append", default=[], metavar="FILE",
+                   help="matrix to look the cell up in (repeatable; default: every matrices/*.yaml)")
+    p.add_argument("--repeat", type=whole(1, 1_000), default=1, metavar="N", help="attempts (default 1)")
+    p.add_argument("--out", default="bundles", metavar="DIR", help="where bundles go (default: bundles)")
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
+                   help="the run's results folder: version ranges expand as that run recorded them "
+                        f"(default: {DEFAULT_RESULTS})")
+    p.add_argument("--shell", action="store_true", help="open a shell in the cell's environment instead of running")
+    p.add_argument("--command", dest="shell_command", metavar="CMD",
+                   help="with --shell: run CMD (bash -c) in the cell's environment instead of an interactive "
+                        "shell; the exit status is CMD's")
+    add_engine_args(p)
+
+
+def command(args, console: Console) -> int:
+    from harness.investigate.repro import run_command
+    check_output_folder(Path(args.out), "--out")
+    check_writable(Path(args.out), "--out")
+    with engine_for(args, console) as engine:
+        return run_command(args, console, engine)

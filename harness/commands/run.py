@@ -1,0 +1,88 @@
+"""``harness run``: run a matrix here, or submit it to Slurm, and say which expectations it missed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.commands.common import engine_for, load
+from harness.errors import UserError
+from harness.files.paths import check_writable
+from harness.options.engine import add_engine_args, pythons
+from harness.options.shared import (
+    DEFAULT_MATRIX,
+    DEFAULT_RESULTS,
+    STATUSES,
+    add_release_args,
+    add_resource_args,
+    add_slurm_args,
+)
+from harness.status import values
+from harness.terminal import shown, visible
+
+
+def add(sub) -> None:
+    p = sub.add_parser("run", help="run a matrix and write results")
+    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
+    p.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches (repeatable)")
+    p.add_argument("--rerun", action="append", choices=STATUSES, default=[], metavar="STATUS",
+                   help="run finished cells with this status again (repeatable; 'all' for every cell)")
+    p.add_argument("--fresh", action="store_true",
+                   help="clean-room run: every cell in a new interpreter, no compile or data caches, no "
+                        "unsupported verdicts decided before launch (default: warm where safe; README)")
+    add_engine_args(p)
+    add_resource_args(p)
+    add_slurm_args(p)
+    add_release_args(p)
+
+
+def command(args, console: Console) -> int:
+    from harness.report import tables
+    from harness.report.plain import text_table
+    from harness.run.runner import Runner, select
+
+    m = load(args, console)
+    cells = select(m.cells, args.only)
+    if not cells:
+        raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    from harness.options.slurm import SlurmOptions
+    SlurmOptions.merged(m.slurm, args)  # a bad Slurm flag is exit 2 whichever executor then runs
+    check_writable(Path(args.results), "--results")
+    if m.resolver:
+        m.resolver.record(Path(args.results) / m.name)
+    if args.executor == "slurm":
+        return _submit_to_slurm(args, m, cells, console)
+    with engine_for(args, console) as engine:
+        engine.warm = not args.fresh
+        runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
+                        gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
+        results = runner.run(cells)
+    console.print()
+    print(visible("\n".join(text_table(t) for t in tables.summary(results)), lines=True))
+    missed = [r for r in results if r.met is False]
+    for r in missed:
+        want = r.expectation
+        for line in values.failed_lines(r):  # a value that differs (harness/status/values.py)
+            console.print(f"[red]expectation not met[/]: {shown(r.cell)}: {shown(line)}", highlight=False)
+        if want.get("status") and (r.status != want["status"] or values.failed_lines(r) == []):
+            expected = want["status"] + (f" with '{want['signature']}'" if want.get("signature") else "")
+            console.print(f"[red]expectation not met[/]: {shown(r.cell)} is {r.status} "
+                          f"({shown(r.failure_text[:160])}), the matrix expects {shown(expected)}", highlight=False)
+    for r in results:  # listed apart: the host could not run the cell (or its peer), no failure
+        for line in values.not_judged_lines(r):
+            console.print(f"[blue]not judged here[/]: {shown(r.cell)}: {shown(line)}", highlight=False)
+    console.print(f"results: {shown(runner.store.run_dir)}", highlight=False)
+    return 1 if missed else 0
+
+
+def _submit_to_slurm(args, m, cells, console: Console) -> int:
+    from harness.options.slurm import SlurmOptions
+    from harness.run.executors.slurm.submit import submit
+    opts = SlurmOptions.merged(m.slurm, args)
+    with engine_for(args, console) as engine:
+        submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),
+               engine_args={"pythons": pythons(args.python), "ca_bundle": args.ca_bundle}, fresh=args.fresh)
+    console.print(f"follow it with: python -m harness status {args.matrix} --results {args.results}")
+    return 0

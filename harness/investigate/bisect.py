@@ -1,0 +1,574 @@
+"""`harness bisect`: the first release of a package where a cell changes, whichever way.
+
+git bisect searches commits, asv's `find` a benchmark over commits; this
+searches a package's *releases* from the index (harness.index.releases), running
+each tested release's cells through the ordinary Runner and results store,
+so a bisect resumes where it stopped and shares finished cells with `run`.
+
+A change goes either way. Someone upgrading asks where their cells broke;
+someone stuck on a broken stack asks which release mends it (git bisect's
+old/new terms, cargo-bisect-rustc's `--regress=success`). The ends answer
+which question it is: each is judged by what it does (`judge_ends`), and
+the search looks for the first release that does what the newer end does --
+the first bad one when the older end works and the newer fails (it *broke*),
+the first good one when the older end fails and the newer works (it was
+*mended*). A value or speed shift between two working ends goes the same
+way: the worse end is the bad one. Which end a user called good is a claim;
+what the ends do decides, and the answer says when the two disagree.
+
+The search (`search`) is a pure function of an ordered version list and an
+oracle, so it is tested without running anything:
+
+- both ends are tested first: they must differ (one good, one bad), or
+  there is nothing to find (a bisect that trusts its bounds answers wrong);
+- a release that cannot be installed for the cell's Python is *skipped* with
+  pip's reason, as `git bisect skip` does; when skipped releases sit right
+  before the first changed one, the answer is the list of candidates;
+- with `jobs` > 1 each round tests that many releases at once, spread evenly
+  over what is left (k-ary search), so rounds fall as hosts rise;
+- the oracle is asked once per release: a release whose repeats disagree
+  (a flaky failure) is bad when the working end was reliably good -- the
+  change is that it no longer always works -- and is marked flaky.
+
+What "bad" means (`judge`): another status than the working end's (a timeout
+or crash is bad when that end was ok), a value the matrix expects and it does
+not give, or optionally validation accuracy below the working end's by more
+than X, or steady samples/s below it by more than Y % *and* outside its
+min-max range (noise-aware).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from rich.console import Console
+
+from harness import status
+from harness.cells import Cell
+from harness.errors import UserError
+from harness.files.paths import inside
+from harness.index import releases
+from harness.matrix.release_cells import derivation, derived_cell, with_nightly, with_release
+from harness.names import file_name
+from harness.results.result import Result
+from harness.stats import Spread, spread_of, steady
+from harness.terminal import shown
+
+GOOD, BAD, SKIP = "good", "bad", "skip"
+BROKE, MENDED = "broke", "mended"   # which way the cells changed: the watch's words for the same
+
+
+def direction(old: str, new: str) -> str | None:
+    """Which way two ends' verdicts say the cells changed (None: they do not differ, or one
+    cannot be judged): the one rule by which a search, its printout and its record tell a break
+    from a mend."""
+    return {(GOOD, BAD): BROKE, (BAD, GOOD): MENDED}.get((old, new))
+
+
+def words(way: str | None) -> tuple[str, str]:
+    """What the release before the change and the one after it are called, by direction."""
+    return {BROKE: ("last good", "first bad"), MENDED: ("last bad", "first good")}.get(way, ("old end", "new end"))
+
+
+def where(way: str) -> str:
+    """What a search in that direction looks for, in words."""
+    return {BROKE: "where it broke", MENDED: "where it was mended"}[way]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str            # good | bad | skip
+    why: str = ""        # one line: the status and signature, the metric, or pip's reason
+    flaky: bool = False  # repeats disagreed
+    evidence: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass
+class Step:
+    round: int
+    tested: list[tuple[str, Verdict]]
+    before: str          # the last release known to do what the old end does
+    after: str           # the first release known to do what the new end does
+    left: int            # releases still untested between them
+    direction: str | None = None
+
+
+@dataclass
+class Found:
+    versions: list[str]
+    tested: dict[str, Verdict]
+    steps: list[Step]
+    direction: str | None = None  # BROKE | MENDED, from what the ends did; None: no change between them
+    before: str | None = None     # the last release that does what the old end does
+    after: str | None = None      # the first that does what the new end does (None: skips hide which)
+    candidates: list[str] = field(default_factory=list)  # `after` is one of these (skips hide which)
+    problem: str = ""    # why there is no answer (the bounds do not bracket a change)
+    warnings: list[str] = field(default_factory=list)
+    nightly: dict | None = None  # the search below the releases (`below`), when asked
+
+    @property
+    def first_bad(self) -> str | None:
+        return self.after if self.direction == BROKE else None
+
+    @property
+    def last_good(self) -> str | None:
+        return self.before if self.direction == BROKE else None
+
+    @property
+    def first_good(self) -> str | None:
+        return self.after if self.direction == MENDED else None
+
+    @property
+    def last_bad(self) -> str | None:
+        return self.before if self.direction == MENDED else None
+
+    def answer(self) -> dict:
+        """The answer under both pairs of names, the pair that does not apply None (the record's keys)."""
+        return {"direction": self.direction, "first_bad": self.first_bad, "last_good": self.last_good,
+                "first_good": self.first_good, "last_bad": self.last_bad}
+
+
+class BoundsError(Exception):
+    pass
+
+
+def probes(inner: list[int], jobs: int) -> list[int]:
+    """`jobs` indices spread evenly over `inner` (splitting it into jobs + 1 parts)."""
+    if not inner:
+        return []
+    k = max(1, min(jobs, len(inner)))
+    picked = sorted({inner[min(len(inner) - 1, (j * len(inner)) // (k + 1))] for j in range(1, k + 1)})
+    return picked
+
+
+def _ends_problem(versions: list[str], old: Verdict, new: Verdict, expect: str | None) -> str:
+    """Why two ends give no search ('' when they do): they do not differ, one cannot be judged,
+    or (`expect`, a search below the releases) they differ the other way than the releases did."""
+    if expect is not None:
+        want_old, want_new = {BROKE: (GOOD, BAD), MENDED: (BAD, GOOD)}[expect]
+        if old.kind != want_old:
+            return f"the old end {versions[0]} is not {want_old}: {old.kind} ({old.why})"
+        if new.kind != want_new:
+            return f"the new end {versions[-1]} is not {want_new}: {new.kind} ({new.why})"
+        return ""
+    for end, v, verdict in (("old", versions[0], old), ("new", versions[-1], new)):
+        if verdict.kind == SKIP:
+            return f"the {end} end {v} cannot be judged here: {verdict.why}"
+    if old.kind == new.kind:
+        return (f"the ends do not differ: {versions[0]} and {versions[-1]} are both {old.kind} "
+                f"({versions[0]}: {old.why}; {versions[-1]}: {new.why})")
+    return ""
+
+
+def search(versions: list[str], oracle: Callable[[list[str]], dict[str, Verdict]], jobs: int = 1,
+           on_step: Callable[[Step], None] | None = None, expect: str | None = None) -> Found:
+    """Find the first release in `versions` (oldest first) that does what the last one does, when
+    the first does the other: the first bad release when the first is good and the last bad, the
+    first good one when it is the other way round. `oracle` judges a list of releases at once
+    (one round); `expect` (BROKE or MENDED) asks the ends to differ that way."""
+    found = Found(versions=list(versions), tested={}, steps=[])
+    if len(versions) < 2:
+        found.problem = "fewer than two releases between the bounds"
+        return found
+
+    def ask(idx: list[int]) -> None:  # one round: each release asked once, ever
+        asked = [versions[i] for i in idx]
+        verdicts = oracle(asked)
+        for v in asked:
+            found.tested[v] = verdicts[v]
+
+    ask([0, len(versions) - 1])
+    old_end, new_end = found.tested[versions[0]], found.tested[versions[-1]]
+    found.problem = _ends_problem(versions, old_end, new_end, expect)
+    if not found.problem:
+        found.direction = direction(old_end.kind, new_end.kind)
+    like_old, like_new = old_end.kind, new_end.kind
+    lo, hi = 0, len(versions) - 1
+    step = Step(0, [(v, found.tested[v]) for v in (versions[0], versions[-1])], versions[lo], versions[hi],
+                hi - lo - 1, found.direction)
+    found.steps.append(step)
+    if on_step:
+        on_step(step)
+    if found.problem:
+        return found
+    round_ = 0
+    while True:
+        inner = [i for i in range(lo + 1, hi) if versions[i] not in found.tested]
+        if not inner:
+            break
+        round_ += 1
+        picked = probes(inner, jobs)
+        ask(picked)
+        kinds = {i: found.tested[versions[i]].kind for i in range(lo, hi + 1) if versions[i] in found.tested}
+        new_hi = min((i for i, k in kinds.items() if k == like_new and i > lo), default=hi)
+        new_lo = max((i for i, k in kinds.items() if k == like_old and i < new_hi), default=lo)
+        later = [versions[i] for i, k in kinds.items() if k == like_old and i > new_hi]
+        if later:
+            found.warnings.append(f"not monotone: {versions[new_hi]} is {like_new} but later {', '.join(later)} "
+                                  f"{like_old}; the first change is reported")
+        lo, hi = new_lo, new_hi
+        left = sum(1 for i in range(lo + 1, hi) if versions[i] not in found.tested)
+        step = Step(round_, [(versions[i], found.tested[versions[i]]) for i in picked], versions[lo], versions[hi],
+                    left, found.direction)
+        found.steps.append(step)
+        if on_step:
+            on_step(step)
+    found.before = versions[lo]
+    skipped = [versions[i] for i in range(lo + 1, hi) if found.tested.get(versions[i], Verdict(SKIP)).kind == SKIP]
+    found.candidates = skipped + [versions[hi]]
+    found.after = versions[hi] if not skipped else None
+    return found
+
+
+# -- what "bad" means ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Criteria:
+    accuracy_drop: float | None = None   # absolute val_accuracy below the good end's median
+    speed_drop: float | None = None      # percent of steady samples/s below the good end's median
+
+
+def evidence(results: list[Result]) -> dict:
+    """What a release's cells showed: status(es), signature, val_accuracy and samples/s with spread."""
+    statuses = Counter(r.status for r in results)
+    failed = [r for r in results if r.status != status.OK]
+    ok = [r for r in results if r.status == status.OK]
+    acc = spread_of(r.metric("val_accuracy") for r in ok)
+    speed = spread_of(e.get("samples_per_sec") for r in ok for e in steady(r.epochs))
+    missed = [[v for v in r.expected.values if v.met is False] if r.expected else [] for r in results]
+    return {"status": statuses.most_common(1)[0][0] if statuses else None,
+            "statuses": dict(statuses), "signature": status.failure_text(failed[0]) if failed else "",
+            "val_accuracy": acc, "samples_per_sec": speed, "cells": [r.cell for r in results],
+            "unmet": [v.detail or f"{v.metric}: {v.got} (expected {v.want})" for vs in missed for v in vs],
+            "unmet_cells": sum(1 for vs in missed if vs)}
+
+
+def _show(ev: dict) -> str:
+    parts = [", ".join(f"{n} {s}" for s, n in sorted(ev["statuses"].items()))]
+    if ev["signature"]:
+        parts.append(ev["signature"][:160])
+    if ev.get("unmet"):
+        parts.append("expectation not met: " + "; ".join(ev["unmet"])[:200])
+    if ev["val_accuracy"]:
+        parts.append(f"val_accuracy {ev['val_accuracy'].fmt(3)}")
+    if ev["samples_per_sec"]:
+        parts.append(f"samples/s {ev['samples_per_sec'].fmt(0)}")
+    return "; ".join(parts)
+
+
+def judge(results: list[Result], good: dict | None, criteria: Criteria = Criteria()) -> Verdict:
+    """A release's verdict from its cells' results, against the working end's evidence (`good`;
+    None: judged on its own, as an end is: good when it runs and gives the values expected)."""
+    ev = evidence(results)
+    if not results:
+        return Verdict(SKIP, "no result", evidence=ev)
+    not_run = [r for r in results if r.status in status.NOT_RUN]
+    if not_run:
+        r = not_run[0]
+        return Verdict(SKIP, f"{r.status}: {r.reason or r.failure_text}"[:300], evidence=ev)
+    want = good["status"] if good else status.OK
+    changed = [r for r in results if r.status != want]
+    if changed:
+        return Verdict(BAD, _show(ev), flaky=len(changed) < len(results), evidence=ev)
+    # a value the matrix expects (`expect:` with `metric:`) that this release does not give: a silent
+    # change is a change (while the good end gave it; an end that misses it is not good)
+    if ev["unmet"] and not (good and good.get("unmet")):
+        return Verdict(BAD, _show(ev), flaky=ev["unmet_cells"] < len(results), evidence=ev)
+    if good and criteria.accuracy_drop is not None and ev["val_accuracy"] and good["val_accuracy"]:
+        if ev["val_accuracy"].median < good["val_accuracy"].median - criteria.accuracy_drop:
+            return Verdict(BAD, f"val_accuracy {ev['val_accuracy'].fmt(3)} against {good['val_accuracy'].fmt(3)} "
+                                f"(more than {criteria.accuracy_drop} lower)", evidence=ev)
+    if good and criteria.speed_drop is not None and ev["samples_per_sec"] and good["samples_per_sec"]:
+        now, then = ev["samples_per_sec"], good["samples_per_sec"]
+        if now.median < then.median * (1 - criteria.speed_drop / 100) and now.hi < then.lo:
+            return Verdict(BAD, f"samples/s {now.fmt(0)} against {then.fmt(0)} (more than {criteria.speed_drop:g}% "
+                                "lower, outside its range)", evidence=ev)
+    return Verdict(GOOD, _show(ev), evidence=ev)
+
+
+def judge_ends(old: list[Result], new: list[Result], criteria: Criteria = Criteria()) -> tuple[Verdict, Verdict]:
+    """Both ends' verdicts, each by what it does, never by its place: each on its own first (does
+    it run, and give the values the matrix expects?). When both do, each against the other with
+    the criteria: a newer end slower or less accurate than the older is bad (a break), an older
+    end slower or less accurate than the newer is bad (a mend). The end that comes out good is
+    the yardstick every release between them is judged against."""
+    a, b = judge(old, None, criteria), judge(new, None, criteria)
+    if a.kind == GOOD and b.kind == GOOD:
+        worse_new = judge(new, a.evidence, criteria)
+        if worse_new.kind == BAD:
+            return a, worse_new
+        worse_old = judge(old, b.evidence, criteria)
+        if worse_old.kind == BAD:
+            return worse_old, b
+    return a, b
+
+
+# -- the driver ---------------------------------------------------------------------
+def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine, results_root: Path,
+        console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = Criteria(),
+        cutoff: bool = True, margin_days: float = releases.CUTOFF_MARGIN_DAYS, bundles: Path = Path("bundles"),
+        resolver: releases.Resolver | None = None, slurm=None, engine_args: dict | None = None,
+        nightly: str | None = None, as_of: str | None = None, said: str | None = None) -> tuple[Found, Path | None]:
+    """Search `versions` of `package` for the first release where `base_cells` change, whichever
+    way the ends say; each round's cells run on this host, or with `slurm` (SlurmOptions) as array
+    tasks (`_on_slurm`). With `nightly` (a nightly distribution's name), go on below the releases
+    (`below`). `said`: the direction the command line's --good/--bad claimed, to say so when the
+    ends show the other."""
+    resolver = resolver or releases.Resolver()
+    cells = ReleaseCells(base_cells, package, resolver, repeats, cutoff, margin_days)
+    rounds = _Rounds(m, cells, versions, engine, results_root, console, criteria, slurm, engine_args)
+    started = time.monotonic()
+    found = search(versions, rounds.oracle, jobs=jobs, on_step=rounds.show_step)
+    if said and found.direction and found.direction != said:
+        named = {BROKE: (versions[0], versions[-1]), MENDED: (versions[-1], versions[0])}[said]
+        found.warnings.append(f"--good {named[0]} and --bad {named[1]} are the other way round here: "
+                              f"{versions[0]} is {found.tested[versions[0]].kind} and {versions[-1]} "
+                              f"{found.tested[versions[-1]].kind}, so the search looked for {where(found.direction)}")
+    console.rule("bisect")
+    bundle = None
+    if found.problem:
+        console.print(f"[red]no answer[/]: {shown(found.problem)}", highlight=False)
+    else:
+        _show_answer(found, package, console)
+        console.print(f"{len(found.tested)} of {len(versions)} releases tested, {rounds.runs['cells']} cell(s) "
+                      f"({rounds.runs['ran']} run now, {rounds.runs['cells'] - rounds.runs['ran']} reused from "
+                      f"earlier runs); a linear sweep tests all {len(versions)} releases; "
+                      f"{time.monotonic() - started:.0f} s")
+        bundle = _bundle_after(found, rounds, engine, results_root / m.name, bundles, console)
+        if nightly and found.after:
+            try:
+                found.nightly = below(found, ReleaseCells(base_cells, package, resolver, repeats, cutoff, margin_days,
+                                                          nightly=nightly),
+                                      lambda cells_for, nights: _Rounds(m, cells_for, nights, engine, results_root,
+                                                                        console, criteria, None, None),
+                                      console, jobs, as_of)
+            except UserError as exc:  # no night to search: the release answer stands, and says so
+                found.nightly = {"nightly": nightly, "problem": str(exc)}
+                console.print(f"[red]no night searched[/]: {shown(str(exc))}", highlight=False)
+    _record(found, package, results_root / m.name, rounds.runs, bundle)
+    return found, bundle
+
+
+def below(found: Found, cells_for: ReleaseCells, rounds_of, console: Console, jobs: int, as_of: str | None) -> dict:
+    """The first night that changed the cells the way the releases did (harness/index/nightly.py), between
+    the release before the change and the one after it: the same search, over the nightly
+    distribution's builds, as of the same cut-off, its ends asked to differ that way."""
+    from harness.index import nightly as nightly_mod
+
+    package, name = cells_for.package, cells_for.nightly
+    python = cells_for.template.python
+    win = nightly_mod.window(package, name, found.before, found.after, python,
+                             offline=cells_for.resolver.offline, as_of=as_of)
+    console.rule(f"below the releases: {name}")
+    console.print(f"{len(win.nights)} builds of {name} for Python {python}, {win.day(win.nights[0])} to "
+                  f"{win.day(win.nights[-1])}: between {package} {win.old} ({win.since[:10]}) and {win.new} "
+                  f"({win.until[:10]}), and the nearest build on each side", highlight=False)
+    rounds = rounds_of(cells_for, win.nights)
+    got = search(win.nights, rounds.oracle, jobs=jobs, on_step=rounds.show_step, expect=found.direction)
+    out = {"nightly": name, "window": win.nights, "uploaded": win.uploaded, **got.answer(),
+           "candidates": got.candidates, "problem": got.problem, "history": None}
+    if got.problem:
+        out["problem"] += (" -- the change is not between two nights of the main branch: it may have reached the "
+                           "release through its release branch (a cherry-pick, or a change of the branch alone)")
+        console.print(f"[red]no night found[/]: {shown(out['problem'])}", highlight=False)
+        return out
+    before_word, after_word = words(got.direction)
+    after = got.after or got.candidates[-1]
+    out["history"] = nightly_mod.history_url(package, win.day(got.before), win.day(after))
+    console.print(f"[bold]{after_word} night: {shown(name)} {shown(after)}[/] (uploaded {win.day(after)})   "
+                  f"{before_word} night: {shown(got.before)} ({win.day(got.before)})", highlight=False)
+    if out["history"]:
+        console.print(f"the upstream history of those days: {shown(out['history'])}", highlight=False)
+    return out
+
+
+class ReleaseCells:
+    """The cells that test one release of `package`: each base cell with the release pinned
+    (and, with a cut-off, the other packages as of its upload), built once per release; `derived`
+    says how a Slurm task rebuilds each of them from the matrix."""
+
+    def __init__(self, base_cells: list[Cell], package: str, resolver: releases.Resolver,
+                 repeats: int | None, cutoff: bool, margin_days: float, nightly: str | None = None):
+        self.base_cells, self.package, self.resolver, self.nightly = base_cells, package, resolver, nightly
+        self.repeats, self.cutoff, self.margin_days = repeats, cutoff, margin_days
+        self.template = base_cells[0].environment
+        self.of: dict[str, list[Cell]] = {}
+        self.derived: dict[str, dict] = {}  # cell id -> how a Slurm task rebuilds it
+
+    def __call__(self, version: str) -> list[Cell]:
+        if version not in self.of:
+            env = (with_nightly(self.template, self.package, self.nightly, version, None) if self.nightly
+                   else with_release(self.template, self.package, version, None))
+            cut = (releases.cutoff_of([self.resolver.uploaded(p, v) for p, v in releases.exact_pins(env)],
+                                      self.margin_days) if self.cutoff else None)
+            out = {}
+            for c in self.base_cells:
+                for r in (range(self.repeats) if self.repeats else [c.repeat]):
+                    cell = derived_cell(c, self.package, version, cut, r, nightly=self.nightly)
+                    out.setdefault(cell.id, cell)
+                    self.derived.setdefault(cell.id, derivation(cell, c, self.package, version))
+            self.of[version] = list(out.values())
+        return self.of[version]
+
+
+class _Rounds:
+    """The search's oracle: one round runs the asked releases' cells (here through the Runner,
+    or on Slurm), keeps their results, and judges each release -- the two ends by what each
+    does (`judge_ends`), then the others against the end that works."""
+
+    def __init__(self, m, cells_for: ReleaseCells, versions: list[str], engine, results_root: Path,
+                 console: Console, criteria: Criteria, slurm, engine_args: dict | None):
+        self.matrix = dataclasses.replace(m, cells=[])
+        self.cells_for, self.versions, self.engine, self.results_root = cells_for, versions, engine, results_root
+        self.console, self.criteria, self.slurm, self.engine_args = console, criteria, slurm, engine_args
+        self.package = cells_for.nightly or cells_for.package  # what the steps name: a night is its build
+        self.unit = "night" if cells_for.nightly else "release"
+        self.results_of: dict[str, list[Result]] = {}
+        self.good_evidence: dict | None = None  # the working end's: the yardstick
+        self.runs = {"cells": 0, "ran": 0}
+
+    def oracle(self, asked: list[str]) -> dict[str, Verdict]:
+        cells = [c for v in asked for c in self.cells_for(v)]
+        self.console.rule(f"testing {shown(self.package)} {shown(', '.join(asked))}")
+        got = self._run(cells)
+        self.runs["cells"] += len(cells)
+        out = {}
+        for v in asked:
+            self.results_of[v] = [got[c.id] for c in self.cells_for(v) if c.id in got]
+        ends = (self.versions[0], self.versions[-1])
+        if all(v in asked for v in ends):  # the ends: each by what it does, then the working one the yardstick
+            out.update(zip(ends, judge_ends(self.results_of[ends[0]], self.results_of[ends[1]], self.criteria),
+                           strict=True))
+            working = [out[v] for v in ends if out[v].kind == GOOD]
+            self.good_evidence = working[0].evidence if len(working) == 1 else None
+        for v in asked:
+            if v not in out:
+                out[v] = judge(self.results_of[v], self.good_evidence, self.criteria)
+        return out
+
+    def _run(self, cells: list[Cell]) -> dict[str, Result]:
+        """The cells' results by id, run here or on Slurm; counts the cells that ran now."""
+        from harness.run.runner import Runner
+
+        # timings are compared only within one run: a speed criterion measures every release afresh
+        rerun = frozenset({"all"}) if self.criteria.speed_drop is not None else frozenset()
+        if self.slurm is None:
+            runner = Runner(self.matrix, self.engine, self.results_root, self.console, rerun=rerun)
+            self.runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c, rerun))
+            return {r.cell: r for r in runner.run(cells)}
+        got, submitted = _on_slurm(self.matrix, cells, {c.id: self.cells_for.derived[c.id] for c in cells},
+                                   self.engine, self.results_root, self.console, self.slurm, rerun, self.engine_args)
+        self.runs["ran"] += submitted
+        return got
+
+    def show_step(self, step: Step) -> None:
+        for v, verdict in step.tested:
+            colour = {GOOD: "green", BAD: "red", SKIP: "yellow"}[verdict.kind]
+            flaky = " (flaky)" if verdict.flaky else ""
+            self.console.print(f"  {shown(self.package)} {shown(v)}: [{colour}]{verdict.kind}[/]{flaky}  "
+                               f"{shown(verdict.why)}", highlight=False)
+        if step.round == 0 and step.direction:
+            old, new = step.tested[0][1].kind, step.tested[-1][1].kind
+            self.console.print(f"{shown(self.package)} {shown(step.before)} is {old} and {shown(step.after)} {new}: "
+                               f"looking for the {words(step.direction)[1]} {self.unit} ({where(step.direction)})",
+                               highlight=False)
+        before_word, after_word = words(step.direction)
+        self.console.print(f"[bold]step {step.round}[/]: {before_word} {shown(step.before)}, {after_word} "
+                           f"{shown(step.after)}, {step.left} untested release(s) between", highlight=False)
+
+
+def _show_answer(found: Found, package: str, console: Console) -> None:
+    """The first changed release (or the candidates), both sides' evidence, and the search's warnings."""
+    before_word, after_word = words(found.direction)
+    if found.after:
+        console.print(f"[bold]{after_word}: {shown(package)} {shown(found.after)}[/]   {before_word}: "
+                      f"{shown(package)} {shown(found.before)}", highlight=False)
+    else:
+        console.print(f"[bold]{after_word} is one of: {shown(', '.join(found.candidates))}[/] (the others cannot "
+                      f"be installed); {before_word}: {shown(package)} {shown(found.before)}", highlight=False)
+    for label, v in ((before_word, found.before), (after_word, found.candidates[-1])):
+        ev = found.tested[v].evidence
+        console.print(f"  {label} {shown(v)}: {shown(_show(ev))}", highlight=False)
+        for cell_id in ev.get("cells", [])[:3]:
+            console.print(f"    {shown(cell_id)}", highlight=False)
+    for w in found.warnings:
+        console.print(f"[yellow]warning[/]: {shown(w)}", highlight=False)
+
+
+def _bundle_after(found: Found, rounds: _Rounds, engine, run_dir: Path, bundles: Path,
+                  console: Console) -> Path | None:
+    """The first changed release's cell as a repro bundle, with every attempt's own folder (result,
+    events, logs) under attempts/: a break's failing cell, the report upstream asks for; a mend's
+    working cell, the environment to move to, pinned. None when it left no result."""
+    from harness.investigate.repro import write_bundle
+
+    after = found.candidates[-1]
+    results = rounds.results_of.get(after) or []
+    shown_cell = next((r for r in results if r.status != status.OK), results[0] if results else None)
+    if not shown_cell:
+        return None
+    cell = next(c for c in rounds.cells_for(after) if c.id == shown_cell.cell)
+    bundle = inside(bundles, bundles / file_name(cell.id))  # as repro names its bundles
+    write_bundle(bundle, cell, engine, shown_cell.provenance, results)
+    attempts = bundle / "attempts"
+    shutil.rmtree(attempts, ignore_errors=True)
+    for n, r in enumerate(results, 1):  # the evidence itself: result, events and logs
+        folder = run_dir / r.cell
+        if folder.is_dir():
+            shutil.copytree(folder, attempts / str(n))
+    console.print(f"bundle of the {words(found.direction)[1]} cell: {shown(bundle)}", highlight=False)
+    return bundle
+
+
+ROUND_WAIT_SECONDS = 7 * 24 * 3600.0  # a round waits for its tasks as long as the queue keeps them
+
+
+def _on_slurm(m, cells: list[Cell], derived: dict[str, dict], engine, results_root: Path, console: Console,
+              opts, rerun: frozenset[str], engine_args: dict | None) -> tuple[dict[str, Result], int]:
+    """One round as array tasks: submit the cells that need a run (each task rebuilds its cell
+    from the matrix and `derived`, harness/run/executors/slurm/task.py), watch the queue until none
+    is queued or running, and read the results. Returns them and how many cells were submitted."""
+    from harness.results.store import ResultStore
+    from harness.run.executors.slurm.board import status as board_status
+    from harness.run.executors.slurm.submit import submit
+
+    round_matrix = dataclasses.replace(m, cells=cells)
+    submitted = submit(round_matrix, cells, engine, results_root, opts, console, rerun=rerun,
+                       engine_args=engine_args, derived=derived)
+    board_status(round_matrix, results_root, console, wait=ROUND_WAIT_SECONDS)
+    store = ResultStore(results_root.resolve(), m.name)
+    found = {c.id: store.existing(c) for c in cells}
+    return {k: r for k, r in found.items() if r is not None}, submitted
+
+
+def record_path(run_dir: Path, package: str, first: str, last: str) -> Path:
+    """Where a bisect of `package` between the releases `first` and `last` keeps its record, beside
+    the results of the matrix it ran (`run_dir`: the results folder / the matrix's name)."""
+    return run_dir / ".bisect" / f"{canonicalize_name(package)}-{first}-{last}.json"
+
+
+def _record(found: Found, package: str, run_dir: Path, runs: dict, bundle: Path | None = None) -> Path:
+    """What this bisect did, beside the results it ran (readable by hand and by tools)."""
+    path = record_path(run_dir, package, found.versions[0], found.versions[-1])
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def plain(ev: dict) -> dict:
+        return {k: (v.as_dict() if isinstance(v, Spread) else v) for k, v in ev.items()}
+
+    data = {"package": package, "versions": found.versions, **found.answer(),
+            "candidates": found.candidates, "problem": found.problem,
+            "warnings": found.warnings, "cells": runs["cells"], "cells_run": runs["ran"],
+            "bundle": str(bundle) if bundle else None, "nightly": found.nightly,
+            "tested": {v: {"verdict": t.kind, "why": t.why, "flaky": t.flaky, "evidence": plain(t.evidence)}
+                       for v, t in found.tested.items()},
+            "steps": [{"round": s.round, "tested": [v for v, _ in s.tested], "before": s.before,
+                       "after": s.after, "left": s.left} for s in found.steps]}
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    return path

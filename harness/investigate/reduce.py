@@ -1,0 +1,554 @@
+"""`harness reduce`: the smallest script that still shows a break -- on both sides.
+
+`bisect` names the release that broke a user's script; upstream's issue templates then ask
+for *standalone code to reproduce it*. `reduce` takes the two cells the break lies between
+(the last good and the first bad: two environments of one matrix, as `diverge` takes them)
+and shrinks the user's script while **both sides hold**: the bad side still fails in the
+same family (status, exception type and message; not the line, which moves as lines go) --
+or, for a value, still misses the matrix's expectation -- and the good side still passes.
+A one-sided reduction is not a repro of a regression.
+
+- **The reducer** is pysource-minimize, an AST-level Python reducer: every candidate it
+  asks about parses (no time spent on broken syntax), and it removes statements, branches,
+  arguments and expressions, not lines. shrinkray (the other one made for this) has no
+  usable release on the package index -- its PyPI project is a 0.0.2 placeholder -- so it
+  cannot be pinned in this project's lock.
+- **Candidates run as cells** through the ordinary Runner, both sides at once on the host's
+  slots, each bounded by `--budget` seconds (a hang or an interpreter crash is a rejected
+  candidate, its time the budget). They are *trial* cells (launch.is_trial): a script trial
+  forks from its stack's warm launcher, run as ``__main__`` in the forked child, so a
+  candidate pays no import. The answer is then checked again fresh, as every script runs.
+- **Candidates are confined** (confinement.py): a candidate may run a branch the script never
+  took -- the reducer replaces an `if` with its body -- so each writes only in its own cell
+  folder and temporary space (Landlock or a mount namespace on the venv and local engines, the
+  container on Docker), and the command says which before it starts; where the host offers
+  none it refuses unless told `--unconfined`. Everything stays readable: the user's data too.
+- **Nothing of the user's is lost**: the original file is never written; candidates live in
+  the output folder; the answer's bundle holds the reduced script alone when it holds
+  without the rest of the code folder, and says which files it still needs when not (the
+  user's data never travels unless the reduced script cannot do without it, and then the
+  draft says so).
+
+Written under `--out`: `reduced/<script>`, `original/<script>`, `good/` and `bad/` bundles
+(each a `run.sh` that needs no harness, as `repro` writes them), `ISSUE.md` (a draft for the
+upstream tracker) and `reduce.json` (what was tried, kept, and how long it took).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from harness import status, usercode
+from harness.cells import Cell
+from harness.errors import UserError
+from harness.files.ownfiles import link_or_copy
+from harness.files.paths import inside
+from harness.launch.confinement import for_reduce
+from harness.names import file_name
+from harness.results.result import Result
+
+RECORD = "reduce.json"
+DEFAULT_BUDGET = 120.0
+
+
+@dataclass
+class Family:
+    """What the bad side must keep showing: its status and its failure without the place."""
+
+    status: str
+    text: str
+
+    @classmethod
+    def of(cls, result: Result) -> Family:
+        if result.status == status.OK and result.met is False:  # a value: which ones it missed, not the numbers
+            exp = result.get("expectation") or {}
+            missed = sorted(v.get("metric") or "?" for v in exp.get("values") or [] if v.get("met") is False)
+            return cls(status.DRIFTED, ", ".join(missed))
+        error = result.error or {}
+        sig = error.get("signature") or result.reason or ""
+        where = error.get("where")
+        if where:
+            sig = sig.replace(f" at {where}", "")
+        return cls(result.status, sig)
+
+    @staticmethod
+    def passes(result: Result, values: bool = True) -> bool:
+        """ok, and (`values`) every value the matrix expects of it met."""
+        return result.status == status.OK and (not values or result.met is not False)
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.text}" if self.text else self.status
+
+
+@dataclass
+class Tally:
+    tried: int = 0
+    rejected: dict = field(default_factory=dict)   # why -> count
+    seconds: float = 0.0
+    forked: int = 0
+    cell_runs: int = 0
+    fresh_notes: dict = field(default_factory=dict)  # why trials started fresh -> how many
+    repeated: int = 0   # candidates the reducer asked about again (answered from memory)
+
+
+def sides(m, args) -> tuple[Cell, Cell]:
+    """The good and the bad cell: two cells named, or one cell on two releases of a package (the
+    cells `bisect` ran for its last good and first bad release, made the same way)."""
+    from harness.investigate.diverge import one_cell
+    by_release = (args.package, args.good, args.bad)
+    if len(args.cells) == 2:
+        if any(by_release):
+            raise UserError("give GOOD_CELL BAD_CELL, or one CELL with --package, --good and --bad; not both")
+        return (one_cell(args.cells[0], m.cells, "GOOD_CELL", args.matrix),
+                one_cell(args.cells[1], m.cells, "BAD_CELL", args.matrix))
+    if len(args.cells) != 1 or not all(by_release):
+        raise UserError("give GOOD_CELL BAD_CELL, or one CELL with --package, --good and --bad")
+    from harness.index import releases
+    from harness.investigate.bisect import ReleaseCells
+    from harness.investigate.bisect_ends import bounds
+    cell = one_cell(args.cells[0], m.cells, "CELL", args.matrix)
+    resolver = releases.Resolver(offline=getattr(args, "offline", False))
+    listed = bounds(args.package, cell.environment.python, good=args.good, bad=args.bad, spec=None, pre=False,
+                    resolver=resolver)  # both are releases of the package, the good one older
+    made = ReleaseCells([cell], args.package, resolver, None, cutoff=True, margin_days=releases.CUTOFF_MARGIN_DAYS)
+    return made(listed[0])[0], made(listed[-1])[0]
+
+
+def script_of(cell: Cell) -> Path:
+    if cell.workload.model != "script" or cell.workload.code is None:
+        raise UserError(f"{cell.id}: reduce shrinks a user's script (a `script:` workload); this cell's workload "
+                        f"is '{cell.workload.model}'")
+    return Path(cell.workload.code.source) / cell.workload.params["script"]
+
+
+class Trials:
+    """Runs one version of the script on both sides and says whether the break still holds."""
+
+    def __init__(self, m, good: Cell, bad: Cell, engine, work: Path, budget: float, console: Console,
+                 original: str = ""):
+        self.m, self.good, self.bad, self.engine, self.work = m, good, bad, engine, work
+        self.budget, self.console = budget, console
+        self.script = good.workload.params["script"]
+        self.folder = Path(good.workload.code.source)
+        self.tally = Tally()
+        self.family: Family | None = None
+        self.answers: dict[str, bool] = {}  # candidate source -> whether it held
+        self.original = original            # the script as the user wrote it
+        self.kept: list[str] = []           # the candidates that held, in the order they were kept
+        self.fallback = 0                   # kept candidates given back because the smallest held by chance
+        self.seeded: set[str] = set()       # the random-number seeders the original calls with a seed (start)
+        self._n = 0
+        from harness.run.runner import Runner
+        # one runner for every candidate: one run, so its cells' variables (the run's id among them)
+        # stay the same and each side's warm launcher serves every candidate, not one each
+        self.runner = Runner(dataclasses.replace(m, cells=[]), engine, work / "cells",
+                             Console(file=io.StringIO(), soft_wrap=True), rerun=frozenset({"all"}))
+
+    def cells(self, source: str, alone: bool, trial: bool) -> tuple[Cell, Cell]:
+        """The two sides with `source` as the script: in a copy of the code folder, or (`alone`)
+        in a folder that holds the script only."""
+        self._n += 1
+        folder = self.work / "candidates" / str(self._n)
+        shutil.rmtree(self.work / "candidates" / str(self._n - 2), ignore_errors=True)  # what ran before last
+        shutil.rmtree(folder, ignore_errors=True)
+        if alone:
+            folder.mkdir(parents=True)
+        else:  # the folder's other files as links: a data file is not copied once per candidate; as the
+            # hash walks it, so never the harness's own output (this folder, when --out lies inside it)
+            usercode.copy_files(self.folder, folder, copy=link_or_copy)
+            (folder / self.script).unlink(missing_ok=True)  # written below, never through a link
+        target = folder / self.script
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source)
+        code = usercode.load(folder, folder)
+        out = []
+        for cell in (self.good, self.bad):
+            params = {**cell.workload.params, "code": code.spec()}
+            params.pop("trial", None)
+            if trial:
+                params["trial"] = True
+            workload = dataclasses.replace(cell.workload, code=code, params=params)
+            limits = dataclasses.replace(cell.limits, wall=min(cell.limits.wall, self.budget),
+                                         progress=min(cell.limits.progress, self.budget))
+            out.append(dataclasses.replace(cell, workload=workload, limits=limits, expect=cell.expect))
+        return out[0], out[1]
+
+    def run(self, source: str, alone: bool = False, trial: bool = True) -> tuple[Result | None, Result | None]:
+        good, bad = self.cells(source, alone, trial)
+        got = {r.cell: r for r in self.runner.run([good, bad])}
+        self.tally.cell_runs += 2
+        results = got.get(good.id), got.get(bad.id)
+        for r in results:
+            if r is None:
+                continue
+            if r.warmth and r.warmth.launch == "warm":
+                self.tally.forked += 1
+            elif trial:  # why a trial did not fork (said once per reason)
+                for note in (r.get("exit") or {}).get("launch_notes") or []:
+                    self.tally.fresh_notes[note] = self.tally.fresh_notes.get(note, 0) + 1
+        return results
+
+    def holds(self, source: str) -> bool:
+        """pysource-minimize's question: does this candidate still show the break on both sides?
+        A source asked about again is answered from memory, not run again; one that only moves a
+        float to an unround value is answered no without a run (`unround_float`)."""
+        if source in self.answers:
+            self.tally.repeated += 1
+            return self.answers[source]
+        if unround_float(self.kept[-1] if self.kept else self.original, source):
+            self.tally.rejected[UNROUND] = self.tally.rejected.get(UNROUND, 0) + 1
+            return False
+        self.answers[source] = answer = self._holds(source)
+        return answer
+
+    def _holds(self, source: str) -> bool:
+        started = time.monotonic()
+        self.tally.tried += 1
+        if self.seeded and unseeded(source, self.seeded):
+            why = "it drops a seed the original gives"   # it would hold, or not, by chance: never run
+        else:
+            why = self.why_not(*self.run(source))
+        if why is None:  # once more: a cut that leaves the script's randomness to chance another way
+            why = self.why_not(*self.run(source)) and "it held once, not twice (by chance)"
+        self.tally.seconds += time.monotonic() - started
+        if why is None:
+            self.kept.append(source)
+        else:
+            self.tally.rejected[why] = self.tally.rejected.get(why, 0) + 1
+        if self.tally.tried % 10 == 0:
+            self.console.print(f"  {self.tally.tried} candidates tried, {len(self.kept)} kept, "
+                               f"{self.tally.seconds:.0f} s", highlight=False)
+        return why is None
+
+    def why_not(self, good: Result | None, bad: Result | None) -> str | None:
+        if good is None or bad is None:
+            return "no result"
+        if bad.status == status.TIMEOUT or good.status == status.TIMEOUT:
+            return "over its time budget"
+        # the good side must pass as the break is judged: with its values for a value that moved, and
+        # only by running for a failure (a script cut down to its failing call need not compute the rest)
+        values = self.family is None or self.family.status == status.DRIFTED
+        if not Family.passes(good, values):
+            return f"the good side {good.status if good.status != status.OK else status.DRIFTED}"
+        if self.family is not None and Family.of(bad) != self.family:
+            return "the bad side " + ("passes" if Family.passes(bad) else "fails otherwise")
+        return None
+
+
+def start(trials: Trials, source: str) -> Family:
+    """The original on both sides: the bad side must fail (or miss its value) and the good side
+    pass, or there is nothing to reduce; the family the bad side shows is what must hold."""
+    good, bad = trials.run(source, trial=False)
+    if bad is None or good is None:
+        raise UserError("the two sides left no result (interrupted?); run the command again")
+    values = Family.passes(bad) or Family.of(bad).status == status.DRIFTED  # as `why_not` judges the good side
+    if not Family.passes(good, values):
+        swapped = " (and the bad side passes: are the two swapped?)" if Family.passes(bad) else ""
+        raise UserError(f"the good side {trials.good.id} does not pass with the original script: it ended "
+                        f"{Family.of(good)}{swapped}; a reduction needs one side that passes")
+    if Family.passes(bad):
+        raise UserError(f"the bad side {trials.bad.id} does not fail with the original script (it ended ok, its "
+                        "values as expected): nothing to reduce; is it the cell the bisect named?")
+    if bad.status in (status.UNAVAILABLE, status.UNSUPPORTED):
+        raise UserError(f"the bad side {trials.bad.id} could not run ({bad.status}: {bad.reason})")
+    return Family.of(bad)
+
+
+def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget: float = DEFAULT_BUDGET,
+           unconfined: bool = False) -> dict:
+    """Shrink the script of `good`/`bad` (one script, two environments); write the bundle. Its
+    candidates are confined (`unconfined`: the user said not to), and it says how before any runs."""
+    from pysource_minimize import minimize
+
+    path = script_of(good)
+    if script_of(bad) != path:
+        raise UserError(f"{good.id} and {bad.id} run different scripts ({path} and {script_of(bad)}): reduce takes "
+                        "one script in two environments")
+    source = path.read_text()
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        raise UserError(f"{path}:{exc.lineno}: the reducer cannot parse the script ({exc.msg})") from None
+    engine.confine, said = for_reduce(engine, unconfined)  # no confinement: a UserError, unless `unconfined`
+    console.print(said, highlight=False)
+    folder = inside(out, out / file_name(bad.id))
+    work = folder / ".work"
+    trials = Trials(m, good, bad, engine, work, budget, console, original=source)
+    began = time.monotonic()
+    console.print(f"checking the original on both sides: {good.id} (good) and {bad.id} (bad)", highlight=False)
+    trials.family = start(trials, source)
+    trials.seeded = seeders(source)
+    console.print(f"the break to keep: {trials.family}", highlight=False)
+    reduced = minimize(source, trials.holds)
+    answer = _fresh(trials, reduced)
+    if isinstance(answer, str):
+        answer = _last_that_holds(trials, source, answer)
+    reduced, alone, good_r, bad_r = answer
+    record = _write(folder, trials, source, reduced, alone, good_r, bad_r, time.monotonic() - began)
+    return record
+
+
+UNROUND = "it only moves a float to an unround value"
+
+
+def unround_float(current: str, candidate: str) -> bool:
+    """Whether `candidate` differs from `current` only in float constants, one of them now with more
+    than two significant digits. pysource-minimize shrinks a float by halving it towards 0 while the
+    break holds: a dropout rate or a learning rate that does not matter to the break would cost a
+    run on each of some thousand halvings (0.2, 0.1, 0.05, ... 5e-324). Round values are tried, so a
+    float still shrinks to 0 or to the roundest value that keeps the break."""
+    try:
+        a, b = ast.parse(current), ast.parse(candidate)
+    except SyntaxError:
+        return False
+    before, after = _floats(a), _floats(b)
+    if _without_floats(a) != _without_floats(b):  # (it sets the trees' floats to 0: read them first)
+        return False
+    return any(x != y and float(f"{y:.2g}") != y for x, y in zip(before, after, strict=True))
+
+
+def _floats(tree: ast.AST) -> list[float]:
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)]
+
+
+def _without_floats(tree: ast.AST) -> str:
+    """The tree's dump with every float constant the same: what stays when only floats move."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, float):
+            node.value = 0.0
+    return ast.dump(tree)
+
+
+FRESH_CHECKS = 3  # the answer holds fresh this many times in a row, or it held by chance
+# What seeds random numbers (numpy's RandomState / default_rng / seed, random.seed, TF's and Keras's
+# set_seed, JAX's PRNGKey / key): called with a seed in the original, called with none in a
+# candidate, the candidate's outcome is chance -- the reducer likes that cut, as it is shorter.
+SEEDERS = frozenset({"RandomState", "default_rng", "seed", "set_seed", "set_random_seed", "PRNGKey", "key",
+                     "Generator", "SeedSequence"})
+
+
+def _calls(source: str):
+    import ast
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name in SEEDERS:
+                yield name, bool(node.args or node.keywords)
+
+
+def seeders(source: str) -> set[str]:
+    """The seeders the script calls with a seed."""
+    return {name for name, seeded in _calls(source) if seeded}
+
+
+def unseeded(source: str, seeded: set[str]) -> bool:
+    """Whether a candidate calls one of those seeders with no seed."""
+    return any(name in seeded and not given for name, given in _calls(source))
+
+
+def _fresh(trials: Trials, source: str) -> tuple[str, bool, Result, Result] | str:
+    """The answer checked as every script runs (fresh, FRESH_CHECKS times), alone if it can be,
+    else with its folder: (source, alone, good, bad), or why it does not hold."""
+    why = "no run"
+    for alone in (True, False):
+        for _ in range(FRESH_CHECKS):
+            good_r, bad_r = trials.run(source, alone=alone, trial=False)
+            why = trials.why_not(good_r, bad_r)
+            if why is not None:
+                break
+        else:
+            return source, alone, good_r, bad_r
+    return why
+
+
+def _last_that_holds(trials: Trials, original: str, why: str) -> tuple[str, bool, Result, Result]:
+    """The smallest candidate held only by chance (a cut that left the script's randomness
+    unseeded passes some runs): search the candidates kept on the way, by halves, for the last
+    that holds fresh -- the original held at the start -- and say so."""
+    chain = [original, *trials.kept]
+    trials.console.print(f"[yellow]the smallest candidate does not hold when run fresh[/] ({why}): it held by chance; "
+                         f"looking back over the {len(trials.kept)} kept on the way", highlight=False)
+    good, bad = 0, len(chain) - 1   # chain[good] holds (the original held), chain[bad] does not
+    found = None
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        answer = _fresh(trials, chain[mid])
+        if isinstance(answer, str):
+            bad = mid
+        else:
+            good, found = mid, answer
+    if found is None:
+        found = _fresh(trials, original)
+        if isinstance(found, str):
+            raise UserError(f"the original script does not hold when run fresh ({found}): it shows the break only "
+                            f"by chance; the candidates are under {trials.work}")
+    trials.fallback = len(trials.kept) - good
+    return found
+
+
+def _needs(folder: Path, script: str, reduced: str) -> list[str]:
+    """The other files of the code folder the reduced script names (a string equal to a path)."""
+    import ast
+    names = {node.value for node in ast.walk(ast.parse(reduced)) if isinstance(node, ast.Constant)
+             and isinstance(node.value, str)}
+    have = [p.relative_to(folder).as_posix() for p, _size in usercode.walk(folder)]  # the code's, not our output
+    return sorted(h for h in have if h != script and (h in names or Path(h).name in names or Path(h).stem in names))
+
+
+def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: bool, good: Result, bad: Result,
+           seconds: float) -> dict:
+    from harness.investigate.repro import write_bundle
+    script = trials.script
+    for part, text in (("original", original), ("reduced", reduced)):
+        (folder / part / script).parent.mkdir(parents=True, exist_ok=True)
+        (folder / part / script).write_text(text)
+    cells = trials.cells(reduced, alone, trial=False)
+    for side, cell, result in (("good", cells[0], good), ("bad", cells[1], bad)):
+        write_bundle(folder / side, cell, trials.engine, result.provenance, [result])
+    lines = lambda text: len([x for x in text.splitlines() if x.strip()])  # noqa: E731 - one use, named
+    t = trials.tally
+    stacks = {"good": _stack(good), "bad": _stack(bad)}
+    record = {"good": trials.good.id, "bad": trials.bad.id, "script": script, "family": str(trials.family),
+              "lines": {"original": lines(original), "reduced": lines(reduced)},
+              "alone": alone, "needs": [] if alone else _needs(trials.folder, script, reduced),
+              "confinement": (bad.exit or {}).get("confinement"),   # what its candidates ran under
+              "candidates": {"tried": t.tried, "kept": len(trials.kept), "rejected": t.rejected,
+                             "forked_cell_runs": t.forked, "cell_runs": t.cell_runs, "fresh_because": t.fresh_notes,
+                             "asked_again": t.repeated, "given_back": trials.fallback},
+              "seconds": round(seconds, 1), "candidate_seconds": round(t.seconds, 1),
+              "stacks": stacks, "also_changed": _also_changed(stacks, folder),
+              "resolved": {"good": good.resolution, "bad": bad.resolution},  # as each side's record says
+              "signature": bad.failure_text or str(trials.family),
+              "good_status": str(Family.of(good)) if trials.family.status == status.DRIFTED else good.status,
+              "bad_status": str(Family.of(bad))}
+    exp = (bad.get("expectation") or {}) if trials.family.status == status.DRIFTED else {}
+    record["values"] = [{"metric": v.get("metric"), "expected": v.get("want"),
+                         "good": (good.metrics or {}).get(v.get("metric")), "bad": v.get("got")}
+                        for v in exp.get("values") or [] if v.get("met") is False]
+    record["what"] = str((bad.error or {}).get("type") or "").rsplit(".", 1)[-1] or trials.family.status
+    (folder / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    (folder / "ISSUE.md").write_text(issue(record, reduced))
+    shutil.rmtree(folder / ".work" / "candidates", ignore_errors=True)
+    return {**record, "folder": str(folder)}
+
+
+def _also_changed(stacks: dict, folder: Path) -> dict:
+    """Every other package whose exact pin differs between the two bundles' locks, per side: what
+    else moved with the release (jaxlib following jax; an environment resolved as of a later day)."""
+    locks = {side: _pins(folder / side / "environment" / "requirements.lock") for side in ("good", "bad")}
+    names = [n for n in sorted(set(locks["good"]) | set(locks["bad"])) if locks["good"].get(n) != locks["bad"].get(n)
+             and n not in stacks["good"] and n not in stacks["bad"]]
+    return {side: {n: locks[side].get(n, "-") for n in names} for side in locks}
+
+
+def _pin(line: str) -> tuple[str, str] | None:
+    """(name, version) of a `name==version` line (a comment, a marker, a continuation left out)."""
+    name, sep, version = line.split("#")[0].split(";")[0].partition("==")
+    if not sep or not name.strip() or name.strip().startswith("-"):
+        return None
+    return name.strip(), version.strip().rstrip("\\").strip()
+
+
+def _pins(lock: Path) -> dict[str, str]:
+    """The pins of a pip lock, by lower-case name (none where the engine keeps no lock)."""
+    try:
+        text = lock.read_text()
+    except OSError:
+        return {}
+    return {pin[0].lower(): pin[1] for pin in map(_pin, text.splitlines()) if pin}
+
+
+def _stack(result: Result) -> dict:
+    """The versions one side ran: what the cell saw of its stack, then the environment's pins."""
+    seen = result.seen or {}
+    keep = ("python", "tensorflow", "keras", "jax", "torch", "numpy") + (("backend",) if seen.get("api") == "keras3"
+                                                                          else ())
+    out = {k: seen.get(k) for k in keep if seen.get(k)}
+    for package, _range, version in result.releases:
+        out.setdefault(str(package), str(version))
+    for req in (result.provenance or {}).get("requirements") or []:
+        pin = _pin(str(req)) if ";" not in str(req) else None  # a pin for some platforms only: not this one's
+        if pin:
+            out.setdefault(*pin)
+    return out
+
+
+REPORT_IMPORT = "from workloads.metrics import report"
+REPORT_SHIM = "def report(name, value):  # the value the two versions disagree on\n    print(name, value)"
+
+
+def issue(record: dict, reduced: str) -> str:
+    """A draft for the upstream tracker: what TensorFlow's and Keras's templates ask for first.
+    A value the script reported to the harness is printed instead, so the code needs no harness."""
+    reduced = reduced.replace(REPORT_IMPORT, REPORT_SHIM)
+    values = record.get("values") or []
+    expected = ([f"- expected (as with the first versions): {v['metric']} = {v['good']!r} (the matrix expects "
+                 f"{v['expected']!r})" for v in values] + [f"- actual: {v['metric']} = {v['bad']!r}" for v in values]
+                if values else
+                [f"- expected (as with the first versions): it runs to the end ({record['good_status']})",
+                 f"- actual: {record['signature']}"])
+    good, bad = record["stacks"]["good"], record["stacks"]["bad"]
+    changed = sorted(k for k in set(good) | set(bad) if good.get(k) != bad.get(k))
+    title = ", ".join(f"{k} {good.get(k)} -> {bad.get(k)}" for k in changed) or "a change between two environments"
+    versions = ["| package | works | fails |", "|---|---|---|"] + [
+        f"| {k} | {good.get(k, '-')} | {bad.get(k, '-')} |" for k in sorted(set(good) | set(bad))]
+    also = record.get("also_changed") or {}
+    if also.get("good"):
+        versions += ["", "Also different between the two environments:", "",
+                     "| package | works | fails |", "|---|---|---|"] + [
+            f"| {k} | {also['good'][k]} | {also['bad'][k]} |" for k in sorted(also["good"])]
+    resolved = record.get("resolved")
+    if resolved:  # what each side's record says, never what its matrix asked (Result.resolution)
+        versions += ["", f"The packages no pin fixed were resolved, for the first versions, {resolved['good']}; "
+                         f"for the second, {resolved['bad']}."]
+    needs = record["needs"]
+    return "\n".join([
+        f"# {record.get('what') or record['family'].split(':')[0]} after upgrading: {title}", "",
+        "## Describe the problem", "",
+        f"This script works with the first set of versions below and fails with the second: "
+        f"**{record['signature']}**.", "",
+        "## Versions", "", *versions, "",
+        "## Standalone code to reproduce", "",
+        "```python", reduced.rstrip(), "```", "",
+        *(["It reads these files of the original project, not included here: " + ", ".join(needs), ""]
+          if needs else []),
+        "## Expected and actual", "", *expected, "",
+        "## How this was found", "",
+        f"The original script ({_lines(record['lines']['original'])}) was reduced to "
+        f"{_lines(record['lines']['reduced'])} "
+        f"while both sides held: it still fails in the same way with the second versions and still passes with the "
+        f"first ({record['candidates']['tried']} candidates tried, {record['candidates']['kept']} kept). "
+        "`good/run.sh` and `bad/run.sh` beside this file rebuild each environment from exact pins and run it.", ""])
+
+
+def _lines(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
+
+
+def show(record: dict, console: Console) -> None:
+    c = record["candidates"]
+    console.rule("reduced")
+    console.print(f"{record['script']}: {record['lines']['original']} -> [bold]{record['lines']['reduced']}[/] lines; "
+                  f"still {record['family']} on {record['bad']}, still ok on {record['good']}", highlight=False)
+    rate = c["tried"] / max(record["candidate_seconds"], 1e-9)
+    console.print(f"{c['tried']} candidates tried, {c['kept']} kept, in {record['candidate_seconds']:.0f} s "
+                  f"({rate:.2f} candidates/s; {c['forked_cell_runs']} of {c['cell_runs']} cell runs forked warm); "
+                  "rejected: "
+                  + (", ".join(f"{why} {n}" for why, n in sorted(c["rejected"].items())) or "none"), highlight=False)
+    if c.get("given_back"):
+        console.print(f"[yellow]note[/]: the {c['given_back']} last kept candidate(s) held only by chance (not when "
+                      "run fresh); the answer is the last that held fresh", highlight=False)
+    if record["needs"]:
+        console.print("[yellow]note[/]: it still needs these files of the code folder: " + ", ".join(record["needs"]),
+                      highlight=False)
+    console.print(f"written: {record['folder']} (reduced/, good/run.sh, bad/run.sh, ISSUE.md; "
+                  f"{record['seconds']:.0f} s)", highlight=False)
