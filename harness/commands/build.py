@@ -7,8 +7,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness import status
-from harness.commands.common import engine_for, load
-from harness.errors import UserError
+from harness.commands.common import engine_for, load_selected
 from harness.files.outputs import check_output_folder
 from harness.files.paths import check_writable
 from harness.options.engine import add_engine_args
@@ -35,12 +34,8 @@ def add(sub) -> None:
 
 def command(args, console: Console) -> int:
     from harness.run.build import build
-    from harness.run.runner import select
 
-    m = load(args, console)
-    cells = select(m.cells, args.only)
-    if not cells:
-        raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    m, cells = load_selected(args, console)
     if m.resolver:  # what is built is what a later run of this results folder runs
         check_writable(Path(args.results), "--results")
         m.resolver.record(Path(args.results) / m.name)

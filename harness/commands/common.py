@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness import matrix as matrix_mod
+from harness.errors import UserError
 from harness.options.engine import pythons
 from harness.options.shared import DEFAULT_RESULTS
 from harness.terminal import shown
@@ -42,6 +43,16 @@ def load(args, console: Console | None = None) -> matrix_mod.Matrix:
             console.print(f"[dim]the rest of each environment resolves as of its newest pinned release's upload "
                           f"(+ margin): {shown('; '.join(cut))}[/]", highlight=False)
     return m
+
+
+def load_selected(args, console: Console) -> tuple[matrix_mod.Matrix, list]:
+    """The matrix and its cells that --only selects; none is a user's error (exit 2)."""
+    from harness.run.runner import select
+    m = load(args, console)
+    cells = select(m.cells, args.only)
+    if not cells:
+        raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    return m, cells
 
 
 def engine_for(args, console: Console):

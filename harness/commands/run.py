@@ -6,8 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.commands.common import engine_for, load
-from harness.errors import UserError
+from harness.commands.common import engine_for, load_selected
 from harness.files.paths import check_writable
 from harness.options.engine import add_engine_args, pythons
 from harness.options.shared import (
@@ -41,12 +40,9 @@ def add(sub) -> None:
 def command(args, console: Console) -> int:
     from harness.report import tables
     from harness.report.plain import text_table
-    from harness.run.runner import Runner, select
+    from harness.run.runner import Runner
 
-    m = load(args, console)
-    cells = select(m.cells, args.only)
-    if not cells:
-        raise UserError(f"no cell of {args.matrix} matches --only {' '.join(args.only)}")
+    m, cells = load_selected(args, console)
     from harness.options.slurm import SlurmOptions
     SlurmOptions.merged(m.slurm, args)  # a bad Slurm flag is exit 2 whichever executor then runs
     check_writable(Path(args.results), "--results")
