@@ -1,7 +1,8 @@
 """`harness atlas`'s command line: ``run`` (every environment of the atlas matrices, resumable,
 within a disk bound), ``publish`` (the compact data, the changes and the site pages),
 ``explain`` (each break and mend bisected), ``watch`` (one pass that keeps it current) and
-``lookup`` (a project's pins against the atlas).
+``lookup`` (a project's pins against the atlas) and ``audit`` (the published atlas held against itself and
+the projects' release notes).
 Exit 0; 1 when a run left cells without a result; 2 for input that cannot be used (one line)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from rich.console import Console
 from harness.options.types import whole
 from harness.status import ALL
 
+FACTS = Path(__file__).with_name("facts.yaml")
 MATRICES = "matrices/atlas"
 RESULTS = "results/atlas"
 OUT = "docs/atlas"
@@ -89,6 +91,18 @@ def add(sub) -> None:
     lk.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
                     help=f"the atlas data (default: {OUT}/atlas.json)")
     lk.add_argument("--json", action="store_true", help="the answer as JSON")
+    au = acts.add_parser("audit", help="hold the published atlas against itself and the projects' release notes",
+                         description="Check the published data and page against themselves (counts and their "
+                                     "units, devices asked and trained, one row per stack, verdicts against their "
+                                     "evidence, like-for-like changes, claims about every row) and against a facts "
+                                     "file of release-note truths with their sources. Exit 0: nothing contradicts; "
+                                     "1: each contradiction named; 2: data or facts that cannot be read.")
+    au.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
+                    help=f"the atlas data; its changes.json and evidence/ beside it (default: {OUT}/atlas.json)")
+    au.add_argument("--page", metavar="FILE", help="the atlas page (default: the data folder's name + .md)")
+    au.add_argument("--facts", default=str(FACTS), metavar="FILE",
+                    help="the facts held against it (default: the harness's own, harness/atlas/facts.yaml)")
+    au.add_argument("--json", action="store_true", help="the contradictions as JSON")
 
 
 def command(args, console: Console) -> int:
@@ -100,6 +114,9 @@ def command(args, console: Console) -> int:
     if args.action == "explain":
         from harness.atlas import explain
         return explain.command(args, console)
+    if args.action == "audit":
+        from harness.atlas import audit
+        return audit.command(args, console)
     if args.action == "watch":
         from harness.atlas import watch
         return watch.command(args, console)

@@ -1,0 +1,305 @@
+"""`harness atlas audit`: the published atlas held against itself and against what the projects say.
+
+A page is only as true as its least checked sentence. The audit reads what `publish` wrote -- the
+records (``atlas.json``), the changes (``changes.json``) with their evidence, and the page -- and
+names every contradiction it finds, one line each, with the file and the place:
+
+- **counts**: every number in the page's header is the data's, in the unit it names;
+- **devices**: a record published `ok` trained on as many devices as it asked for;
+- **duplicates**: one stack (the same pins) is one row, not one per matrix that measured it;
+- **verdicts**: a change agrees with its own evidence (a bisect that found the other direction);
+- **like for like**: a change between neighbours names every package that moved besides the release
+  it is published as, and a change across a release that changed the model's defaults says so;
+- **claims**: a sentence about the whole atlas holds for every row it speaks of;
+- **facts**: the records agree with `facts.yaml` -- release-note truths kept with their sources
+  (a version a stack reports, a wrapper removed or available, a release's branch).
+
+Exit 0 when nothing contradicts, 1 when something does (each named), 2 for data it cannot read.
+The audit never mends: a finding is mended where it was made (a fact with a new source, or the
+atlas run and published again)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from rich.console import Console
+
+from harness import status
+from harness.atlas import records
+from harness.atlas.command import FACTS
+from harness.errors import UserError
+from harness.terminal import shown
+
+PINS = ("python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "torch")
+MOVED_WITH = ("python", "tensorflow", "keras", "numpy", "jax", "torch")  # what a change must name when it moved
+STATUS_DIRECTION = {"broke": "broke", "mended": "mended", "slower": "broke", "faster": "mended"}
+FACT_KINDS = ("reports", "removed", "available", "defaults", "tagged")
+_HEADER = re.compile(r"\*\*(\d+) stacks, (\d+) cells\*\* \(([^)]*)\); "
+                     r"\*\*(\d+) changes\*\* between neighbouring releases")
+_NUMPY1_CLAIM = "Every stack whose own week resolved NumPy 2"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str   # counts, devices, duplicates, verdicts, like-for-like, claims, facts
+    where: str   # the file, and the record, change or sentence in it
+    what: str    # the contradiction, in one sentence
+
+
+def _version(text) -> Version | None:
+    try:
+        return Version(str(text).split("-")[0]) if text not in ("", None) else None
+    except InvalidVersion:
+        return None
+
+
+def load_facts(path: Path = FACTS) -> list[dict]:
+    """The facts file, checked: a fact of an unknown kind or without its source is the user's error."""
+    try:
+        facts = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"{path}: not a readable facts file ({type(exc).__name__})") from None
+    if not isinstance(facts, list):
+        raise UserError(f"{path}: a list of facts expected")
+    for i, fact in enumerate(facts):
+        if not isinstance(fact, dict) or fact.get("kind") not in FACT_KINDS or not fact.get("source"):
+            raise UserError(f"{path}: fact {i + 1} ({fact.get('id') if isinstance(fact, dict) else fact!r}): "
+                            f"needs a kind ({', '.join(FACT_KINDS)}) and a source")
+        try:
+            SpecifierSet(str(fact.get("releases", "")))
+        except InvalidSpecifier:
+            raise UserError(f"{path}: fact {fact.get('id')}: releases {fact.get('releases')!r} is no version range")
+    return facts
+
+
+class _Atlas:
+    """What `publish` wrote, read once: records by stack, the changes, their evidence, the page."""
+
+    def __init__(self, data: Path, page: Path | None):
+        self.data = Path(data)
+        self.records, self.about = records.read(self.data)
+        changes = self.data.with_name("changes.json")
+        try:
+            self.changes = json.loads(changes.read_text()) if changes.is_file() else []
+        except ValueError:
+            raise UserError(f"{changes}: not readable JSON") from None
+        self.page = page.read_text() if page is not None and page.is_file() else ""
+        self.page_name = str(page) if page is not None else ""
+        self.stacks: dict[str, list[dict]] = defaultdict(list)  # "matrix/environment" -> its records
+        for r in self.records:
+            self.stacks[f"{r['matrix']}/{r['environment']}"].append(r)
+
+    def evidence(self, change: dict) -> dict:
+        path = self.data.parent / "evidence" / f"{change.get('id')}.json"
+        try:
+            return json.loads(path.read_text()) if path.is_file() else {}
+        except ValueError:
+            return {}
+
+    def pins(self, stack: str) -> dict:
+        """The stack's pins as its records saw them (a cell decided before launch records none)."""
+        rows = self.stacks.get(stack) or []
+        return {k: next((r[k] for r in rows if r.get(k) not in ("", None)), "") for k in PINS} if rows else {}
+
+
+def _counts(a: _Atlas) -> list[Finding]:
+    out = []
+    where = str(a.data)
+    statuses = Counter(r["status"] for r in a.records)
+    if a.about.get("cells") not in (None, len(a.records)):
+        out.append(Finding("counts", f"{where}: about.cells", f"says {a.about['cells']}; it holds {len(a.records)} "
+                                                               "records"))
+    if a.about.get("statuses") not in (None, dict(statuses)):
+        out.append(Finding("counts", f"{where}: about.statuses", f"says {a.about['statuses']}; the records give "
+                                                                  f"{dict(statuses)}"))
+    if a.about.get("rows") not in (None, len(a.stacks)):
+        out.append(Finding("counts", f"{where}: about.rows", f"says {a.about['rows']}; the records hold "
+                                                              f"{len(a.stacks)} stacks"))
+    header = _HEADER.search(a.page)
+    if not header:
+        return out
+    stacks, cells, said, changes = int(header[1]), int(header[2]), header[3], int(header[4])
+    cell_ids = {re.sub(r"/r\d+$", "", r["cell"]) for r in a.records}
+    place = f"{a.page_name}: its header"
+    if stacks != len(a.stacks):
+        out.append(Finding("counts", place, f"says {stacks} stacks; the data holds {len(a.stacks)}"))
+    if cells != len(a.records):
+        out.append(Finding("counts", place, f"says {cells} cells; the data holds {len(a.records)} records"))
+    elif len(cell_ids) != len(a.records):
+        out.append(Finding("counts", place, f"counts {cells} 'cells' that are records, repeats included: "
+                                            f"{len(cell_ids)} cells ran (a repeat is not another cell)"))
+    for n, word in re.findall(r"(\d+) (\w+)", said):
+        if int(n) != statuses.get(word, 0):
+            out.append(Finding("counts", place, f"says {n} {word}; the records hold {statuses.get(word, 0)}"))
+    within = [c for c in a.changes if not c.get("before")]
+    if changes != len(a.changes):
+        out.append(Finding("counts", place, f"says {changes} changes; changes.json holds {len(a.changes)}"))
+    elif within:
+        out.append(Finding("counts", place, f"says {changes} changes between neighbouring releases; {len(within)} "
+                                            f"of them are findings within one row ({within[0].get('kind')}: no "
+                                            "neighbour)"))
+    return out
+
+
+def _devices(a: _Atlas) -> list[Finding]:
+    out = []
+    for r in a.records:
+        trained = r.get("devices_trained")
+        if r["status"] == status.OK and trained not in ("", None) and trained != r["devices"]:
+            out.append(Finding("devices", f"{a.data}: {r['matrix']}/{r['cell']}",
+                               f"published ok on {r['devices']} devices; it trained on {trained}"))
+    return out
+
+
+def _duplicates(a: _Atlas) -> list[Finding]:
+    by_pins: dict[tuple, list[str]] = defaultdict(list)
+    for stack in a.stacks:
+        by_pins[tuple(a.pins(stack).items())].append(stack)
+    return [Finding("duplicates", f"{a.data}: {', '.join(sorted(same))}",
+                    f"one stack ({', '.join(f'{k} {v}' for k, v in pins if v)}) is {len(same)} rows")
+            for pins, same in by_pins.items() if len(same) > 1]
+
+
+def _verdicts(a: _Atlas) -> list[Finding]:
+    out = []
+    for c in a.changes:
+        found = a.evidence(c)
+        want = STATUS_DIRECTION.get(c.get("kind"))
+        got = found.get("direction")
+        if not want or not got or found.get("problem"):
+            continue
+        if got != want:
+            first = found.get("first_good") if got == "mended" else found.get("first_bad")
+            out.append(Finding("verdicts", f"changes.json: {c['id']} ({c.get('kind')} {c.get('column')}, "
+                                           f"{c.get('before')} -> {c.get('after')})",
+                               f"published as {c.get('kind')}; its own bisect found the other way ({got} at "
+                               f"{found.get('package')} {first})"))
+    return out
+
+
+def _like_for_like(a: _Atlas, facts: list[dict]) -> list[Finding]:
+    out = []
+    defaults = [f for f in facts if f["kind"] == "defaults"]
+    for c in a.changes:
+        before, after = a.pins(c.get("before") or ""), a.pins(c.get("after") or "")
+        if not before or not after or c.get("kind") not in ("faster", "slower", "accuracy", "broke", "mended"):
+            continue
+        where = f"changes.json: {c['id']} ({c.get('kind')} {c.get('column')}, {c['before']} -> {c['after']})"
+        moved = [k for k in MOVED_WITH if before.get(k) != after.get(k)]
+        primary = next((k for k in ("keras", "tensorflow") if k in moved and k in c["after"].lower()), None) \
+            or next(iter(moved), None)
+        detail = (c.get("detail") or "").lower()
+        unsaid = [k for k in moved if k != primary and not (k == "keras" and primary == "tensorflow"
+                                                              and after.get("keras_api") != "keras3")
+                  and k not in detail]
+        if unsaid:
+            out.append(Finding("like-for-like", where, "published as one release's change; "
+                               + ", ".join(f"{k} moved too ({before.get(k) or '-'} -> {after.get(k) or '-'})"
+                                           for k in unsaid) + " and the change does not say so"))
+        model = (c.get("column") or "").split("-")[0]
+        for fact in defaults:
+            lo, hi, at = _version(before.get(fact["package"])), _version(after.get(fact["package"])), \
+                _version(fact["release"])
+            if None in (lo, hi, at) or not lo < at <= hi or model not in fact.get("models", ()):
+                continue
+            if not any(name in detail for name in fact.get("names", ())):
+                out.append(Finding("like-for-like", where, f"across {fact['package']} {fact['release']}, which "
+                                   f"changed the {model.upper()}'s defaults ({', '.join(fact.get('names', ()))}): "
+                                   f"another model, not the release alone [{fact['id']}]"))
+    return out
+
+
+def _claims(a: _Atlas) -> list[Finding]:
+    if _NUMPY1_CLAIM not in a.page:
+        return []
+    twins = {tuple((k, v) for k, v in a.pins(s).items() if k not in ("numpy", "jax", "python"))
+             for s in a.stacks if s.startswith("atlas-numpy1/")}
+    missing = []
+    for stack in a.stacks:
+        pins = a.pins(stack)
+        numpy = _version(pins.get("numpy"))
+        if stack.startswith("atlas-numpy1/") or numpy is None or numpy.major < 2:
+            continue
+        if tuple((k, v) for k, v in pins.items() if k not in ("numpy", "jax", "python")) not in twins:
+            missing.append(stack)
+    if not missing:
+        return []
+    return [Finding("claims", f"{a.page_name}: '{_NUMPY1_CLAIM} ...'",
+                    f"{len(missing)} stacks that resolved NumPy 2 have no NumPy 1 twin: {', '.join(missing[:6])}"
+                    + (" ..." if len(missing) > 6 else ""))]
+
+
+def _in(fact: dict, pins: dict) -> bool:
+    """Whether a stack is one the fact speaks of: its package's release in the fact's range (or from
+    its release on), and its Keras API the fact's."""
+    version = _version(pins.get(fact["package"]))
+    if version is None or (fact.get("api") and pins.get("keras_api") != fact["api"]):
+        return False
+    if fact.get("releases"):
+        return SpecifierSet(str(fact["releases"])).contains(version, prereleases=True)
+    return version >= Version(str(fact["release"]))
+
+
+def _facts(a: _Atlas, facts: list[dict]) -> list[Finding]:
+    out = []
+    for fact in facts:
+        tag = f"[{fact['id']}: {fact['source']}]"
+        if fact["kind"] == "reports":
+            wrong = sorted({(r["matrix"], r["environment"], r.get(fact["field"])) for r in a.records
+                            if _in(fact, r) and r.get(fact["field"]) not in ("", fact["value"])})
+            out += [Finding("facts", f"{a.data}: {m}/{e}", f"says {fact['field']} {said!r}; {fact['says']} {tag}")
+                    for m, e, said in wrong]
+        elif fact["kind"] in ("removed", "available"):
+            for stack, rows in a.stacks.items():
+                if not _in(fact, a.pins(stack)):
+                    continue
+                got = Counter(r["status"] for r in rows if r["wrapper"] == fact["wrapper"])
+                if fact["kind"] == "removed" and set(got) - {status.UNSUPPORTED}:
+                    out.append(Finding("facts", f"{a.data}: {stack}", f"{fact['wrapper']} is {dict(got)}; "
+                                                                     f"{fact['says']} {tag}"))
+                elif fact["kind"] == "removed" and not got:
+                    out.append(Finding("facts", f"{a.data}: {stack}", f"says nothing of {fact['wrapper']}, which "
+                                       f"should read unsupported: {fact['says']} {tag}"))
+                elif fact["kind"] == "available" and (not got or got.get(status.UNSUPPORTED)):
+                    said = "says nothing of" if not got else "calls unsupported"
+                    out.append(Finding("facts", f"{a.data}: {stack}", f"{said} {fact['wrapper']}; {fact['says']} "
+                                                                     f"{tag}"))
+        elif fact["kind"] == "tagged":
+            for c in a.changes:
+                for e in c.get("evidence") or []:
+                    text = str(e.get("what", ""))
+                    if f"{fact['package']} {fact['release']}" in text and "release branch" in text:
+                        out.append(Finding("facts", f"changes.json: {c['id']} (its evidence)",
+                                           f"places the change on {fact['release']}'s release branch; "
+                                           f"{fact['says']} {tag}"))
+    return out
+
+
+def audit(data: Path, page: Path | None, facts: list[dict]) -> list[Finding]:
+    """Every contradiction in the atlas at `data` (its changes and evidence beside it) and `page`."""
+    a = _Atlas(data, page)
+    return (_counts(a) + _devices(a) + _duplicates(a) + _verdicts(a) + _like_for_like(a, facts) + _claims(a)
+            + _facts(a, facts))
+
+
+def command(args, console: Console) -> int:
+    data = Path(args.data)
+    page = Path(args.page) if args.page else data.parent.with_suffix(".md")
+    found = audit(data, page, load_facts(Path(args.facts)))
+    if args.json:
+        print(json.dumps([asdict(f) for f in found], indent=1))
+        return 1 if found else 0
+    for f in found:
+        console.print(f"[red]{f.check}[/] {shown(f.where)}: {shown(f.what)}", highlight=False)
+    by = Counter(f.check for f in found)
+    console.print(f"{len(found)} contradiction(s)" + (f" ({', '.join(f'{n} {k}' for k, n in by.items())})"
+                                                      if found else ": the atlas says only what its data and "
+                                                      "the facts hold"), highlight=False)
+    return 1 if found else 0
