@@ -156,3 +156,23 @@ def test_the_committed_atlas_shows_what_the_audit_is_for(tmp_path):
                                            "claims", "facts"}
     facts = " ".join(f["what"] for f in found if f["check"] == "facts")
     assert "2.2.4-tf" in facts and "multi_gpu_model" in facts
+
+
+def test_a_tf_2_10_lookup_gives_both_roads_past_2_16_and_names_every_pin():
+    """From Keras 2 pins to TensorFlow 2.16 or later there are two roads, and the lookup names both:
+    tf-keras with TF_USE_LEGACY_KERAS=1 (the Keras 2 line's rows), or a plain upgrade to Keras 3 (the
+    Keras 3 line's row at the same TensorFlow). A pin that chooses no row (NumPy) is named, not dropped;
+    a column that is not ok is named; no stack is listed twice."""
+    proc = harness("atlas", "lookup", "tensorflow==2.10.1", "numpy==1.23.5", "--json",
+                   "--data", str(ROOT / "docs" / "atlas" / "atlas.json"))
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    answer = json.loads(proc.stdout)
+    assert [r["road"] for r in answer["roads"]] == ["tf-keras", "Keras 3"]
+    assert "TF_USE_LEGACY_KERAS=1" in answer["roads"][0]["how"]
+    keras3 = answer["roads"][1]["rows"]["stack"]
+    assert keras3["tensorflow"] == answer["target"]["stack"]["tensorflow"] and keras3["keras"].startswith("3.")
+    assert answer["not_looked_up"] == ["numpy"]
+    stacks = [json.dumps(r["stack"], sort_keys=True) for r in answer["nearest"]]
+    assert len(stacks) == len(set(stacks))
+    said = harness("atlas", "lookup", "tensorflow==2.10.1", "--data", str(ROOT / "docs" / "atlas" / "atlas.json"))
+    assert "unsupported" in said.stdout and "road 'Keras 3'" in said.stdout, said.stdout

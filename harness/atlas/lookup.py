@@ -25,11 +25,14 @@ from harness.atlas import changes, explain, publish, records, rows
 from harness.errors import UserError
 from harness.terminal import shown
 from harness.upgrade import project
+from harness.upgrade.announced import NOTES
 
 TENSORFLOW = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "intel-tensorflow", "tensorflow-macos")
 # The packages whose pins choose the rows: a range of one of these cannot be looked up (exit 2, its line);
 # a range of any other package is named as ignored
 LOOKED_UP = frozenset({*TENSORFLOW, "keras", "tf-keras", "jax", "torch"})
+# Where tf.keras became Keras 3: Keras 2 code goes on there by one of two roads (`roads`)
+KERAS3_SWITCH = next(n for n in NOTES if n.package == "tensorflow" and n.release == "2.16.0")
 BREAKING = ("devices",)  # a finding within the target row that breaks what worked on one device
 NEAREST = 3
 
@@ -44,6 +47,7 @@ def command(args, console: Console) -> int:
     found = [c for c in found if c.speed != "refuted"]  # run side by side, it was the host's, not the release's
     answer = answer_for(pins, table, found, _pins(None, args.target)[0] if args.target else None)
     answer["ignored"] = ignored
+    answer["not_looked_up"] = sorted(k for k in pins if canonicalize_name(k) not in LOOKED_UP)
     if args.json:
         print(json.dumps(answer, indent=1))
     else:
@@ -116,7 +120,7 @@ def answer_for(pins: dict[str, str], table: list[rows.Row], found: list[changes.
     members = [r for r in table if r.line == line]
     if not members:
         raise UserError(f"the atlas data has no row on the line {rows.LINES.get(line, line)!r}")
-    nearest = sorted(members, key=lambda r: (_distance(r, pins), -members.index(r)))[:NEAREST]
+    nearest = _distinct(sorted(members, key=lambda r: (_distance(r, pins), -members.index(r))))[:NEAREST]
     start = members.index(nearest[0])
     if target:  # every row at the target's release (two matrices may both hold it), the farthest one
         best = min(_distance(r, target) for r in members)
@@ -135,7 +139,39 @@ def answer_for(pins: dict[str, str], table: list[rows.Row], found: list[changes.
     return {"pins": pins, "line": line, "line_name": rows.LINES.get(line, line),
             "nearest": [_row(r) for r in nearest], "target": _row(members[stop]),
             "direction": "down" if down else "up",
-            "changes": [{**c.to_dict(), "for_you": _for_you(c, down)} for c in moved]}
+            "changes": [{**c.to_dict(), "for_you": _for_you(c, down)} for c in moved],
+            "roads": roads(pins, line, members[stop], table)}
+
+
+def _distinct(found: list[rows.Row]) -> list[rows.Row]:
+    """The rows, one per stack: a stack two matrices measured is one row to a reader."""
+    seen, out = set(), []
+    for row in found:
+        key = tuple(sorted(row.stack.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
+def roads(pins: dict[str, str], line: str, target: rows.Row, table: list[rows.Row]) -> list[dict]:
+    """Keras 2 pins going to TensorFlow 2.16 or later go on by one of two roads, and the lookup names
+    both: tf-keras with TF_USE_LEGACY_KERAS=1 (the Keras 2 line's rows from 2.16 on are those), or a
+    plain upgrade, where tf.keras is Keras 3 and Keras 2 code must be ported (the Keras 3 line's row
+    at the target's TensorFlow: what that stack does with code written for it). [] otherwise."""
+    tf, want = _v(target.stack.get("tensorflow")), Version(KERAS3_SWITCH.release)
+    if line != "keras2" or "tf-keras" in pins or tf is None or tf < want:
+        return []
+    keras3 = [r for r in table if r.line == "keras3-tensorflow"]
+    # the newest Keras 3 row at (or nearest) the target's TensorFlow
+    same = min(reversed(keras3), key=lambda r: _distance(r, {"tensorflow": str(tf)}), default=None)
+    return [{"road": "tf-keras", "rows": "the Keras 2 line above (its rows from TF 2.16 on run tf-keras)",
+             "how": f"install tf-keras {tf.major}.{tf.minor} beside TensorFlow and set TF_USE_LEGACY_KERAS=1"},
+            {"road": "Keras 3", "rows": _row(same) if same else None,
+             "how": "a plain upgrade (no tf-keras): tf.keras is Keras 3 from TensorFlow 2.16, and code written "
+                    "for Keras 2 breaks there until it is ported (the row below runs code written for Keras 3; "
+                    "`harness upgrade` runs your own script there and names what breaks)",
+             "source": KERAS3_SWITCH.source}]
 
 
 def _for_you(change: changes.Change, down: bool) -> str:
@@ -160,6 +196,9 @@ def text(answer: dict) -> list[str]:
     out = [f"pins: {pins} -> {answer['line_name']}"]
     if answer.get("ignored"):
         out.append(f"ignored (not exact pins, so no row is theirs): {', '.join(answer['ignored'])}")
+    if answer.get("not_looked_up"):
+        named = ", ".join(f"{k} {answer['pins'][k]}" for k in answer["not_looked_up"])
+        out.append(f"not used to choose rows (the atlas resolves them as of each release's day): {named}")
     out.append("nearest measured:")
     for row in answer["nearest"]:
         out.append(f"  {row['label']}: {_summary(row)}")
@@ -170,11 +209,15 @@ def text(answer: dict) -> list[str]:
         out.append(f"changes on the way ({len(answer['changes'])}):")
         out += [f"  {c['kind']} ({c['for_you']} for this move): {c['detail']} (at {c['after']})"
                 for c in answer["changes"]]
+    for road in answer.get("roads") or []:
+        out.append(f"road '{road['road']}': {road['how']}")
+        if isinstance(road["rows"], dict):
+            out.append(f"  measured: {road['rows']['label']}: {_summary(road['rows'])}")
     return out
 
 
 def _summary(row: dict) -> str:
-    cells = row["cells"].values()
-    ok = sum(1 for c in cells if c["status"] == "ok")
-    failed = sorted({c["status"] for c in cells if c["status"] not in ("ok", "unsupported", "unavailable")})
-    return f"{ok} of {len(row['cells'])} cells ok" + (f"; {', '.join(failed)}" if failed else "")
+    cells = row["cells"]
+    ok = sum(1 for c in cells.values() if c["status"] == "ok")
+    other = [f"{col} {c['status']}" for col, c in cells.items() if c["status"] != "ok"]
+    return f"{ok} of {len(cells)} cells ok" + (f"; {', '.join(other)}" if other else "")
