@@ -44,6 +44,8 @@ FACT_KINDS = ("reports", "removed", "available", "defaults", "tagged")
 _HEADER = re.compile(r"\*\*(\d+) stacks, (\d+) cells\*\* \(([^)]*)\); "
                      r"\*\*(\d+) changes\*\* between neighbouring releases")
 _NUMPY1_CLAIM = "Every stack whose own week resolved NumPy 2"
+# An `unsupported` that names the host's limit (CPU devices standing for GPUs), not the release's
+HOST_LIMITS = ("virtual CPU devices", "no GPU")
 
 
 @dataclass(frozen=True)
@@ -260,7 +262,10 @@ def _facts(a: _Atlas, facts: list[dict]) -> list[Finding]:
             for stack, rows in a.stacks.items():
                 if not _in(fact, a.pins(stack)):
                     continue
-                got = Counter(r["status"] for r in rows if r["wrapper"] == fact["wrapper"])
+                got = Counter(r["status"] for r in rows if r["wrapper"] == fact["wrapper"]
+                              and not any(limit in (r.get("family") or "") for limit in HOST_LIMITS))
+                if fact["kind"] == "available" and not got and any(r["wrapper"] == fact["wrapper"] for r in rows):
+                    continue  # unsupported here for the host's reason: the release is not what it speaks of
                 if fact["kind"] == "removed" and set(got) - {status.UNSUPPORTED}:
                     out.append(Finding("facts", f"{a.data}: {stack}", f"{fact['wrapper']} is {dict(got)}; "
                                                                      f"{fact['says']} {tag}"))

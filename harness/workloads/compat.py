@@ -18,6 +18,7 @@ device list when the session is created; TF 2 refuses logical-device changes
 once the runtime is initialised; JAX reads XLA_FLAGS at import), so
 :func:`load` does it while importing.
 """
+import importlib
 import os
 import platform
 import sys
@@ -282,9 +283,10 @@ class Stack(object):
         no __version__; the package they loaded (keras, tf_keras) does. Nothing is caught: a
         probe that fails is the cell's error, not a silent None."""
         top = self.keras_module().split(".")[0]
-        if top == "tensorflow":  # TF <= 2.5: the Keras inside TensorFlow, e.g. "2.4.0"
-            from tensorflow.python import keras as bundled
-            return bundled.__version__
+        # TF <= 2.5: the Keras inside TensorFlow reports its own version ("2.4.0"), which TF 2.0 and
+        # 2.1 keep in tensorflow_core ("2.2.4-tf"): never TensorFlow's own version
+        if top in ("tensorflow", "tensorflow_core"):
+            return importlib.import_module(top + ".python.keras").__version__
         return sys.modules[top].__version__
 
     def check_keras(self, spec):
