@@ -28,6 +28,12 @@ from harness.workloads.protocol import NO_CUDNN
 _EXACT = re.compile(r"[0-9]+(\.[0-9]+)*")
 
 
+def _minor(version: str) -> tuple[int, int]:
+    """(major, minor) of a version text ("1.13.2" -> (1, 13)); (0, 0) when it names none."""
+    found = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
 def unsupported(cell: Cell) -> str | None:
     """The reason this cell is `unsupported`, when the host knows it without running; else None."""
     env, par = cell.environment, cell.parallelism
@@ -49,9 +55,10 @@ def unsupported(cell: Cell) -> str | None:
             return f"{name} splits batches across devices; it needs at least 2, {n} asked"
         if keras3 and backend == "torch":
             return "the torch backend has no device placement the wrappers can use"
-        if name == "mirrored" and (not has_tf or tf1 or env.api == "standalone") and keras_known:
-            return ("MirroredStrategy needs TF 2 with tf.keras or Keras 3 on the tensorflow backend; "
-                    f"this is {env.api} {keras_known} on TF {env.tensorflow if has_tf else None}")
+        before_114 = tf1 and _minor(env.tensorflow) < (1, 14)
+        if name == "mirrored" and (not has_tf or before_114 or env.api == "standalone") and keras_known:
+            return ("MirroredStrategy needs TF 1.14 or later with tf.keras, or Keras 3 on the tensorflow "
+                    f"backend; this is {env.api} {keras_known} on TF {env.tensorflow if has_tf else None}")
         if name == "data_parallel" and not (keras3 and backend == "jax"):
             return ("keras.distribution.DataParallel runs on Keras 3 with the JAX backend only; "
                     f"this is {env.api} with backend {env.backend or 'tensorflow'}")

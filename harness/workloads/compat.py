@@ -367,9 +367,12 @@ class Stack(object):
         return fn
 
     def mirrored_strategy(self, devices):
-        if self.tf is None or self.tf1 or self.api == "standalone":
-            raise Unsupported("MirroredStrategy needs TF 2 with tf.keras or Keras 3 on the tensorflow "
-                              "backend; this is %s %s on TF %s" % (
+        """tf.distribute.MirroredStrategy: public, and fitting a tf.keras model built in its scope,
+        from TF 1.14 (1.13 distributed only through compile(distribute=...)); never standalone Keras."""
+        before_114 = self.tf1 and _version_tuple(self.tf.__version__) < (1, 14)
+        if self.tf is None or self.api == "standalone" or before_114:
+            raise Unsupported("MirroredStrategy needs TF 1.14 or later with tf.keras, or Keras 3 on the "
+                              "tensorflow backend; this is %s %s on TF %s" % (
                                   self.api, self.keras_version(), self.tf.__version__ if self.tf else None))
         return self.tf.distribute.MirroredStrategy(devices=devices)
 

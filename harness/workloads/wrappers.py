@@ -8,7 +8,7 @@
 * ``make_parallel``   -- seed 002, faithfully: N equal slices of floor(B / N)
   rows, the remainder rows dropped, so a batch that N does not divide fails
   where the original failed;
-* ``mirrored``        -- ``tf.distribute.MirroredStrategy`` (TF 2);
+* ``mirrored``        -- ``tf.distribute.MirroredStrategy`` (tf.keras from TF 1.14, Keras 3 on TF);
 * ``data_parallel``   -- Keras 3 ``keras.distribution.DataParallel`` (JAX).
 
 ``ratio`` and ``make_parallel`` are re-implemented from the seeds' descriptions
