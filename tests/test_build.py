@@ -93,7 +93,6 @@ def test_keras3_jax_gpu_virtualenv_builds_and_checks(tmp_path):
     assert "self-check ok" in line and "built for CUDA 12." in line
     report = _report(tmp_path, "keras3.15.1-jax-gpu")
     assert report["ok"] and report["imported"] and report["framework"] == "jax"
-    assert report["bytecode"], "the build wrote the bytecode of what a cell imports"
     assert report["built_for"]["cuda"].startswith("12.") and report["built_for"]["cudnn"].split(".")[0] == "9"
     _assert_libraries_load(report, {"cudart", "cublas", "cublasLt", "cudnn", "cufft", "cusolver", "cusparse"})
     assert report["packages"]["jax-cuda12-plugin"] == report["packages"]["jax"]

@@ -84,7 +84,6 @@ class VenvEngine(ProcessEngine):
             py = str(building / "bin" / "python")
             seeded = installer.seed(exe)
             offline = installer.populate(py, env, log, log_path, seeded)
-            installer.compile_imports(py, env.variables(os.environ), log, building / ".imports")
             freeze = installer.freeze(py)
         (building / "requirements.lock").write_text(freeze)
         provenance = {

@@ -267,43 +267,6 @@ def populate(python: str, env, log, log_path: Path, seeded: str | None = None) -
     return offline
 
 
-# What a cell's process imports first, each where installed; in the interpreter's oldest syntax (3.6)
-FRAMEWORKS = ("numpy", "tensorflow", "tf_keras", "keras", "jax", "torch")
-_IMPORT_FRAMEWORKS = (
-    "import importlib, importlib.util\n"
-    f"for name in {FRAMEWORKS!r}:\n"
-    "    try:\n"
-    "        if importlib.util.find_spec(name):\n"
-    "            importlib.import_module(name)\n"
-    "    except BaseException as e:\n"
-    "        print('%s: %s' % (name, type(e).__name__))\n")
-BYTECODE_SECONDS = 600  # a framework whose import hangs costs the build this, then the build goes on
-
-
-def compile_imports(python: str, variables: dict[str, str], log, scratch: Path) -> None:
-    """Write the bytecode of what a cell imports (its frameworks, as its variables choose a Keras
-    backend) into the environment, by importing it once, at build.
-
-    Cells run with ``PYTHONDONTWRITEBYTECODE`` (the user's folders are not the harness's to write)
-    and uv installs no bytecode, so every process of an environment compiled TensorFlow again:
-    ``import tensorflow`` took 6-7 s from source here and 2.6-3 s from bytecode, and this import
-    costs one such process at build. Importing, not compiling every file, writes only what is
-    imported (12 MB for a TF 2.10 environment). An import that fails or hangs is no build failure:
-    a cell meets it and says so; the bytecode written until then is kept. Run in `scratch`, an
-    empty folder, so nothing beside it is imported or written."""
-    scratch.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in variables.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    log.write("== bytecode of what a cell imports\n")
-    log.flush()
-    try:
-        subprocess.run([python, "-c", _IMPORT_FRAMEWORKS], cwd=scratch, env=env, stdout=log,
-                       stderr=subprocess.STDOUT, timeout=BYTECODE_SECONDS, check=False)
-    except subprocess.TimeoutExpired:
-        log.write(f"(the imports took over {BYTECODE_SECONDS} s: the build goes on without the rest)\n")
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
 def _exact_pins(reqs: list[str]) -> list[str]:
     """The names of the requirements pinned to one version (``name==1.2.3``, extras dropped)."""
     names = []
