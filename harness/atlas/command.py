@@ -14,7 +14,6 @@ from rich.console import Console
 from harness.options.types import whole
 from harness.status import ALL
 
-FACTS = Path(__file__).with_name("facts.yaml")
 MATRICES = "matrices/atlas"
 RESULTS = "results/atlas"
 OUT = "docs/atlas"
@@ -100,7 +99,7 @@ def add(sub) -> None:
     au.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
                     help=f"the atlas data; its changes.json and evidence/ beside it (default: {OUT}/atlas.json)")
     au.add_argument("--page", metavar="FILE", help="the atlas page (default: the data folder's name + .md)")
-    au.add_argument("--facts", default=str(FACTS), metavar="FILE",
+    au.add_argument("--facts", metavar="FILE",
                     help="the facts held against it (default: the harness's own, harness/atlas/facts.yaml)")
     au.add_argument("--json", action="store_true", help="the contradictions as JSON")
 
