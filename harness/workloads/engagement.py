@@ -90,6 +90,9 @@ def _graph_trace(stack, model, x):
     session.run(model.outputs, feed_dict=feed, options=options, run_metadata=metadata)
     devices = []
     for stats in metadata.step_stats.dev_stats:
+        # TF 1.14+ traces a host-side stream too ("/host:CPU", the ops' launches): not a device
+        if "/device:" not in stats.device:
+            continue
         if any("replica_" in node.node_name for node in stats.node_stats):
             devices.append(stats.device)
     devices = _distinct(devices)
