@@ -28,11 +28,11 @@ from pathlib import Path
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from rich.console import Console
 
 from harness import status
-from harness.atlas import records
+from harness.atlas import records, rows
 from harness.errors import UserError
 from harness.terminal import shown
 
@@ -55,13 +55,6 @@ class Finding:
     what: str    # the contradiction, in one sentence
 
 
-def _version(text) -> Version | None:
-    try:
-        return Version(str(text).split("-")[0]) if text not in ("", None) else None
-    except InvalidVersion:
-        return None
-
-
 def load_facts(path: Path = FACTS) -> list[dict]:
     """The facts file, checked: a fact of an unknown kind or without its source is the user's error."""
     try:
@@ -74,6 +67,8 @@ def load_facts(path: Path = FACTS) -> list[dict]:
         if not isinstance(fact, dict) or fact.get("kind") not in FACT_KINDS or not fact.get("source"):
             raise UserError(f"{path}: fact {i + 1} ({fact.get('id') if isinstance(fact, dict) else fact!r}): "
                             f"needs a kind ({', '.join(FACT_KINDS)}) and a source")
+        if not fact.get("releases") and not fact.get("release"):
+            raise UserError(f"{path}: fact {fact.get('id')}: names neither `release` nor `releases`")
         try:
             SpecifierSet(str(fact.get("releases", "")))
         except InvalidSpecifier:
@@ -195,20 +190,18 @@ def _like_for_like(a: _Atlas, facts: list[dict]) -> list[Finding]:
             continue
         where = f"changes.json: {c['id']} ({c.get('kind')} {c.get('column')}, {c['before']} -> {c['after']})"
         moved = [k for k in MOVED_WITH if before.get(k) != after.get(k)]
-        primary = next((k for k in ("keras", "tensorflow") if k in moved and k in c["after"].lower()), None) \
-            or next(iter(moved), None)
+        primary = rows.released_package(c.get("line") or "", before, after)
+        bundled = after.get("keras_api") in ("tf.keras", "tf_keras")  # tf.keras and tf-keras move with TF
         detail = (c.get("detail") or "").lower()
-        unsaid = [k for k in moved if k != primary and not (k == "keras" and primary == "tensorflow"
-                                                              and after.get("keras_api") != "keras3")
-                  and k not in detail]
+        unsaid = [k for k in moved if k != primary and not (k == "keras" and bundled) and k not in detail]
         if unsaid:
             out.append(Finding("like-for-like", where, "published as one release's change; "
                                + ", ".join(f"{k} moved too ({before.get(k) or '-'} -> {after.get(k) or '-'})"
                                            for k in unsaid) + " and the change does not say so"))
         model = (c.get("column") or "").split("-")[0]
         for fact in defaults:
-            lo, hi, at = _version(before.get(fact["package"])), _version(after.get(fact["package"])), \
-                _version(fact["release"])
+            lo, hi = rows.parse_version(before.get(fact["package"])), rows.parse_version(after.get(fact["package"]))
+            at = rows.parse_version(fact["release"])
             if None in (lo, hi, at) or not lo < at <= hi or model not in fact.get("models", ()):
                 continue
             if not any(name in detail for name in fact.get("names", ())):
@@ -226,7 +219,7 @@ def _claims(a: _Atlas) -> list[Finding]:
     missing = []
     for stack in a.stacks:
         pins = a.pins(stack)
-        numpy = _version(pins.get("numpy"))
+        numpy = rows.parse_version(pins.get("numpy"))
         if stack.startswith("atlas-numpy1/") or numpy is None or numpy.major < 2:
             continue
         if tuple((k, v) for k, v in pins.items() if k not in ("numpy", "jax", "python")) not in twins:
@@ -241,7 +234,7 @@ def _claims(a: _Atlas) -> list[Finding]:
 def _in(fact: dict, pins: dict) -> bool:
     """Whether a stack is one the fact speaks of: its package's release in the fact's range (or from
     its release on), and its Keras API the fact's."""
-    version = _version(pins.get(fact["package"]))
+    version = rows.parse_version(pins.get(fact["package"]))
     if version is None or (fact.get("api") and pins.get("keras_api") != fact["api"]):
         return False
     if fact.get("releases"):

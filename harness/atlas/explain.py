@@ -64,12 +64,9 @@ def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool) 
     before, after = by_key.get(change.before or ""), by_key.get(change.after)
     if before is None or after is None:
         return None
-    order = ("keras", "tensorflow") if after.line.startswith("keras3") else ("tensorflow", "keras")
-    moved = [p for p in order if before.stack.get(p) and after.stack.get(p)
-             and before.stack[p] != after.stack[p] and not after.stack[p].endswith("-tf")]
-    if not moved:
+    package = rows.released_package(after.line, before.stack, after.stack)
+    if package is None:
         return None
-    package = moved[0]
     workload, parallelism = change.column.split(" ", 1)
     cell = f"{after.environment}/{workload}/{parallelism}/*"
     matrix = after.matrix_file

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from rich.console import Console
 
 from harness.atlas import changes, explain, publish, records, rows
@@ -74,7 +74,7 @@ def _pins(path: str | None, texts: list[str]) -> tuple[dict[str, str], list[str]
 
 
 def line_of(pins: dict[str, str]) -> str:
-    keras, tf = _v(pins.get("keras")), _v(pins.get("tensorflow"))
+    keras, tf = rows.parse_version(pins.get("keras")), rows.parse_version(pins.get("tensorflow"))
     if keras and keras.major >= 3:
         if not tf:  # a Keras 3 project without TensorFlow runs on the backend it pins (JAX first: the
             #        atlas's JAX line has two devices to say something of)
@@ -89,19 +89,13 @@ def line_of(pins: dict[str, str]) -> str:
     raise UserError("the pins name neither TensorFlow nor Keras: the atlas has nothing to say of them")
 
 
-def _v(text) -> Version | None:
-    try:
-        return Version(str(text).removesuffix("-tf")) if text else None
-    except InvalidVersion:
-        return None
-
 
 def _distance(row: rows.Row, pins: dict[str, str]) -> tuple:
     """Smaller is nearer: the primary package's minor first, then its release, then the other's."""
     keys = ("keras", "tensorflow") if row.line.startswith("keras3") else ("tensorflow", "keras")
     out = []
     for key in keys:
-        want, have = _v(pins.get(key)), _v(row.stack.get(key))
+        want, have = rows.parse_version(pins.get(key)), rows.parse_version(row.stack.get(key))
         if want is None or have is None:
             out += [0, 0.0]
             continue
@@ -159,7 +153,7 @@ def roads(pins: dict[str, str], line: str, target: rows.Row, table: list[rows.Ro
     both: tf-keras with TF_USE_LEGACY_KERAS=1 (the Keras 2 line's rows from 2.16 on are those), or a
     plain upgrade, where tf.keras is Keras 3 and Keras 2 code must be ported (the Keras 3 line's row
     at the target's TensorFlow: what that stack does with code written for it). [] otherwise."""
-    tf, want = _v(target.stack.get("tensorflow")), Version(KERAS3_SWITCH.release)
+    tf, want = rows.parse_version(target.stack.get("tensorflow")), Version(KERAS3_SWITCH.release)
     if line != "keras2" or "tf-keras" in pins or tf is None or tf < want:
         return []
     keras3 = [r for r in table if r.line == "keras3-tensorflow"]

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness import status as st
-from harness.atlas.rows import Row
+from harness.atlas.rows import Row, parse_version
 from harness.workloads.protocol import NO_CUDNN
 
 
@@ -29,15 +29,9 @@ class Note:
     holds: Callable[[Row], bool]              # what such a row must show
 
 
-def _v(text: str | None) -> Version | None:
-    try:
-        return Version(str(text).removesuffix("-tf")) if text else None
-    except InvalidVersion:
-        return None
-
 
 def _tf_at_least(row: Row, version: str) -> bool:
-    tf = _v(row.stack.get("tensorflow"))
+    tf = parse_version(row.stack.get("tensorflow"))
     return tf is not None and tf >= Version(version)
 
 

@@ -136,11 +136,27 @@ class Row:
         return (keras, tf, self.matrix) if self.line.startswith("keras3") else (tf, keras, self.matrix)
 
 
-def _version(text) -> Version:
+def parse_version(text) -> Version | None:
+    """A release as the records spell it ("2.2.4-tf" for a tf.keras, "2.5.1+cpu"), or None where
+    none is named or it is no version."""
     try:
-        return Version(str(text).split("+")[0].removesuffix("-tf"))
+        return Version(str(text).split("+")[0].removesuffix("-tf")) if text not in ("", None) else None
     except (InvalidVersion, ValueError):
-        return Version("0")
+        return None
+
+
+def _version(text) -> Version:
+    return parse_version(text) or Version("0")
+
+
+def released_package(line: str, before: dict, after: dict) -> str | None:
+    """The package whose release a change between two rows is: on a Keras 3 line Keras first, else
+    TensorFlow first -- the first of the two whose version moved (a tf.keras's own version, "-tf",
+    moves with its TensorFlow and is not one). None when neither moved."""
+    order = ("keras", "tensorflow") if line.startswith("keras3") else ("tensorflow", "keras")
+    moved = [p for p in order if before.get(p) and after.get(p)
+             and before[p] != after[p] and not str(after[p]).endswith("-tf")]
+    return moved[0] if moved else None
 
 
 def column(record: dict) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness import chains, status, usercode
+from harness import WORKLOADS, chains, status, usercode
 from harness import matrix as matrix_mod
 from harness.cells import Cell
 from harness.engines.base import Engine
@@ -30,7 +30,6 @@ from harness.index import releases
 from harness.matrix import Matrix
 from harness.names import file_name
 from harness.results.result import Result
-from harness.run.lifecycle import WORKLOADS_SRC
 from harness.run.runner import Runner
 from harness.status import failure_line
 from harness.terminal import shown
@@ -129,7 +128,7 @@ def write_bundle(bundle: Path, cell: Cell, engine: Engine, prov: dict | None, re
     bundle.mkdir(parents=True, exist_ok=True)
     (bundle / "spec.json").write_text(json.dumps(cell.spec(), indent=2, sort_keys=True) + "\n")
     shutil.rmtree(bundle / "workloads", ignore_errors=True)
-    shutil.copytree(WORKLOADS_SRC, bundle / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(WORKLOADS, bundle / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.rmtree(bundle / usercode.STAGE_DIR, ignore_errors=True)
     if cell.workload.code is not None:  # the user's code, so the bundle replays with nothing else
         usercode.copy_into(bundle, cell.workload.code)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from harness.cells import BUILT_IN_MODELS, Cell
-from harness.workloads.protocol import NO_CUDNN
+from harness.workloads.protocol import MIRRORED_NEEDS, NO_CUDNN
 
 _EXACT = re.compile(r"[0-9]+(\.[0-9]+)*")
 
@@ -57,8 +57,7 @@ def unsupported(cell: Cell) -> str | None:
             return "the torch backend has no device placement the wrappers can use"
         before_114 = tf1 and _minor(env.tensorflow) < (1, 14)
         if name == "mirrored" and (not has_tf or before_114 or env.api == "standalone") and keras_known:
-            return ("MirroredStrategy needs TF 1.14 or later with tf.keras, or Keras 3 on the tensorflow "
-                    f"backend; this is {env.api} {keras_known} on TF {env.tensorflow if has_tf else None}")
+            return MIRRORED_NEEDS % (env.api, keras_known, env.tensorflow if has_tf else None)
         if name == "data_parallel" and not (keras3 and backend == "jax"):
             return ("keras.distribution.DataParallel runs on Keras 3 with the JAX backend only; "
                     f"this is {env.api} with backend {env.backend or 'tensorflow'}")

@@ -41,8 +41,6 @@ from harness.results.result import Result, load_folder
 from harness.results.store import OWNER_VARIABLE, SPEC, ResultStore, scratch_prefix, write_json
 from harness.status import outcome
 
-WORKLOADS_SRC = WORKLOADS
-
 
 def stage_workloads(run_dir: Path, codes=()) -> tuple[Path, str]:
     """Copy the workloads package next to the results, keyed by its content.
@@ -51,7 +49,7 @@ def stage_workloads(run_dir: Path, codes=()) -> tuple[Path, str]:
     a result came from stays on disk beside it, and editing a workload never
     forces an image rebuild.
     """
-    digest = record.sha256_of_tree(WORKLOADS_SRC)
+    digest = record.sha256_of_tree(WORKLOADS)
     root = run_dir / ".workloads" / digest[:12]
     if not (root / "workloads" / "__init__.py").exists():
         # Several runs (or cluster tasks) may stage at once: each copies beside the final name
@@ -59,7 +57,7 @@ def stage_workloads(run_dir: Path, codes=()) -> tuple[Path, str]:
         # A staged tree is never removed: another run's cells may be importing from it.
         tmp = root.with_name(f"{root.name}.tmp-{socket.gethostname()}-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(WORKLOADS_SRC, tmp / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(WORKLOADS, tmp / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         try:
             tmp.rename(root)
         except OSError:  # another run staged the same content first

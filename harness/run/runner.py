@@ -45,7 +45,7 @@ from harness.report.tables import group_summary
 from harness.results.result import Result
 from harness.results.store import Claim, ResultStore
 from harness.run.executors.local import Hooks, execute
-from harness.run.lifecycle import WORKLOADS_SRC, Lifecycle, stage_workloads  # noqa: F401 - re-exported
+from harness.run.lifecycle import Lifecycle, stage_workloads  # noqa: F401 - re-exported
 from harness.terminal import shown
 
 

@@ -23,7 +23,7 @@ import os
 import platform
 import sys
 
-from .protocol import NO_CUDNN, cuda_version_text, cudnn_version_text
+from .protocol import MIRRORED_NEEDS, NO_CUDNN, cuda_version_text, cudnn_version_text
 
 
 class Unsupported(Exception):
@@ -371,9 +371,8 @@ class Stack(object):
         from TF 1.14 (1.13 distributed only through compile(distribute=...)); never standalone Keras."""
         before_114 = self.tf1 and _version_tuple(self.tf.__version__) < (1, 14)
         if self.tf is None or self.api == "standalone" or before_114:
-            raise Unsupported("MirroredStrategy needs TF 1.14 or later with tf.keras, or Keras 3 on the "
-                              "tensorflow backend; this is %s %s on TF %s" % (
-                                  self.api, self.keras_version(), self.tf.__version__ if self.tf else None))
+            raise Unsupported(MIRRORED_NEEDS % (self.api, self.keras_version(),
+                                                self.tf.__version__ if self.tf else None))
         return self.tf.distribute.MirroredStrategy(devices=devices)
 
     def set_data_parallel(self, devices):

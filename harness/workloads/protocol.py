@@ -109,4 +109,6 @@ def _integer(value):
 
 # The reason a cuDNN layer (CuDNNGRU, CuDNNLSTM) is `unsupported` where no GPU is seen: its only
 # kernels are cuDNN's. One sentence for the host (preflight) and the process (compat).
+MIRRORED_NEEDS = ("MirroredStrategy needs TF 1.14 or later with tf.keras, or Keras 3 on the tensorflow backend; "
+                  "this is %s %s on TF %s")
 NO_CUDNN = "%s runs on cuDNN kernels only, which need an NVIDIA GPU; this environment has none"

@@ -463,9 +463,6 @@ def selfcheck(framework, gpu="auto"):
         module = _import(framework)
         report["imported"] = True
         report["version"] = getattr(module, "__version__", None)
-        # whether its processes import it from bytecode (every one compiles it again without)
-        cached = getattr(module, "__cached__", None)
-        report["bytecode"] = bool(cached and os.path.exists(cached))
     except Exception as exc:  # noqa: BLE001
         line = _first_line(exc)
         name = type(exc).__name__
