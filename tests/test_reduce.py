@@ -119,12 +119,16 @@ def test_a_draft_from_a_range_gives_each_sides_cut_off_as_its_record_has_it(plan
 
 
 @pytest.mark.quick
-def test_a_float_is_shrunk_through_round_values_only():
+def test_a_float_is_shrunk_through_round_values_only_and_a_string_is_kept_or_dropped_whole():
     """pysource-minimize halves a float towards 0 while the break holds; a candidate that only moves
     a float to an unround value (more than two significant digits) is refused without a run, so a
-    dropout rate the break does not need costs a handful of runs, not a thousand halvings. Any
+    dropout rate the break does not need costs a handful of runs, not a thousand halvings. A string
+    cut short (a path, an activation's name) is refused likewise; one gone whole ("") is tried. Any
     other difference -- an int, a name, a line gone -- is a candidate like any other."""
-    from harness.investigate.reduce import unround_float
+    from harness.investigate.reduce import not_worth_a_run
+
+    def unround_float(current, candidate):
+        return not_worth_a_run(current, candidate) is not None
     script = "import keras\nlayer = keras.layers.Dropout(0.2)\nmodel.fit(x, epochs=3)\n"
     assert not unround_float(script, script.replace("0.2", "0.1"))
     assert not unround_float(script.replace("0.2", "0.05"), script.replace("0.2", "0.025"))
@@ -148,3 +152,10 @@ def test_a_float_is_shrunk_through_round_values_only():
                 break
             low = mid
     assert runs <= 5 and high == 0.025, (runs, high)
+    # strings: cut short, refused without a run; gone whole, or beside another change, a candidate
+    script = 'import json\nsettings = json.load(open("/home/me/run/settings.json"))\nact = "relu"\n'
+    assert not_worth_a_run(script, script.replace("settings.json", "settings.js"))
+    assert not_worth_a_run(script, script.replace('"relu"', '"re"'))
+    assert not not_worth_a_run(script, script.replace('"relu"', '""'))
+    assert not not_worth_a_run(script, script.replace('"relu"', '"re"').replace("import json\n", ""))
+    assert not not_worth_a_run(script, script.replace('"relu"', "1"))

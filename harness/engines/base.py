@@ -41,7 +41,15 @@ from harness.launch.confinement import NOT_ASKED, Offer, writable
 from harness.launch.launcher import SLOT_VARIABLES, Launcher, Server, fresh_because, warm_settings
 from harness.launch.standby import Standby
 from harness.status.outcome import signal_name
-from harness.workloads.protocol import EVENTS_FILE, LEFTOVER_GRACE, REAPED_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE
+from harness.workloads.protocol import (
+    ENV_STACK_BYTECODE,
+    EVENTS_FILE,
+    LEFTOVER_GRACE,
+    REAPED_FILE,
+    SPEC_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+)
 
 # Seconds the in-environment `timeout` waits past the wall limit: the harness
 # enforces the limit itself; this backstop ends the cell if the harness died.
@@ -209,11 +217,19 @@ class ProcessEngine(Engine):
         """Only the workloads: the environment holds everything else the cell may import."""
         return str(workloads_root)
 
+    # Whether the environments are the harness's own (kept in its cache, never the user's): then
+    # the stack's import writes its bytecode there for every later process (compat.stack_bytecode).
+    own_environments = False
+
     def environ(self, cell: Cell, slot: Slot, workloads_root: Path) -> dict[str, str]:
         env = inherited()
         env.update(cell_variables(cell, slot))  # Keras switches are never in INHERITED: only the cell's own
         env["PYTHONPATH"] = self.pythonpath(workloads_root)
+        env.update(self._bytecode())
         return env
+
+    def _bytecode(self) -> dict[str, str]:
+        return {ENV_STACK_BYTECODE: "1"} if self.own_environments else {}
 
     def write_replay(self, cell: Cell, prov: dict, env_dir: Path) -> str:
         from harness.environments.recipes import lock_without_forced, venv_script
@@ -233,7 +249,7 @@ class ProcessEngine(Engine):
         """Run the environment's ``python ARGV`` with the workloads importable (the self-check),
         on the GPUs `gpus` only; exit code None when it ran past ``timeout``."""
         env = inherited()
-        env.update(CELL_ENV, PYTHONPATH=self.pythonpath(workloads_root.resolve()))
+        env.update(CELL_ENV, PYTHONPATH=self.pythonpath(workloads_root.resolve()), **self._bytecode())
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         with tempfile.TemporaryDirectory(prefix="harness-check-") as scratch:
             env["HOME"] = own_home(scratch)  # the check sees what a cell sees: not the user's home

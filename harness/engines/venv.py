@@ -29,6 +29,7 @@ RECIPE_VERSION = 5  # bump when the way venvs are built changes (2: folders name
 
 class VenvEngine(ProcessEngine):
     name = "venv"
+    own_environments = True
 
     def __init__(self, root: Path | None = None, pythons: dict[str, str] | None = None):
         self.root = Path(root) if root else cache_dir() / "venvs"

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import io
 import json
 import shutil
@@ -200,12 +201,14 @@ class Trials:
     def holds(self, source: str) -> bool:
         """pysource-minimize's question: does this candidate still show the break on both sides?
         A source asked about again is answered from memory, not run again; one that only moves a
-        float to an unround value is answered no without a run (`unround_float`)."""
+        float to an unround value or cuts a string short is answered no without a run
+        (`not_worth_a_run`)."""
         if source in self.answers:
             self.tally.repeated += 1
             return self.answers[source]
-        if unround_float(self.kept[-1] if self.kept else self.original, source):
-            self.tally.rejected[UNROUND] = self.tally.rejected.get(UNROUND, 0) + 1
+        why = not_worth_a_run(self.kept[-1] if self.kept else self.original, source)
+        if why:
+            self.tally.rejected[why] = self.tally.rejected.get(why, 0) + 1
             return False
         self.answers[source] = answer = self._holds(source)
         return answer
@@ -298,34 +301,51 @@ def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget
 
 
 UNROUND = "it only moves a float to an unround value"
+SHORTENED = "it only cuts a string short"
 
 
-def unround_float(current: str, candidate: str) -> bool:
-    """Whether `candidate` differs from `current` only in float constants, one of them now with more
-    than two significant digits. pysource-minimize shrinks a float by halving it towards 0 while the
-    break holds: a dropout rate or a learning rate that does not matter to the break would cost a
-    run on each of some thousand halvings (0.2, 0.1, 0.05, ... 5e-324). Round values are tried, so a
-    float still shrinks to 0 or to the roundest value that keeps the break."""
+def not_worth_a_run(current: str, candidate: str) -> str | None:
+    """Why `candidate` is refused without a run, or None: it differs from `current` only in its
+    constants, and only by moving a float to an unround value or cutting a string short.
+
+    pysource-minimize shrinks a float by halving it towards 0 while the break holds: a dropout rate
+    or a learning rate that does not matter to the break would cost a run on each of some thousand
+    halvings (0.2, 0.1, 0.05, ... 5e-324); round values (two significant digits) are tried, so a
+    float still shrinks to 0 or to the roundest value that keeps the break. It cuts a string
+    character by character, two runs per character where the cut fails: a path, a layer's name or
+    an activation cut short is no simpler to read, and a script's strings were most of a small
+    reduction's runs (a 9-line script: 303 candidates, 93 without the cuts). A string may still go
+    whole (to ""), and any other difference -- an int, a name, a line gone -- is a candidate like
+    any other."""
+    (before, shape), (after, other) = _shape(current), _shape(candidate)
+    if shape is None or shape != other:
+        return None
+    for x, y in zip(before, after, strict=True):
+        if x == y:
+            continue
+        if isinstance(y, float) and float(f"{y:.2g}") != y:
+            return UNROUND
+        if isinstance(y, (str, bytes)) and y:
+            return SHORTENED
+    return None
+
+
+@functools.lru_cache(maxsize=8)  # the current source is asked about with every candidate
+def _shape(source: str) -> tuple[list, str | None]:
+    """The source's float and string constants, and its tree's dump with them blanked: what stays
+    when only they move (None: it does not parse)."""
     try:
-        a, b = ast.parse(current), ast.parse(candidate)
+        tree = ast.parse(source)
     except SyntaxError:
-        return False
-    before, after = _floats(a), _floats(b)
-    if _without_floats(a) != _without_floats(b):  # (it sets the trees' floats to 0: read them first)
-        return False
-    return any(x != y and float(f"{y:.2g}") != y for x, y in zip(before, after, strict=True))
+        return [], None
+    constants = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, MOVABLE)]
+    values = [n.value for n in constants]
+    for node in constants:
+        node.value = type(node.value)()
+    return values, ast.dump(tree)
 
 
-def _floats(tree: ast.AST) -> list[float]:
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)]
-
-
-def _without_floats(tree: ast.AST) -> str:
-    """The tree's dump with every float constant the same: what stays when only floats move."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, float):
-            node.value = 0.0
-    return ast.dump(tree)
+MOVABLE = (float, str, bytes)
 
 
 FRESH_CHECKS = 3  # the answer holds fresh this many times in a row, or it held by chance

@@ -18,12 +18,32 @@ device list when the session is created; TF 2 refuses logical-device changes
 once the runtime is initialised; JAX reads XLA_FLAGS at import), so
 :func:`load` does it while importing.
 """
+import contextlib
 import importlib
 import os
 import platform
 import sys
 
-from .protocol import MIRRORED_NEEDS, NO_CUDNN, cuda_version_text, cudnn_version_text
+from .protocol import ENV_STACK_BYTECODE, MIRRORED_NEEDS, NO_CUDNN, cuda_version_text, cudnn_version_text
+
+
+@contextlib.contextmanager
+def stack_bytecode():
+    """While the stack is imported, let Python write the bytecode of what it compiles, where the
+    host says the environment is its own (ENV_STACK_BYTECODE: a virtualenv of the harness's
+    cache). Cells run with PYTHONDONTWRITEBYTECODE=1, so nothing lands in the user's folders; but
+    a virtualenv is built without bytecode, and every process then compiled its stack again --
+    TensorFlow 2.15's import takes 7 s of CPU from source and 3 s from bytecode. Only the stack's
+    import writes (the first process to import a module, atomically, as Python always does); the
+    user's code, imported later, never does. A read-only environment is no error: Python skips."""
+    wanted = os.environ.get(ENV_STACK_BYTECODE) == "1"
+    before = sys.dont_write_bytecode
+    if wanted:
+        sys.dont_write_bytecode = False
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = before
 
 
 class Unsupported(Exception):
@@ -129,6 +149,12 @@ class Stack(object):
     # -- import and device set-up -------------------------------------------
     def _import(self):
         set_variables(self.api, self.backend, self.device_kind, self.device_count)
+        with stack_bytecode():
+            self._import_keras()
+        if self.tf1:
+            self._tf1_session()
+
+    def _import_keras(self):
         if self.api == "keras3":
             if self.backend in (None, "tensorflow"):
                 self._import_tf()
@@ -147,8 +173,6 @@ class Stack(object):
             self.keras.layers  # noqa: B018 - the access is the point
         else:
             raise ValueError("unknown api %r" % self.api)
-        if self.tf1:
-            self._tf1_session()
 
     def _import_tf(self):
         import tensorflow as tf

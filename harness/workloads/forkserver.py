@@ -112,7 +112,7 @@ def preload(spec):
                          int(spec.get("device_count", 1)))
     import importlib
     start = _threads()
-    with _ThreadWatch() as watch, _ForkAware() as aware:
+    with _ThreadWatch() as watch, _ForkAware() as aware, compat.stack_bytecode():
         if spec.get("imports"):
             _blas()
         for name in spec.get("imports") or []:

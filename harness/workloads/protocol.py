@@ -54,6 +54,9 @@ ENV_LAUNCH = "HARNESS_LAUNCH"                 # "warm" in a child of workloads/f
 # What the host asks of a cell it confines (workloads/confine.py, harness/confinement.py): JSON
 # {"how": "landlock" or "mount-namespace", "writable": [folders]}; absent, the cell is not confined.
 ENV_CONFINE = "HARNESS_CONFINE"
+# "1" where the environment is the harness's own (a virtualenv of its cache, kept between cells):
+# the stack's import may write the bytecode of what it compiles there (compat.stack_bytecode).
+ENV_STACK_BYTECODE = "HARNESS_STACK_BYTECODE"
 
 # The user's own code (workloads/user.py, harness/usercode.py, harness/chains.py). In a cell
 # folder: what a cell leaves for the cells that need it, what it was handed by them, and the

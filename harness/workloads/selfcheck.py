@@ -332,12 +332,14 @@ def check_libraries(families, built):
 
 # -- the framework --------------------------------------------------------------
 def _import(framework):
-    if framework == "tensorflow":
-        import tensorflow as module
-    elif framework == "jax":
-        import jax as module
-    else:
-        import torch as module
+    from .compat import stack_bytecode
+    with stack_bytecode():  # the check is the environment's first import: its bytecode serves every cell
+        if framework == "tensorflow":
+            import tensorflow as module
+        elif framework == "jax":
+            import jax as module
+        else:
+            import torch as module
     return module
 
 
