@@ -181,6 +181,9 @@ def docs(session: nox.Session) -> None:
     session.run("mkdocs", "build", "--strict", "--clean", "--config-file", "mkdocs.yml", "--site-dir", out)
 
 
+IN_ENVIRONMENTS = ("harness/workloads", "harness/portability/scripts")  # what runs inside the environments
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff on the host side; pyflakes' rules and vermin on the workloads, which must still parse on Python 3.5."""
@@ -188,9 +191,8 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", "harness", "tests", "bench", "noxfile.py")
     # The workloads run on Python 3.5-3.13: only rules that hold for any version (pyflakes: unused or
     # undefined names, syntax errors); vermin checks the syntax itself against 3.5.
-    session.run("ruff", "check", "--isolated", "--select", "F,E9", "--target-version", "py37", "harness/workloads")
-    session.run("vermin", "-t=3.5-", "--no-tips", "--violations", "--eval-annotations",
-                "harness/workloads")
+    session.run("ruff", "check", "--isolated", "--select", "F,E9", "--target-version", "py37", *IN_ENVIRONMENTS)
+    session.run("vermin", "-t=3.5-", "--no-tips", "--violations", "--eval-annotations", *IN_ENVIRONMENTS)
 
 
 @nox.session

@@ -1,5 +1,5 @@
 """Command line: ``python -m harness COMMAND ...`` (list, run, build, status, repro, report, bisect,
-diverge, reduce, watch, upgrade, atlas).
+diverge, reduce, watch, upgrade, atlas, portability).
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -18,12 +18,14 @@ from harness.atlas import command as atlas
 from harness.commands import bisect, build, diverge, listing, reduce, report, repro, run, status, watch
 from harness.errors import UserError
 from harness.files import outputroots
+from harness.portability import command as portability
 from harness.terminal import shown
 from harness.upgrade import command as upgrade
 
 # Each verb's module (`add`, `command`), in the order --help lists them
 VERBS = {"list": listing, "run": run, "status": status, "build": build, "repro": repro, "bisect": bisect,
-         "diverge": diverge, "reduce": reduce, "watch": watch, "report": report, "upgrade": upgrade, "atlas": atlas}
+         "diverge": diverge, "reduce": reduce, "watch": watch, "report": report, "upgrade": upgrade, "atlas": atlas,
+         "portability": portability}
 
 
 def build_parser() -> argparse.ArgumentParser:

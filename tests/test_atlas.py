@@ -385,6 +385,40 @@ def test_publishing_a_slice_keeps_the_published_cells_it_does_not_hold(planted, 
         {"tf2.12/value/none-c1/b128/r0", "tf2.12/value/none-c1/b128/r1"}
 
 
+@QUICK
+def test_a_fresh_clone_runs_only_what_the_committed_data_lacks_and_says_the_cost_first(planted, published, tmp_path):
+    """A fresh clone has the committed atlas and no results folder: `atlas run` runs nothing the
+    data measured; with data that lacks an environment, it says what it owes before it runs it."""
+    root, env = planted
+    proc = atlas(env, "run", str(root / "atlas"), "--results", str(tmp_path / "fresh"),
+                 "--data", str(published / "atlas.json"))
+    assert proc.returncode == 0, said(proc)
+    assert "ran 0" in proc.stdout and "0 cells without a result" in proc.stdout, said(proc)
+    assert not log_of(tmp_path / "fresh")                                     # no environment was run
+    data = json.loads((published / "atlas.json").read_text())
+    data["records"] = [r for r in data["records"] if r["environment"] != "tf2.12"]
+    (tmp_path / "lacking.json").write_text(json.dumps(data))
+    proc = atlas(env, "run", str(root / "atlas"), "--results", str(tmp_path / "some"),
+                 "--data", str(tmp_path / "lacking.json"))
+    assert proc.returncode == 0, said(proc)
+    lines = proc.stdout.splitlines()
+    cost = next(i for i, line in enumerate(lines) if line.startswith("atlas: 2 environments owe"))
+    assert cost < next(i for i, line in enumerate(lines) if "tf2.12: " in line), lines   # said before it ran
+    assert {e["environment"] for e in log_of(tmp_path / "some")} == {"tf2.12"}
+
+
+@QUICK
+def test_a_fresh_unavailable_never_replaces_a_measured_committed_record():
+    from harness.atlas.publish import merged
+    old = [{"matrix": "m", "cell": "a", "status": "ok"}, {"matrix": "m", "cell": "b", "status": "ok"},
+           {"matrix": "m", "cell": "c", "status": "ok"}]
+    fresh = [{"matrix": "m", "cell": "a", "status": "unavailable", "family": "no Python 3.6 on this host"},
+             {"matrix": "m", "cell": "b", "status": "error"}]
+    recs, kept, moved = merged(fresh, old)
+    assert {r["cell"]: r["status"] for r in recs} == {"a": "ok", "b": "error", "c": "ok"}
+    assert [was["cell"] for _, was in kept] == ["a"] and [was["cell"] for _, was in moved] == ["b"]
+
+
 # -- lookup -----------------------------------------------------------------------------------
 def lookup(env: dict, data: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
     proc = atlas(env, "lookup", *args, "--data", str(data), "--json", timeout=120)

@@ -39,6 +39,10 @@ def add(sub) -> None:
                    help="run finished cells with this status again, as `run --rerun` (after a harness fix)")
     r.add_argument("--executor", choices=("local", "slurm"), help="as `run --executor` (slurm: a cluster)")
     r.add_argument("--refresh-releases", action="store_true", help="ask the index for new releases first")
+    r.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
+                   help="the committed atlas: its measured cells are not run again (default: "
+                        f"{OUT}/atlas.json; --rerun STATUS runs them)")
+    r.add_argument("--yes", action="store_true", help="at a terminal, start without asking after the cost is said")
     p_ = acts.add_parser("publish", help="the compact data (CSV, JSON), the changes, the pages and the feed")
     p_.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
     p_.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and pages go (default: {OUT})")
@@ -127,5 +131,19 @@ def _run(args, console: Console) -> int:
     from harness.atlas import drive
     left = drive.run(Path(args.matrices), Path(args.results), console, refresh=args.refresh_releases,
                      only=args.only, keep=args.keep, jobs=args.jobs, rerun=frozenset(args.rerun),
-                     executor=args.executor)
+                     executor=args.executor, data=Path(args.data),
+                     confirm=None if args.yes or not _at_a_terminal() else _ask)
     return 1 if left else 0
+
+
+def _at_a_terminal() -> bool:
+    import sys
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _ask(said: str) -> bool:
+    """A long run is started by the person who was told its cost (`--yes` answers for them)."""
+    try:
+        return input("start it? [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False

@@ -72,10 +72,39 @@ def stacks(paths: list[Path], results: Path, refresh: bool = False) -> list[Stac
     return out
 
 
-def owed(stack: Stack, results: Path, rerun: frozenset[str] = frozenset()) -> int:
-    """How many of the stack's cells have no result yet (or one of a status to run again)."""
+def owed(stack: Stack, results: Path, rerun: frozenset[str] = frozenset(),
+         published: frozenset[tuple[str, str]] = frozenset()) -> int:
+    """How many of the stack's cells have no result yet (or one of a status to run again).
+    `published`: (matrix, cell) the committed data already holds a measured record of -- a fresh
+    clone's atlas starts from it and runs only what it lacks; `--rerun` runs them again."""
     store = ResultStore(results, stack.matrix.name)
-    return sum(1 for c in stack.cells if store.needs_run(c, rerun))
+    return sum(1 for c in stack.cells if store.needs_run(c, rerun)
+               and (rerun or (stack.matrix.name, c.id) not in published))
+
+
+def published_cells(data: Path | None) -> frozenset[tuple[str, str]]:
+    """The (matrix, cell) of the committed data's measured records: every status but
+    `unavailable`, which says the host that ran it lacked something, not what the stack does."""
+    if data is None or not data.is_file():
+        return frozenset()
+    from harness.atlas import records
+    recs, _ = records.read(data)
+    return frozenset((r["matrix"], r["cell"]) for r in recs if r["status"] != "unavailable")
+
+
+def cost_line(owing: list[tuple[Stack, int]], about: dict) -> str:
+    """What a run will cost, said before it starts: the environments and cells it owes, and the
+    time and disk the committed run's own log measured per environment."""
+    cells = sum(n for _, n in owing)
+    line = f"atlas: {len(owing)} environments owe {cells} cells"
+    cost = about.get("cost") or {}
+    per = cost.get("seconds_per_environment_median")
+    if per:
+        line += (f"; at the committed run's median of {per / 60:.1f} min per environment, about "
+                 f"{len(owing) * per / 3600:.1f} h on its host")
+    if cost.get("peak_disk_gb"):
+        line += f", about {cost['peak_disk_gb']} GB of disk at the peak (one environment at a time)"
+    return line
 
 
 def uv_cache(stack: Stack) -> Path:
@@ -158,14 +187,15 @@ def _child(cmd: list[str], env: dict) -> int:
 
 
 def drive(stack_list: list[Stack], results: Path, *, keep: bool, extra: list[str],
-          say: Callable[[str], None], rerun: frozenset[str] = frozenset()) -> dict:
+          say: Callable[[str], None], rerun: frozenset[str] = frozenset(),
+          published: frozenset[tuple[str, str]] = frozenset()) -> dict:
     """Run every stack that owes cells; returns the counts. Stops at the first run that was
     interrupted (exit 130 or a signal): the atlas resumes from there."""
     results.mkdir(parents=True, exist_ok=True)
     done = skipped = 0
     for i, stack in enumerate(stack_list, 1):
         name = f"{stack.matrix.name}/{stack.environment.name}"
-        missing = owed(stack, results, rerun)
+        missing = owed(stack, results, rerun, published)
         if not missing:
             skipped += 1
             continue
@@ -217,21 +247,38 @@ def course(results: Path) -> list[dict]:
 
 def run(where: Path, results: Path, console: Console, *, refresh: bool = False, only: str | None = None,
         keep: bool = False, jobs: int | None = None, rerun: frozenset[str] = frozenset(),
-        executor: str | None = None) -> int:
+        executor: str | None = None, data: Path | None = None,
+        confirm: Callable[[str], bool] | None = None) -> int:
     """Run every environment of the atlas matrices under `where` that owes cells; returns how
-    many cells are left without a result (`atlas run`, and each pass of `atlas watch`)."""
+    many cells are left without a result (`atlas run`, and each pass of `atlas watch`). `data`:
+    the committed atlas, whose measured cells are not owed. The cost is said before the first
+    environment starts; `confirm` (a terminal's question) may stop it there."""
     if not where.exists():
         raise UserError(f"{where}: no such folder or matrix file")
     found = stacks(matrices(where), results, refresh=refresh)
     if only:
         found = [s for s in found if fnmatchcase(s.environment.name, only)]
+    published = published_cells(data)
+    owing = [(s, n) for s in found if (n := owed(s, results, rerun, published))]
+    about = {}
+    if data is not None and data.is_file():
+        from harness.atlas import records
+        about = records.read(data)[1]
+    if owing:
+        said = cost_line(owing, about)
+        if published:
+            said += f" ({len(published)} cells measured in {data} are not run again; --rerun STATUS runs them)"
+        console.print(shown(said), highlight=False)
+        if confirm is not None and not confirm(said):
+            console.print("atlas: nothing run", highlight=False)
+            return sum(n for _, n in owing)
     # each environment's own run expands the matrix again: refreshed too, or it would not see
     # the new release its stack was planned for (it reads the expansion an earlier run recorded)
     extra = [*(["--jobs", str(jobs)] if jobs else []), *[f"--rerun={s}" for s in sorted(rerun)],
              *(["--executor", executor] if executor else []), *(["--refresh-releases"] if refresh else [])]
-    counts = drive(found, results, keep=keep, extra=extra, rerun=rerun,
+    counts = drive(found, results, keep=keep, extra=extra, rerun=rerun, published=published,
                    say=lambda line: console.print(shown(line), highlight=False))
-    left = sum(owed(s, results) for s in found)  # without --rerun: cells with no result at all
+    left = sum(owed(s, results, published=published) for s in found)  # without --rerun: cells with no result
     console.print(f"atlas: {len(found)} environments; ran {counts['ran']}, already complete "
                   f"{counts['complete']}; {left} cells without a result", highlight=False)
     return left

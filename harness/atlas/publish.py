@@ -43,7 +43,16 @@ def from_results(results: Path, out: Path, console: Console) -> dict:
     if not recs:
         raise UserError(f"{results}: holds no atlas results")
     old, previous = records.read(out / DATA) if (out / DATA).exists() else ([], {})
-    recs = merged(recs, old)
+    recs, kept, moved = merged(recs, old)
+    for fresh, was in kept:
+        console.print(f"kept the committed {was['status']} of {shown(was['matrix'])}/{shown(was['cell'])}: this "
+                      f"host left it unavailable ({shown(fresh.get('family') or '')[:160]})", highlight=False)
+    if moved:
+        console.print(f"{len(moved)} committed cells have another status now (the changes and the pages show them):",
+                      highlight=False)
+        for fresh, was in moved[:20]:
+            console.print(f"  {shown(was['matrix'])}/{shown(was['cell'])}: {was['status']} -> {fresh['status']}",
+                          highlight=False)
     written, about = publish(recs, describe(recs, drive.course(results), previous=previous), out)
     _said(console, len(recs), about, written, out)
     return about
@@ -54,11 +63,24 @@ def _said(console: Console, cells: int, about: dict, written: list[Path], out: P
                   f"{len(written)} files under {out} and {pages.main_page(out)}", highlight=False)
 
 
-def merged(fresh: list[dict], old: list[dict]) -> list[dict]:
-    """The fresh records, and the committed ones of cells the fresh ones do not hold."""
-    have = {(r["matrix"], r["cell"]) for r in fresh}
-    return sorted(fresh + [r for r in old if (r["matrix"], r["cell"]) not in have],
-                  key=lambda r: (r["matrix"], r["cell"]))
+def merged(fresh: list[dict], old: list[dict]) -> tuple[list[dict], list[tuple[dict, dict]], list[tuple[dict, dict]]]:
+    """The fresh records, and the committed ones of cells the fresh ones do not hold; with the
+    (fresh, committed) pairs where the committed record was kept -- a fresh `unavailable` says the
+    host lacked something (an interpreter, a GPU), never what the stack does, so it does not
+    replace a measured record -- and those whose status moved (said, never silent)."""
+    committed = {(r["matrix"], r["cell"]): r for r in old}
+    out, kept, moved = [], [], []
+    for r in fresh:
+        was = committed.pop((r["matrix"], r["cell"]), None)
+        if was is not None and r["status"] == "unavailable" and was["status"] != "unavailable":
+            out.append(was)
+            kept.append((r, was))
+            continue
+        if was is not None and was["status"] != r["status"]:
+            moved.append((r, was))
+        out.append(r)
+    out += committed.values()
+    return sorted(out, key=lambda r: (r["matrix"], r["cell"])), kept, moved
 
 
 

@@ -44,7 +44,7 @@ def command(args, console: Console) -> int:
 def once(args, console: Console, results: Path, out: Path) -> int:
     had_rows, had_changes = _rows(out / publish.DATA), _change_ids(out / publish.CHANGES)
     drive.run(Path(args.matrices), results, console, refresh=not args.offline, jobs=args.jobs,
-              executor=args.executor)
+              executor=args.executor, data=out / publish.DATA)
     publish.from_results(results, out, console)
     new = [c for c in _changes(out / publish.CHANGES) if c["id"] not in had_changes]
     if new and not args.no_explain:

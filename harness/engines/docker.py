@@ -39,7 +39,7 @@ from harness.launch.caches import in_container
 from harness.launch.cellenv import PIDS_LIMIT, TMPFS, hardening, hardening_flags  # noqa: F401 - re-exported
 from harness.launch.cellgroup import leftovers
 from harness.launch.confinement import container as container_confinement
-from harness.launch.launcher import fresh_because, warm_settings
+from harness.launch.launcher import fresh_because, stack_imports, warm_settings
 from harness.status.outcome import signal_name
 from harness.workloads.protocol import EVENTS_FILE, INPUTS_DIR, SPEC_FILE, STDERR_FILE, STDOUT_FILE
 
@@ -294,6 +294,8 @@ class DockerEngine(Engine):
             build_args = {"BASE_IMAGE": base.used}
             if fam == "tf1-gpu":  # pip, for the base's Python 3.5, which uv does not serve
                 build_args["BOOTSTRAP_PIP"] = stacks.pip_requirement(env.python)
+            else:  # the stack imported once at build: its bytecode is in the image, for every container
+                build_args.update(STACK_IMPORTS=" ".join(stack_imports(env)), STACK_BACKEND=env.backend or "")
             tag = self.image_tag(env, base.used, dockerfile, build_args)
             provenance = {"image_tag": tag, "base_requested": requested, "base_used": base.used,
                           "base_route": base.route, "base_id": base.image_id, "dockerfile": f"images/{fam}/Dockerfile",

@@ -142,9 +142,14 @@ def shares_gpus(cell: Cell, where=None) -> bool:
 
 def imports(cell: Cell) -> list[str]:
     """What the cell's stack imports before it builds anything (the server preloads these)."""
-    env = cell.environment
     if cell.workload.model in BARE_WORKLOADS:
         return []
+    return stack_imports(cell.environment)
+
+
+def stack_imports(env) -> list[str]:
+    """What an environment's stack imports before its cells build anything: the launcher preloads
+    it, and an image imports it once at build, so its bytecode is in the image (engines/docker.py)."""
     if env.api == "keras3":
         backend = env.backend or "tensorflow"
         return ["numpy", backend, "keras"]

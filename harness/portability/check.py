@@ -1,0 +1,110 @@
+"""`portability check FILE`: a user's own model file, loaded on every stack they name.
+
+The file (an HDF5 model, a `.keras` archive, a SavedModel folder) is offered by one stack -- the
+one that wrote it, when the user says which (`--writer`), else the first -- as a writer's files
+are in the grid, and every stack reads it by every way its users would try. The offering cell
+reads it where the user keeps it (so it runs on a process engine: venv or local) and hands a
+copy on; the user's folder is only read. With no reference
+inputs, each reader predicts on sixteen inputs drawn with one seed from the model's own input
+shape, so the readers compare with each other: against the writer's stack when it loads its own
+file, else the first stack that loads it. The user's layers come from `--custom FILE.py` (every
+class and function it defines, as `custom_objects=`)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from harness.errors import UserError
+from harness.portability import grid, judge
+from harness.portability.publish import gather
+
+OFFER = "offer"
+USER = "user"   # the writer's and the model's name in the readers' observations
+
+
+def digest(model: Path, custom: Path | None) -> str:
+    """What the user's file (and their layers) hold, checked first: a cell's spec names it, so an
+    edited file is a new check while the same file resumes."""
+    if not model.exists():
+        raise UserError(f"{model}: no such file or folder")
+    if model.is_dir() and not (model / "saved_model.pb").is_file():
+        raise UserError(f"{model}: a folder is read as a SavedModel, and holds no saved_model.pb")
+    if custom is not None and (not custom.is_file() or custom.suffix != ".py"):
+        raise UserError(f"{custom}: --custom takes a Python file that defines the model's own layers")
+    h = hashlib.sha256()
+    for path in sorted([model, *(model.rglob("*") if model.is_dir() else [])]):
+        if path.is_file():
+            h.update(path.relative_to(model.parent).as_posix().encode() + path.read_bytes())
+    if custom is not None:
+        h.update(custom.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def matrix_text(stacks: Path, model: Path, custom: Path | None, names: list[str], writer: str | None) -> str:
+    """The check's matrix: the writer's stack offers the file (the harness's own script reads it
+    where the user keeps it, and hands a copy on), every stack reads it."""
+    raw = grid.read(stacks)
+    offerer = writer or (names[0] if names else None)
+    args = [OFFER, str(model), digest(model, custom), *([str(custom)] if custom else [])]
+    workloads = [{"name": OFFER, "script": str(grid.SCRIPT), "path": str(grid.SCRIPTS), "args": args}]
+    doc = {"name": "portability-check", "description": f"{model.name} loaded on each stack of {stacks.name}",
+           "environments": raw["environments"], "workloads": workloads,
+           "timeouts": raw.get("timeouts") or {"wall": 900, "progress": 600}}
+    if names:
+        workloads.append({"name": grid.READER, "script": str(grid.SCRIPT), "path": str(grid.SCRIPTS),
+                          "args": [grid.READER], "needs": {"workload": OFFER, "environment": offerer, "as": USER}})
+        doc["include"] = [{"environment": offerer, "workload": OFFER},
+                          {"environment": names, "workload": grid.READER}]
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def write_matrix(stacks: Path, model: Path, custom: Path | None, writer: str | None, out: Path) -> Path:
+    from harness.matrix import load
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(matrix_text(stacks, model, custom, [], None))
+    names = [env.name for env in load(out).environments]
+    if writer is not None and writer not in names:
+        raise UserError(f"--writer {writer}: no such stack in {stacks} (its stacks: {', '.join(names)})")
+    out.write_text(matrix_text(stacks, model, custom, names, writer))
+    return out
+
+
+def compare(results: Path, order: list[str], writer: str | None) -> dict:
+    """Per reader: the verdict, the way that loaded, the difference from the reference reader.
+    The reference: the writer's stack when it loads the file, else the first in `order` that does."""
+    gathered = gather(results)
+    loads, cells, folders = gathered.loads, gathered.cells, gathered.folders
+    seen = {}
+    for reader in order:
+        if reader not in loads:
+            continue
+        formats = (((loads[reader].get("writers") or {}).get(USER) or {}).get("models") or {}).get(USER) or {}
+        fmt, entry = next(iter(formats.items()), (None, {"unknown": "the file was not handed to this reader"}))
+        loaded = [t for t in entry.get("tried") or [] if t.get("loaded")]
+        predictions = next((folders[reader] / "artifacts" / t["predictions"] for t in loaded if t.get("predictions")),
+                           None)
+        seen[reader] = {"format": fmt, "entry": entry, "loaded": loaded, "cell": cells[reader],
+                        "predictions": np.load(predictions) if predictions else None}
+    loading = [r for r in order if r in seen and seen[r]["predictions"] is not None]
+    reference = writer if writer in loading else (loading[0] if loading else None)
+    answers = {}
+    for reader, got in seen.items():
+        entry = got["entry"]
+        if "unknown" in entry:
+            answers[reader] = {"verdict": judge.UNKNOWN, "reason": entry["unknown"]}
+        elif not got["loaded"]:
+            answers[reader] = {"verdict": judge.REFUSES, "errors": {t["way"]: t.get("error") for t in entry["tried"]}}
+        else:
+            ref = seen[reference]["predictions"]
+            mine = got["predictions"]
+            diff = (float(np.max(np.abs(mine.astype("float64") - ref.astype("float64"))))
+                    if mine is not None and mine.shape == ref.shape else None)
+            same = diff is not None and diff <= judge.FLOOR
+            answers[reader] = {"verdict": judge.SAME if same else judge.DIFFERS, "way": got["loaded"][0]["way"],
+                               "max_abs_diff": diff, "against": reference}
+        answers[reader].update(cell=got["cell"], format=got["format"])
+    return {"reference": reference, "readers": answers, "missing": gathered.missing}

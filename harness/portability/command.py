@@ -1,0 +1,143 @@
+"""`harness portability`'s command line: ``run`` (every stack of a stacks file writes the seeds'
+models in every format it has, then every stack loads every file; resumable, as any matrix) and
+``publish`` (the judged records, CSV and the grid page, from the results).
+Exit 0; 1 when a run left cells without a result or not ok; 2 for input that cannot be used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.options.engine import add_engine_args
+from harness.options.shared import add_resource_args
+from harness.terminal import shown
+
+STACKS = "matrices/portability.yaml"
+RESULTS = "results/portability"
+OUT = "docs/portability"
+
+
+def add(sub) -> None:
+    p = sub.add_parser("portability", help="model files saved on one release, loaded on another",
+                       description="Every stack of a stacks file saves the seeds' models (GRU, LSTM, convnet, a "
+                                   "custom layer) in every format it writes; every stack loads every file by each "
+                                   "way its users would try, and each file is judged: loads and predicts the same, "
+                                   "loads but predicts differently, refuses, or a format the reader cannot know. "
+                                   "Exit 0; 1 when cells were left without a result or not ok; 2 for bad input.")
+    acts = p.add_subparsers(dest="action", required=True)
+    r = acts.add_parser("run", help="write and read every pair; resumable (finished cells are kept)")
+    r.add_argument("stacks", nargs="?", default=STACKS, metavar="STACKS",
+                   help=f"a YAML file whose 'environments:' are the stacks, as a matrix's (default: {STACKS})")
+    r.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
+    add_engine_args(r)
+    add_resource_args(r)
+    c = acts.add_parser("check", help="your own model file, loaded on every stack: loads? predicts the same?")
+    c.add_argument("model", metavar="FILE", help="an HDF5 model (.h5), a .keras archive, or a SavedModel folder")
+    c.add_argument("stacks", nargs="?", default=STACKS, metavar="STACKS",
+                   help=f"the stacks to load it on, as for run (default: {STACKS})")
+    c.add_argument("--writer", metavar="STACK", help="the stack that wrote it (its name in STACKS): the reference")
+    c.add_argument("--custom", metavar="FILE.py", help="a Python file that defines the model's own layers")
+    c.add_argument("--results", default=f"{RESULTS}-check", metavar="DIR",
+                   help=f"results folder (default: {RESULTS}-check)")
+    c.add_argument("--out", default="bundles/portability", metavar="DIR",
+                   help="where check.json and a repro bundle per refusal or difference go "
+                        "(default: bundles/portability)")
+    add_engine_args(c)
+    add_resource_args(c)
+    pub = acts.add_parser("publish", help="the judged records (JSON, CSV) and the grid page")
+    pub.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
+    pub.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and the page go (default: {OUT})")
+
+
+def command(args, console: Console) -> int:
+    if args.action == "run":
+        return _run(args, console)
+    if args.action == "check":
+        return _check(args, console)
+    from harness.portability import publish
+    data = publish.publish(Path(args.results), Path(args.out))
+    counts: dict[str, int] = {}
+    for r in data["records"]:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    console.print(f"{len(data['records'])} files judged: "
+                  + ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())), highlight=False)
+    for line in data["missing"]:
+        console.print(f"[yellow]no observations[/]: {shown(line)}", highlight=False)
+    console.print(f"written: {shown(str(Path(args.out)))}/portability.{{json,csv,md}}", highlight=False)
+    return 0
+
+
+def _run(args, console: Console) -> int:
+    from harness.commands.common import engine_for
+    from harness.matrix import load
+    from harness.portability import grid
+    from harness.status import OK
+
+    results = Path(args.results)
+    matrix = grid.write(Path(args.stacks), results / "grid.yaml")
+    m = load(matrix)
+    console.print(f"{len(m.environments)} stacks: {len(m.environments)} writers, then {len(m.environments)} readers "
+                  f"of {len(m.environments)} writers' files each (matrix: {shown(str(matrix))})", highlight=False)
+    with engine_for(args, console) as engine:
+        done = _runner(m, engine, results, args, console).run(m.cells)
+    bad = [r for r in done if r.status != OK]
+    for r in bad:
+        console.print(f"[yellow]{shown(r.cell)}[/]: {r.status} ({shown((r.reason or r.failure_text)[:200])})",
+                      highlight=False)
+    console.print(f"then: python -m harness portability publish --results {shown(str(results))}", highlight=False)
+    return 1 if bad or len(done) < len(m.cells) else 0
+
+
+def _runner(m, engine, results: Path, args, console: Console):
+    """The run of the grid's (or a check's) cells: warm, as `run` is by default -- a writer forks
+    from its stack's launcher, and a reader loads every file in one process."""
+    from harness.run.runner import Runner
+    engine.warm = True
+    return Runner(m, engine, results, console, jobs=args.jobs, gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
+
+
+def _check(args, console: Console) -> int:
+    import json
+
+    from harness.commands.common import engine_for
+    from harness.errors import UserError
+    from harness.investigate.repro import reproduce
+    from harness.matrix import load
+    from harness.portability import check, judge
+
+    results, out = Path(args.results), Path(args.out)
+    model = Path(args.model).resolve()
+    custom = Path(args.custom).resolve() if args.custom else None
+    if args.engine == "docker":
+        raise UserError("portability check reads your file where it lies: --engine venv or local (the grid, "
+                        "portability run, runs on any engine)")
+    matrix = check.write_matrix(Path(args.stacks), model, custom, args.writer, results / "check.yaml")
+    m = load(matrix)
+    order = [e.name for e in m.environments]
+    with engine_for(args, console) as engine:
+        _runner(m, engine, results, args, console).run(m.cells)
+        answer = check.compare(results / m.name, order, args.writer)
+        console.print(f"{shown(model.name)}, against {shown(answer['reference'] or 'no stack that loads it')}:",
+                      highlight=False)
+        for reader in order:
+            a = answer["readers"].get(reader)
+            if a is None:
+                continue
+            said = {judge.SAME: f"loads and predicts the same, by {a.get('way')}",
+                    judge.DIFFERS: f"[red]loads but predicts differently[/] by {a.get('way')} "
+                                   f"(largest difference {a.get('max_abs_diff')})",
+                    judge.REFUSES: "refuses: " + "; ".join(f"{w}: {e}" for w, e in (a.get("errors") or {}).items()),
+                    judge.UNKNOWN: f"cannot know it: {a.get('reason')}"}[a["verdict"]]
+            console.print(f"  {shown(reader)}: {shown(said[:400])}", highlight=False)
+        for line in answer["missing"]:
+            console.print(f"[yellow]no observations[/]: {shown(line)}", highlight=False)
+        out.mkdir(parents=True, exist_ok=True)
+        for a in answer["readers"].values():  # a bundle for each answer worth a report upstream
+            if a["verdict"] in (judge.REFUSES, judge.DIFFERS):
+                [cell] = [c for c in m.cells if c.id == a["cell"]]
+                bundle, _ = reproduce(cell, m, engine, out, 1, console, live=False)
+                a["bundle"] = str(bundle)
+    (out / "check.json").write_text(json.dumps({"model": str(model), **answer}, indent=1, sort_keys=True) + "\n")
+    console.print(f"written: {shown(str(out / 'check.json'))}", highlight=False)
+    return 0 if answer["readers"] else 1

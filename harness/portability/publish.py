@@ -1,0 +1,177 @@
+"""The grid's compact data and its page, from the readers' results: ``portability.json`` (every
+record, versioned), ``portability.csv`` (one row per writer, reader, model and format) and
+``portability.md`` (a writer x reader table per format, then every file that loads but predicts
+differently, then every refusal grouped by its error family). The model files themselves stay
+in the results folder: they are results, the records are what is kept."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import status
+from harness.errors import UserError
+from harness.portability import judge
+from harness.portability.grid import READER
+from harness.results.store import scan
+from harness.workloads.protocol import OUTPUT_DIR
+
+SCHEMA = 1
+LOADS = "loads.json"
+MARK = {judge.SAME: "=", judge.DIFFERS: "≠", judge.REFUSES: "✗", judge.UNKNOWN: "·"}
+CSV_FIELDS = ("writer", "reader", "model", "format", "verdict", "way", "max_abs_diff", "floor", "writer_keras",
+              "writer_tensorflow", "reader_keras", "reader_tensorflow", "cell")
+
+
+@dataclass
+class Gathered:
+    """What a grid's (or a check's) results folder holds: each reader's observations, its cell and
+    folder, the readers that left none (and why), and how the cells were run."""
+    loads: dict[str, dict] = field(default_factory=dict)
+    cells: dict[str, str] = field(default_factory=dict)
+    folders: dict[str, Path] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    about: dict = field(default_factory=dict)
+
+
+def gather(results: Path) -> Gathered:
+    got = Gathered()
+    seconds, engines, hosts, days, commits = [], set(), set(), set(), set()
+    for folder, r in scan(results):
+        if not hasattr(r, "cell"):
+            continue
+        total = (r.timing or {}).get("total_seconds")
+        if isinstance(total, (int, float)):
+            seconds.append(total)
+        prov = r.provenance or {}
+        engines.add(r.engine or "")
+        hosts.add(_host(prov))
+        days.add((r.started or "")[:10])
+        commits.add((prov.get("harness_commit") or "")[:12])
+        if r.cell.split("/")[1] != READER:
+            continue
+        reader = r.cell.split("/")[0]
+        found = folder / OUTPUT_DIR / LOADS
+        if r.status != status.OK or not found.is_file():
+            got.missing.append(f"{r.cell}: {r.status} ({(r.reason or r.failure_text or '')[:160]})")
+            continue
+        got.loads[reader] = json.loads(found.read_text())
+        got.cells[reader], got.folders[reader] = r.cell, folder
+    got.about = {"cell_seconds": round(sum(seconds), 1), "cells": len(seconds),
+                 **{k: sorted(v - {""}) for k, v in (("engines", engines), ("hosts", hosts), ("days", days),
+                                                      ("harness_commits", commits))}}
+    return got
+
+
+def _host(prov: dict) -> str:
+    cpus = (prov.get("host_resources") or {}).get("cpus")
+    platform = (prov.get("host") or {}).get("platform") or ""
+    return ", ".join(x for x in (f"{cpus} CPUs" if cpus else "", platform.split("-")[0]) if x)
+
+
+def publish(results: Path, out: Path) -> dict:
+    got = gather(results)
+    if not got.loads:
+        raise UserError(f"{results}: no reader of the grid has finished ok there yet"
+                        + (f" ({got.missing[0]})" if got.missing else "") + "; run it first: portability run STACKS")
+    records = judge.records(got.loads, got.cells)
+    out.mkdir(parents=True, exist_ok=True)
+    stacks = {**{r["writer"]: r["writer_stack"] for r in records}, **{r["reader"]: r["reader_stack"] for r in records}}
+    data = {"schema": SCHEMA, "missing": got.missing, "about": got.about, "stacks": stacks,
+            "records": [{k: v for k, v in r.items() if k not in ("writer_stack", "reader_stack")} for r in records]}
+    (out / "portability.json").write_text(compact(data))
+    (out / "portability.csv").write_text(as_csv(records))
+    (out / "portability.md").write_text(page(records, got.missing, got.about))
+    return data
+
+
+def compact(data: dict) -> str:
+    """The data file: one record per line (a new run's diff reads record by record), the stacks
+    once at the top rather than in every record."""
+    head = {k: v for k, v in data.items() if k != "records"}
+    lines = [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in data["records"]]
+    return json.dumps(head, sort_keys=True)[:-1] + ', "records": [\n' + ",\n".join(lines) + "\n]}\n"
+
+
+def as_csv(records: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in records:
+        w.writerow({**r, **{f"{side}_{what}": r[f"{side}_stack"].get(what)
+                            for side in ("writer", "reader") for what in ("keras", "tensorflow")}})
+    return buf.getvalue()
+
+
+def _stack(s: dict) -> str:
+    keras = f"Keras {s.get('keras')}" if s.get("keras") else "?"
+    tf = f"TF {s['tensorflow']}" if s.get("tensorflow") else None
+    backend = s.get("backend") if s.get("backend") not in (None, "tensorflow") else None
+    return ", ".join(x for x in (keras, backend, tf) if x)
+
+
+def _difference(r: dict) -> str:
+    if r.get("max_abs_diff") is None:
+        return f"predictions of another shape {r.get('shape')}"
+    return f"largest difference {r['max_abs_diff']:.3g} (floor {r['floor']:.3g})"
+
+
+def page(records: list[dict], missing: list[str], about: dict | None = None) -> str:
+    models = sorted({r["model"] for r in records})
+    stacks = {}
+    for r in records:
+        stacks[r["writer"]] = r["writer_stack"]
+        stacks[r["reader"]] = r["reader_stack"]
+    names = sorted(stacks)
+    lines = ["# Saved on one release, loaded on another", "",
+             "Each stack wrote the same models (" + ", ".join(models) + "), trained a little; every stack loaded "
+             "every file by each way its users would try and predicted on the writer's inputs. "
+             f"A cell lists one mark per model in that order: `{MARK[judge.SAME]}` loads and predicts the same "
+             f"(within the floor its writer's own stack measured, at least {judge.FLOOR:g}), "
+             f"`{MARK[judge.DIFFERS]}` **loads but predicts differently**, `{MARK[judge.REFUSES]}` refuses, "
+             f"`{MARK[judge.UNKNOWN]}` a format the reader cannot know; blank: not written by that stack.", "",
+             "Stacks: " + "; ".join(f"`{n}` ({_stack(stacks[n])})" for n in names), ""]
+    by = {(r["writer"], r["reader"], r["model"], r["format"]): r for r in records}
+    for fmt in sorted({r["format"] for r in records}):
+        lines += [f"## {fmt}", "", "| writer \\ reader | " + " | ".join(f"`{n}`" for n in names) + " |",
+                  "|---|" + "---|" * len(names)]
+        for w in names:
+            row = []
+            for rd in names:
+                marks = "".join(MARK[by[(w, rd, m, fmt)]["verdict"]] if (w, rd, m, fmt) in by else " " for m in models)
+                row.append(marks.strip() and f"`{marks}`")
+            if any(row):
+                lines.append(f"| `{w}` | " + " | ".join(row) + " |")
+        lines.append("")
+    differs = [r for r in records if r["verdict"] == judge.DIFFERS]
+    lines += ["## Loads, but predicts differently", ""]
+    lines += [f"- `{r['writer']}` -> `{r['reader']}`, {r['model']}, {r['format']} by `{r['way']}`: " + _difference(r)
+              for r in differs] or ["None."]
+    lines += ["", "## Refusals, by error family", "",
+              "Each file's error is its most lenient way's (the last tried: `compile=False`, `safe_mode=False`), "
+              "grouped by format, reader and the error's first words; every way's error is in the data."]
+    families = defaultdict(list)
+    for r in records:
+        if r["verdict"] == judge.REFUSES:
+            last = list(r["errors"].values())[-1] if r["errors"] else ""
+            families[(r["format"], r["reader"], (last or "")[:60])].append((r, last or ""))
+    for (fmt, reader, _), found in sorted(families.items()):
+        writers = sorted({r["writer"] for r, _ in found})
+        models = sorted({r["model"] for r, _ in found})
+        lines.append(f"- {fmt} on `{reader}`, from {', '.join(f'`{w}`' for w in writers)} "
+                     f"({', '.join(models)}; {len(found)} files): {found[0][1][:220]}")
+    if not families:
+        lines.append("None.")
+    if missing:
+        lines += ["", "## Readers without observations", ""] + [f"- {m}" for m in missing]
+    if about:
+        listed = {k: ", ".join(about.get(k) or ["?"]) for k in ("hosts", "engines", "days", "harness_commits")}
+        lines += ["", "## How it was obtained", "",
+                  f"`harness portability run` then `publish`: {about.get('cells')} cells (a writer and a reader per "
+                  f"stack), {about.get('cell_seconds', 0) / 60:.1f} min of cell time in all, on {listed['hosts']} "
+                  f"with the {listed['engines']} engine, {listed['days']}, harness {listed['harness_commits']}."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,183 @@
+"""`harness portability`: model files saved on one release, loaded on another.
+
+The judge's rules on planted observations, the grid's matrix and bad input (quick tier); a real
+grid over two stacks -- tf.keras 2.15 and Keras 3 on JAX -- written, read, judged, published and
+resumed, then one of its files checked as a user's own (its custom layer from a file of theirs),
+run as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.matrix import load
+from harness.portability import grid, judge, publish
+
+from .conftest import harness
+
+QUICK = pytest.mark.quick
+
+
+def _tried(*ways):
+    return {"tried": list(ways)}
+
+
+def _loads(writer_entry, reader_entry, own_diff=0.0):
+    """Two stacks: A wrote a gru in h5; A reads its own file (own_diff), B reads it (reader_entry)."""
+    own = _tried({"way": "load_model", "loaded": True, "max_abs_diff": own_diff})
+    stack = {"keras": "2.15.0", "tensorflow": "2.15.0"}
+    wrote = {"stack": stack, "models": {"gru": {"h5": own}}}
+    return {"A": {"stack": stack, "writers": {"A": wrote}},
+            "B": {"stack": {"keras": "3.15.1"}, "writers": {"A": {**wrote, "models": {"gru": {"h5": reader_entry}}}}}}
+
+
+def _judged(reader_entry, own_diff=0.0):
+    return {(r["writer"], r["reader"]): r for r in judge.records(_loads(None, reader_entry, own_diff))}[("A", "B")]
+
+
+@QUICK
+def test_each_file_is_judged_by_one_rule_against_the_floor_its_writers_own_stack_measured():
+    same = _judged(_tried({"way": "load_model", "loaded": False, "error": "ValueError: x"},
+                          {"way": "load_model compile=False", "loaded": True, "max_abs_diff": 3e-7}))
+    assert same["verdict"] == judge.SAME and same["way"] == "load_model compile=False"   # the way that works, named
+    assert same["floor"] == judge.FLOOR                                       # own stack exact: the least floor
+    differs = _judged(_tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.2},
+                             {"way": "load_model compile=False", "loaded": True, "max_abs_diff": 0.1}))
+    assert differs["verdict"] == judge.DIFFERS and differs["max_abs_diff"] == 0.1   # the best way's difference
+    # the writer's own stack shows 1e-4 on reloading: the floor is ten times that, so 5e-4 is the same
+    assert _judged(_tried({"way": "load_model", "loaded": True, "max_abs_diff": 5e-4}), own_diff=1e-4)["verdict"] \
+        == judge.SAME
+    shape = _judged(_tried({"way": "load_weights", "loaded": True, "shape": [16, 4]}))
+    assert shape["verdict"] == judge.DIFFERS and shape["shape"] == [16, 4]
+    refused = _judged(_tried({"way": "load_model", "loaded": False, "error": "TypeError: Could not locate"}))
+    assert refused["verdict"] == judge.REFUSES and refused["errors"] == {"load_model": "TypeError: Could not locate"}
+    unknown = _judged({"unknown": "Keras 2.2.4 knows no .keras archive"})
+    assert unknown["verdict"] == judge.UNKNOWN and "2.2.4" in unknown["reason"]
+
+
+@QUICK
+def test_the_page_and_the_csv_say_every_verdict(tmp_path):
+    loads = _loads(None, _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.3}))
+    records = judge.records(loads, {"A": "A/load/none-c1/b128/r0", "B": "B/load/none-c1/b128/r0"})
+    text = publish.page(records, missing=["C/load/none-c1/b128/r0: error (planted)"])
+    assert "## h5" in text and "| `A` |" in text and f"`{publish.MARK[judge.DIFFERS]}`" in text
+    assert "`A` -> `B`, gru, h5 by `load_model`: largest difference 0.3" in text   # the worst case, loudly
+    assert "C/load/none-c1/b128/r0" in text                                       # a reader that left nothing
+    rows = list(csv.DictReader(io.StringIO(publish.as_csv(records))))
+    assert {(r["writer"], r["reader"], r["verdict"]) for r in rows} == {("A", "A", "same"), ("A", "B", "differs")}
+    assert rows[0]["cell"].endswith("/load/none-c1/b128/r0")
+
+
+@QUICK
+def test_the_grid_is_a_matrix_whose_readers_need_every_writer(tmp_path):
+    made = grid.write(Path("matrices/portability.yaml").resolve(), tmp_path / "grid.yaml")
+    m = load(made)
+    names = [e.name for e in m.environments]
+    readers = [c for c in m.cells if c.workload.name == grid.READER]
+    assert len(readers) == len(names) >= 2
+    for cell in readers:   # every reader is handed every writer's files, its own included (the floor)
+        assert sorted(n["cell"].split("/")[0] for n in cell.needs) == sorted(names)
+        assert sorted(n["as"] for n in cell.needs) == sorted(names)
+
+
+@QUICK
+@pytest.mark.parametrize("text, key", [
+    ("environments: []\n", "environments"),
+    ("environments: [{python: '3.11', keras: '3.15.1', backend: jax}]\nworkloads: []\n", "workloads"),
+    ("environments: [{python: '3.11', keras: '3.15.1', backend: jaks}]\n", "backend"),
+])
+def test_a_bad_stacks_file_is_exit_2_naming_the_file_and_the_key(tmp_path, text, key):
+    (tmp_path / "stacks.yaml").write_text(text)
+    proc = harness("portability", "run", str(tmp_path / "stacks.yaml"), "--engine", "venv",
+                   "--results", str(tmp_path / "r"), timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "stacks.yaml" in proc.stderr or "grid.yaml" in proc.stderr, proc.stderr
+    assert key in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+CUSTOM_LAYER = '''"""The user's own layer, as their training code defines it."""
+import keras
+
+
+class Scale(keras.layers.Layer):
+    def __init__(self, offset=0.5, **kwargs):
+        super().__init__(**kwargs)
+        self.offset = offset
+
+    def build(self, input_shape):
+        self.factor = self.add_weight(name="factor", shape=(int(input_shape[-1]),), initializer="ones")
+        super().build(input_shape)
+
+    def call(self, inputs):
+        return inputs * self.factor + self.offset
+
+    def get_config(self):
+        return {**super().get_config(), "offset": self.offset}
+'''
+
+TWO = """\
+environments:
+  - {python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}
+  - {python: "3.11", keras: "3.15.1", backend: jax}
+"""
+
+
+@QUICK
+def test_check_refuses_what_is_no_model_file_in_one_line(tmp_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "layers.txt").write_text("")
+    for args in (["nowhere.h5"], [str(tmp_path / "folder")],
+                 [str(tmp_path / "layers.txt"), "--custom", str(tmp_path / "layers.txt")]):
+        proc = harness("portability", "check", *args, "--results", str(tmp_path / "r"), timeout=120)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1, proc.stderr
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_two_stacks_write_read_and_judge_every_file_resume_and_check_a_users_own_file(tmp_path):
+    (tmp_path / "stacks.yaml").write_text(TWO)
+    run = ("portability", "run", str(tmp_path / "stacks.yaml"), "--engine", "venv", "--results", str(tmp_path / "r"))
+    proc = harness(*run, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = harness("portability", "publish", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((tmp_path / "out" / "portability.json").read_text())
+    records = data["records"]
+    by = {(r["writer"], r["reader"], r["model"], r["format"]): r for r in records}
+    tf, k3 = "tf2.15", "keras3.15.1-jax"
+    assert data["schema"] == publish.SCHEMA and not data["missing"]
+    assert {data["stacks"][r["writer"]]["keras"] for r in records} == {"2.15.0", "3.15.1"}   # read from what ran
+    for (w, rd, _, fmt), r in by.items():
+        assert r["verdict"] in judge.VERDICTS and r["cell"] == f"{rd}/load/none-c1/b128/r0"
+        if w == rd and fmt in ("h5", "keras", "weights-h5"):   # a stack loads its own files the same
+            assert r["verdict"] == judge.SAME, r
+    # a SavedModel and a TF checkpoint need TensorFlow: Keras 3 on JAX cannot know them, and says so untried
+    for fmt in ("savedmodel", "tf-checkpoint"):
+        assert by[(tf, k3, "gru", fmt)]["verdict"] == judge.UNKNOWN and not by[(tf, k3, "gru", fmt)]["ways"]
+    # what a user asks first: the tf.keras 2.15 HDF5 file on Keras 3 -- answered per model, with the way
+    assert all(by[(tf, k3, m, "h5")]["verdict"] in judge.VERDICTS for m in ("gru", "lstm", "convnet", "custom"))
+    page = (tmp_path / "out" / "portability.md").read_text()
+    assert "## h5" in page and f"`{tf}`" in page and f"`{k3}`" in page
+    again = harness(*run, timeout=600)   # resumable: every cell has its result, nothing runs again
+    assert again.returncode == 0 and "4 of 4 cells already have results" in again.stdout, again.stdout[-2000:]
+    # a user's own file: the tf.keras 2.15 model with a custom layer, its layer's code in a file of the
+    # user's; loaded on both stacks, compared against the stack that wrote it
+    [written] = (tmp_path / "r").glob(f"*/{tf}/save/*/*/*/artifacts/custom/model.h5")
+    (tmp_path / "layers.py").write_text(CUSTOM_LAYER)
+    proc = harness("portability", "check", str(written), str(tmp_path / "stacks.yaml"), "--writer", tf,
+                   "--custom", str(tmp_path / "layers.py"), "--engine", "venv", "--results", str(tmp_path / "c"),
+                   "--out", str(tmp_path / "b"), timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    said = json.loads((tmp_path / "b" / "check.json").read_text())
+    assert said["reference"] == tf and said["readers"][tf]["verdict"] == judge.SAME
+    assert said["readers"][tf]["max_abs_diff"] == 0.0 and said["readers"][tf]["format"] == "h5"
+    other = said["readers"][k3]
+    assert other["verdict"] in (judge.SAME, judge.DIFFERS, judge.REFUSES), other
+    if other["verdict"] != judge.SAME:   # a refusal or a difference leaves a bundle for a report upstream
+        assert (Path(other["bundle"]) / "run.sh").is_file(), other
+    assert f"{k3}:" in proc.stdout and f"{tf}: loads and predicts the same" in proc.stdout, proc.stdout[-2000:]
