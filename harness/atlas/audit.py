@@ -43,6 +43,9 @@ STATUS_DIRECTION = {"broke": "broke", "mended": "mended", "slower": "broke", "fa
 FACT_KINDS = ("reports", "removed", "available", "defaults", "tagged")
 _HEADER = re.compile(r"\*\*(\d+) stacks, (\d+) cells\*\* \(([^)]*)\); "
                      r"\*\*(\d+) changes\*\* between neighbouring releases")
+# The header publish writes: cells and records apart, changes between rows apart from findings within one
+_UNITS = re.compile(r"\*\*(\d+) stacks?, (\d+) cells?, (\d+) records?\*\* \(([^:)]*)[:)][^;]*; "
+                    r"\*\*(\d+) changes?\*\* between neighbouring releases, \*\*(\d+) findings?\*\* within one row")
 _NUMPY1_CLAIM = "Every stack whose own week resolved NumPy 2"
 # An `unsupported` that names the host's limit (CPU devices standing for GPUs), not the release's
 HOST_LIMITS = ("virtual CPU devices", "no GPU")
@@ -119,12 +122,15 @@ def _counts(a: _Atlas) -> list[Finding]:
     if a.about.get("rows") not in (None, len(a.stacks)):
         out.append(Finding("counts", f"{where}: about.rows", f"says {a.about['rows']}; the records hold "
                                                               f"{len(a.stacks)} stacks"))
+    cell_ids = {re.sub(r"/r\d+$", "", r["cell"]) for r in a.records}
+    place = f"{a.page_name}: its header"
+    units = _UNITS.search(a.page)
+    if units:
+        return out + _header_in_units(a, place, units, cell_ids, statuses)
     header = _HEADER.search(a.page)
     if not header:
         return out
     stacks, cells, said, changes = int(header[1]), int(header[2]), header[3], int(header[4])
-    cell_ids = {re.sub(r"/r\d+$", "", r["cell"]) for r in a.records}
-    place = f"{a.page_name}: its header"
     if stacks != len(a.stacks):
         out.append(Finding("counts", place, f"says {stacks} stacks; the data holds {len(a.stacks)}"))
     if cells != len(a.records):
@@ -142,6 +148,20 @@ def _counts(a: _Atlas) -> list[Finding]:
         out.append(Finding("counts", place, f"says {changes} changes between neighbouring releases; {len(within)} "
                                             f"of them are findings within one row ({within[0].get('kind')}: no "
                                             "neighbour)"))
+    return out
+
+
+def _header_in_units(a: _Atlas, place: str, m, cell_ids: set, statuses: Counter) -> list[Finding]:
+    """The header as publish writes it: each count against the data, in the unit it names."""
+    stacks, cells, recs, said, between, within = int(m[1]), int(m[2]), int(m[3]), m[4], int(m[5]), int(m[6])
+    truth = {"stacks": (stacks, len(a.stacks)), "cells": (cells, len(cell_ids)), "records": (recs, len(a.records)),
+             "changes between neighbouring releases": (between, sum(1 for c in a.changes if c.get("before"))),
+             "findings within one row": (within, sum(1 for c in a.changes if not c.get("before")))}
+    out = [Finding("counts", place, f"says {n} {unit}; the data holds {held}")
+           for unit, (n, held) in truth.items() if n != held]
+    for n, word in re.findall(r"(\d+) (\w+)", said):
+        if int(n) != statuses.get(word, 0):
+            out.append(Finding("counts", place, f"says {n} {word} records; the records hold {statuses.get(word, 0)}"))
     return out
 
 

@@ -111,10 +111,12 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
         "fast, on one device and on two through each era's multi-device wrappers. Every environment is "
         "resolved as of its release (the cut-off column: the contemporaries a user got that week).",
         "",
-        f"**{about.get('rows', len(table))} stacks, {about.get('cells', 0)} cells** ({counts}); "
-        f"**{_count(about.get('changes', len(found)), 'change')}** between neighbouring releases. Data: "
+        f"**{about.get('rows', len(table))} stacks, {about.get('distinct_cells', 0)} cells, "
+        f"{about.get('cells', 0)} records** ({counts}: a record per run, a cell's repeats included); "
+        f"**{_count(sum(1 for c in found if c.before), 'change')}** between neighbouring releases, "
+        f"**{_count(sum(1 for c in found if not c.before), 'finding')}** within one row. Data: "
         f"[{folder}/atlas.json]({folder}/atlas.json) and [{folder}/atlas.csv]({folder}/atlas.csv) "
-        "(one record per cell; schema 2, [its fields](reference/atlas-data.md)), "
+        "(one record per run of a cell; schema 2, [its fields](reference/atlas-data.md)), "
         f"[{folder}/changes.json]({folder}/changes.json); new rows and changes as an "
         f"[Atom feed]({folder}/feed.xml).",
         "",

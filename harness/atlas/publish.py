@@ -12,6 +12,7 @@ another day stays published).
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -22,13 +23,14 @@ from harness.errors import UserError
 from harness.terminal import shown
 
 DATA, CSV, CHANGES, FEED, EVIDENCE = "atlas.json", "atlas.csv", "changes.json", "feed.xml", "evidence"
+REPEAT = re.compile(r"/r\d+$")  # a cell id's repeat: what is left is the cell
 
 
 def command(args, console: Console) -> int:
     out = Path(args.out)
     if args.data:
         recs, about = records.read(Path(args.data))
-        written, about = publish(recs, about, out)
+        written, about = publish(recs, {**about, **describe(recs, [], previous=about)}, out)
         _said(console, len(recs), about, written, out)
     else:
         from_results(Path(args.results), out, console)
@@ -59,7 +61,7 @@ def from_results(results: Path, out: Path, console: Console) -> dict:
 
 
 def _said(console: Console, cells: int, about: dict, written: list[Path], out: Path) -> None:
-    console.print(f"atlas: {cells} cells in {about['rows']} rows, {about['changes']} changes; "
+    console.print(f"atlas: {cells} records in {about['rows']} rows, {about['changes']} changes; "
                   f"{len(written)} files under {out} and {pages.main_page(out)}", highlight=False)
 
 
@@ -91,7 +93,8 @@ def describe(recs: list[dict], course: list[dict], previous: dict | None = None)
     previous = previous or {}
     cost = _cost(course) or previous.get("cost") or {}
     return {
-        "cells": len(recs),
+        "cells": len(recs),  # records: a cell's repeats are records of it
+        "distinct_cells": len({REPEAT.sub("", r["cell"]) for r in recs}),
         "statuses": dict(Counter(r["status"] for r in recs).most_common()),
         "engines": sorted({r["engine"] for r in recs if r["engine"]}),
         "hosts": sorted({r["host"] for r in recs if r["host"]}),

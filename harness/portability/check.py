@@ -82,12 +82,14 @@ def compare(results: Path, order: list[str], writer: str | None) -> dict:
     for reader in order:
         if reader not in loads:
             continue
-        formats = (((loads[reader].get("writers") or {}).get(USER) or {}).get("models") or {}).get(USER) or {}
+        offered = (loads[reader].get("writers") or {}).get(USER) or {}
+        formats = (offered.get("models") or {}).get(USER) or {}
         fmt, entry = next(iter(formats.items()), (None, {"unknown": "the file was not handed to this reader"}))
         loaded = [t for t in entry.get("tried") or [] if t.get("loaded")]
         predictions = next((folders[reader] / "artifacts" / t["predictions"] for t in loaded if t.get("predictions")),
                            None)
         seen[reader] = {"format": fmt, "entry": entry, "loaded": loaded, "cell": cells[reader],
+                        "custom_error": offered.get("custom_error"),
                         "predictions": np.load(predictions) if predictions else None}
     loading = [r for r in order if r in seen and seen[r]["predictions"] is not None]
     reference = writer if writer in loading else (loading[0] if loading else None)
@@ -107,4 +109,6 @@ def compare(results: Path, order: list[str], writer: str | None) -> dict:
             answers[reader] = {"verdict": judge.SAME if same else judge.DIFFERS, "way": got["loaded"][0]["way"],
                                "max_abs_diff": diff, "against": reference}
         answers[reader].update(cell=got["cell"], format=got["format"])
+        if got["custom_error"]:  # the user's --custom file does not import on this stack
+            answers[reader]["custom_error"] = got["custom_error"]
     return {"reference": reference, "readers": answers, "missing": gathered.missing}

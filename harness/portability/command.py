@@ -13,7 +13,7 @@ from harness.options.engine import add_engine_args
 from harness.options.shared import add_resource_args
 from harness.terminal import shown
 
-STACKS = "matrices/portability.yaml"
+STACKS = "matrices/portability/stacks.yaml"
 RESULTS = "results/portability"
 OUT = "docs/portability"
 
@@ -129,7 +129,9 @@ def _check(args, console: Console) -> int:
                                    f"(largest difference {a.get('max_abs_diff')})",
                     judge.REFUSES: "refuses: " + "; ".join(f"{w}: {e}" for w, e in (a.get("errors") or {}).items()),
                     judge.UNKNOWN: f"cannot know it: {a.get('reason')}"}[a["verdict"]]
-            console.print(f"  {shown(reader)}: {shown(said[:400])}", highlight=False)
+            if a.get("custom_error"):
+                said = f"your --custom file does not import here ({a['custom_error']}); {said}"
+            console.print(f"  {shown(reader)}: {shown(said[:500])}", highlight=False)
         for line in answer["missing"]:
             console.print(f"[yellow]no observations[/]: {shown(line)}", highlight=False)
         out.mkdir(parents=True, exist_ok=True)

@@ -309,7 +309,11 @@ def read(out, inputs_root):
         except (OSError, ValueError) as exc:
             found["writers"][writer] = {"error": "no manifest: %s" % family(exc)}
             continue
-        CUSTOM.update(users_custom_objects(folder))
+        try:
+            CUSTOM.update(users_custom_objects(folder))
+            custom_error = None
+        except Exception as exc:  # noqa: BLE001 - the user's layers do not import on this stack: said, and
+            custom_error = family(exc)  # every file is still tried (a way that needs them then says so)
         models = {}
         for name, entry in sorted(written["models"].items()):
             if name not in SHAPES and entry.get("inputs"):
@@ -323,6 +327,8 @@ def read(out, inputs_root):
                 keep = os.path.join(out, "predictions", "%s__%s__%s.npy" % (writer, name, fmt))
                 models[name][fmt] = read_one(folder, name, fmt, where, x, expected, keep)
         found["writers"][writer] = {"stack": written["stack"], "models": models}
+        if custom_error:
+            found["writers"][writer]["custom_error"] = custom_error
     with open(os.path.join(out, "loads.json"), "w") as f:
         json.dump(found, f, indent=1, sort_keys=True)
     print("read the files of %d writer(s)" % len(found["writers"]))
