@@ -405,6 +405,17 @@ def test_a_fresh_clone_runs_only_what_the_committed_data_lacks_and_says_the_cost
     cost = next(i for i, line in enumerate(lines) if line.startswith("atlas: 2 environments owe"))
     assert cost < next(i for i, line in enumerate(lines) if "tf2.12: " in line), lines   # said before it ran
     assert {e["environment"] for e in log_of(tmp_path / "some")} == {"tf2.12"}
+    # one cell missing from the data: that cell alone runs, not its environment's others
+    data = json.loads((published / "atlas.json").read_text())
+    gone = next(r for r in data["records"] if r["environment"] == "tf2.11")
+    data["records"] = [r for r in data["records"] if r is not gone]
+    (tmp_path / "one.json").write_text(json.dumps(data))
+    proc = atlas(env, "run", str(root / "atlas"), "--results", str(tmp_path / "one"),
+                 "--data", str(tmp_path / "one.json"))
+    assert proc.returncode == 0, said(proc)
+    [entry] = log_of(tmp_path / "one")
+    assert (entry["matrix"], entry["environment"], entry["cells"], entry["left"]) == (gone["matrix"], "tf2.11", 1, 0)
+    assert [r["cell"] for _, r in iter_results(tmp_path / "one")] == [gone["cell"]]
 
 
 @QUICK

@@ -72,14 +72,19 @@ def stacks(paths: list[Path], results: Path, refresh: bool = False) -> list[Stac
     return out
 
 
+def owed_cells(stack: Stack, results: Path, rerun: frozenset[str] = frozenset(),
+               published: frozenset[tuple[str, str]] = frozenset()) -> list:
+    """The stack's cells with no result yet (or one of a status to run again). `published`:
+    (matrix, cell) the committed data already holds a measured record of -- a fresh clone's atlas
+    starts from it and runs only what it lacks; `--rerun` runs them again."""
+    store = ResultStore(results, stack.matrix.name)
+    return [c for c in stack.cells if store.needs_run(c, rerun)
+            and (rerun or (stack.matrix.name, c.id) not in published)]
+
+
 def owed(stack: Stack, results: Path, rerun: frozenset[str] = frozenset(),
          published: frozenset[tuple[str, str]] = frozenset()) -> int:
-    """How many of the stack's cells have no result yet (or one of a status to run again).
-    `published`: (matrix, cell) the committed data already holds a measured record of -- a fresh
-    clone's atlas starts from it and runs only what it lacks; `--rerun` runs them again."""
-    store = ResultStore(results, stack.matrix.name)
-    return sum(1 for c in stack.cells if store.needs_run(c, rerun)
-               and (rerun or (stack.matrix.name, c.id) not in published))
+    return len(owed_cells(stack, results, rerun, published))
 
 
 def published_cells(data: Path | None) -> frozenset[tuple[str, str]]:
@@ -154,7 +159,7 @@ def removed(venvs: list[Path], uv: Path) -> None:
     shutil.rmtree(uv, ignore_errors=True)
 
 
-def run_one(stack: Stack, results: Path, extra: list[str]) -> int:
+def run_one(stack: Stack, results: Path, extra: list[str], only: list[str] | None = None) -> int:
     """``harness run`` for the stack's cells in a child process; a TERM or INT here ends the
     child first (with TERM: its handler stops its cells and keeps what finished). On a cluster
     (``--executor slurm`` in `extra`) the run builds the environment here and submits its cells
@@ -163,7 +168,7 @@ def run_one(stack: Stack, results: Path, extra: list[str]) -> int:
     env = dict(os.environ, **{CACHE_VARIABLE: str(uv_cache(stack))})
     harness = [sys.executable, "-m", "harness"]
     rc = _child([*harness, "run", str(stack.matrix_path), "--engine", "venv", "--results", str(results),
-                 "--only", f"{stack.environment.name}/*", *extra], env)
+                 *[a for cell in only or [f"{stack.environment.name}/*"] for a in ("--only", cell)], *extra], env)
     if rc == 0 and "slurm" in extra:
         _child([*harness, "status", str(stack.matrix_path), "--results", str(results), "--wait", f"{MAX_SECONDS:.0f}"],
                env)
@@ -195,16 +200,20 @@ def drive(stack_list: list[Stack], results: Path, *, keep: bool, extra: list[str
     done = skipped = 0
     for i, stack in enumerate(stack_list, 1):
         name = f"{stack.matrix.name}/{stack.environment.name}"
-        missing = owed(stack, results, rerun, published)
+        cells = owed_cells(stack, results, rerun, published)
+        missing = len(cells)
         if not missing:
             skipped += 1
             continue
         say(f"[{i}/{len(stack_list)}] {name}: {missing} cells")
         started = time.time()
-        rc = run_one(stack, results, extra)
+        # some of the environment's cells are in the committed data: name the others, or its run would
+        # measure those again (a run skips only what its results folder holds)
+        partial = published and missing < owed(stack, results, rerun)
+        rc = run_one(stack, results, extra, only=[c.id for c in cells] if partial else None)
         venv = VenvEngine().location(stack.environment)
         entry = {"matrix": stack.matrix.name, "environment": stack.environment.name, "cells": missing,
-                 "left": owed(stack, results), "rc": rc, "started": _iso(started),
+                 "left": owed(stack, results, published=published), "rc": rc, "started": _iso(started),
                  "seconds": round(time.time() - started, 1),
                  "build_seconds": _build_seconds(venv),
                  "disk_bytes": footprint(venv, uv_cache(stack)), "removed": False}
