@@ -122,7 +122,7 @@ def _counts(a: _Atlas) -> list[Finding]:
     if a.about.get("rows") not in (None, len(a.stacks)):
         out.append(Finding("counts", f"{where}: about.rows", f"says {a.about['rows']}; the records hold "
                                                               f"{len(a.stacks)} stacks"))
-    cell_ids = {re.sub(r"/r\d+$", "", r["cell"]) for r in a.records}
+    cell_ids = {records.cell_of(r) for r in a.records}
     place = f"{a.page_name}: its header"
     units = _UNITS.search(a.page)
     if units:

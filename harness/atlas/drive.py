@@ -87,14 +87,14 @@ def owed(stack: Stack, results: Path, rerun: frozenset[str] = frozenset(),
     return len(owed_cells(stack, results, rerun, published))
 
 
-def published_cells(data: Path | None) -> frozenset[tuple[str, str]]:
-    """The (matrix, cell) of the committed data's measured records: every status but
-    `unavailable`, which says the host that ran it lacked something, not what the stack does."""
+def committed(data: Path | None) -> tuple[frozenset[tuple[str, str]], dict]:
+    """The committed data's measured cells, (matrix, cell) -- every status but `unavailable`, which
+    says the host that ran it lacked something, not what the stack does -- and its `about`."""
     if data is None or not data.is_file():
-        return frozenset()
+        return frozenset(), {}
     from harness.atlas import records
-    recs, _ = records.read(data)
-    return frozenset((r["matrix"], r["cell"]) for r in recs if r["status"] != "unavailable")
+    recs, about = records.read(data)
+    return frozenset((r["matrix"], r["cell"]) for r in recs if r["status"] != "unavailable"), about
 
 
 def cost_line(owing: list[tuple[Stack, int]], about: dict) -> str:
@@ -267,12 +267,8 @@ def run(where: Path, results: Path, console: Console, *, refresh: bool = False, 
     found = stacks(matrices(where), results, refresh=refresh)
     if only:
         found = [s for s in found if fnmatchcase(s.environment.name, only)]
-    published = published_cells(data)
+    published, about = committed(data)
     owing = [(s, n) for s in found if (n := owed(s, results, rerun, published))]
-    about = {}
-    if data is not None and data.is_file():
-        from harness.atlas import records
-        about = records.read(data)[1]
     if owing:
         said = cost_line(owing, about)
         if published:

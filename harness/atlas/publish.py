@@ -12,7 +12,6 @@ another day stays published).
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from harness.errors import UserError
 from harness.terminal import shown
 
 DATA, CSV, CHANGES, FEED, EVIDENCE = "atlas.json", "atlas.csv", "changes.json", "feed.xml", "evidence"
-REPEAT = re.compile(r"/r\d+$")  # a cell id's repeat: what is left is the cell
 
 
 def command(args, console: Console) -> int:
@@ -94,7 +92,7 @@ def describe(recs: list[dict], course: list[dict], previous: dict | None = None)
     cost = _cost(course) or previous.get("cost") or {}
     return {
         "cells": len(recs),  # records: a cell's repeats are records of it
-        "distinct_cells": len({REPEAT.sub("", r["cell"]) for r in recs}),
+        "distinct_cells": len({records.cell_of(r) for r in recs}),
         "statuses": dict(Counter(r["status"] for r in recs).most_common()),
         "engines": sorted({r["engine"] for r in recs if r["engine"]}),
         "hosts": sorted({r["host"] for r in recs if r["host"]}),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 from harness.errors import UserError
@@ -100,6 +101,14 @@ def _host(cpus, platform: str) -> str:
 
 def _rounded(value) -> float | str:
     return round(float(value), 1) if isinstance(value, (int, float)) else ""
+
+
+REPEAT = re.compile(r"/r\d+$")  # a cell id's repeat: what is left is the cell
+
+
+def cell_of(record: dict) -> str:
+    """The cell a record is a run of: its id without the repeat (a repeat is not another cell)."""
+    return REPEAT.sub("", record["cell"])
 
 
 def collect(results: Path, notes=None) -> list[dict]:

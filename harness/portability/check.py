@@ -44,12 +44,13 @@ def digest(model: Path, custom: Path | None) -> str:
     return h.hexdigest()[:16]
 
 
-def matrix_text(stacks: Path, model: Path, custom: Path | None, names: list[str], writer: str | None) -> str:
+def matrix_text(stacks: Path, model: Path, custom: Path | None, content: str, names: list[str],
+                writer: str | None) -> str:
     """The check's matrix: the writer's stack offers the file (the harness's own script reads it
     where the user keeps it, and hands a copy on), every stack reads it."""
     raw = grid.read(stacks)
     offerer = writer or (names[0] if names else None)
-    args = [OFFER, str(model), digest(model, custom), *([str(custom)] if custom else [])]
+    args = [OFFER, str(model), content, *([str(custom)] if custom else [])]
     workloads = [{"name": OFFER, "script": str(grid.SCRIPT), "path": str(grid.SCRIPTS), "args": args}]
     doc = {"name": "portability-check", "description": f"{model.name} loaded on each stack of {stacks.name}",
            "environments": raw["environments"], "workloads": workloads,
@@ -65,11 +66,12 @@ def matrix_text(stacks: Path, model: Path, custom: Path | None, names: list[str]
 def write_matrix(stacks: Path, model: Path, custom: Path | None, writer: str | None, out: Path) -> Path:
     from harness.matrix import load
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(matrix_text(stacks, model, custom, [], None))
+    content = digest(model, custom)
+    out.write_text(matrix_text(stacks, model, custom, content, [], None))
     names = [env.name for env in load(out).environments]
     if writer is not None and writer not in names:
         raise UserError(f"--writer {writer}: no such stack in {stacks} (its stacks: {', '.join(names)})")
-    out.write_text(matrix_text(stacks, model, custom, names, writer))
+    out.write_text(matrix_text(stacks, model, custom, content, names, writer))
     return out
 
 
