@@ -850,6 +850,65 @@ def test_a_speed_shift_is_a_candidate_until_run_side_by_side_then_confirmed_or_r
     # a slow-down found with the newer end the worse, a speed-up with the older: confirmed; a slow-down
     # whose newer end was the faster side by side: refuted
     assert [c.speed for c in found] == ["confirmed", "confirmed", "refuted", "candidate", None]
+    # refuted the other way: the verdict names the direction found, never the rows' one struck through alone
+    assert "the other way: faster" in found[2].detail and "other way" not in found[0].detail + found[3].detail
+
+
+@QUICK
+def test_a_stack_two_matrices_measured_is_one_row_whose_records_keep_their_matrix():
+    """One stack (the same versions) measured by two matrices is one row: the second's records join the
+    first's columns as more repeats, and a repro command names the matrix that ran the record it quotes."""
+    from harness.atlas import changes, rows
+
+    pins = {"workload": "gru-2x32", "model": "gru", "wrapper": "none", "python": "3.12.1", "tensorflow": "2.17.1",
+            "keras": "3.6.0", "keras_api": "keras3", "backend": "tensorflow", "numpy": "1.26.4"}
+    recs = [_record(matrix="atlas-keras3", matrix_file="matrices/atlas/keras3.yaml", environment="tf2.17.1-keras3.6.0",
+                    cell="tf2.17.1-keras3.6.0/gru-2x32/none-c1/b128/r0", status="ok", **pins),
+            _record(matrix="atlas-tf2-keras3", matrix_file="matrices/atlas/tf2-keras3.yaml",
+                    environment="tf2.17.1-keras3", cell="tf2.17.1-keras3/gru-2x32/none-c1/b128/r0", status="ok",
+                    **pins),
+            _record(matrix="atlas-tf2-keras3", matrix_file="matrices/atlas/tf2-keras3.yaml",
+                    environment="tf2.17.1-keras3", cell="tf2.17.1-keras3/gru-2x32/mirrored-c2/b128/r0",
+                    status="error", family="exception: ValueError", **{**pins, "wrapper": "mirrored"}, devices=2)]
+    table = rows.build(recs)
+    assert [r.key for r in table] == ["atlas-keras3/tf2.17.1-keras3.6.0"]
+    assert len(table[0].entries["gru-2x32 none-c1"].records) == 2
+    said = changes._status_evidence(table[0], "gru-2x32 mirrored-c2", "broke")
+    assert any("matrices/atlas/tf2-keras3.yaml 'tf2.17.1-keras3/" in e.get("command", "") for e in said), said
+
+
+@QUICK
+def test_a_change_between_rows_names_every_package_that_moved_and_the_defaults_a_release_changed():
+    """Neighbouring rows resolved as of their own weeks differ by more than the release: the change
+    names each other package that moved, with both versions, and across TF 2.0 -- whose notes changed the
+    GRU's defaults -- says the same code built another model, naming the defaults."""
+    from harness.atlas import changes, rows
+
+    def rec(env, tf, numpy, status):
+        return _record(matrix="atlas-tf", environment=env, cell=f"{env}/gru-2x32/make_parallel-c2/b128/r0",
+                       workload="gru-2x32", model="gru", wrapper="make_parallel", devices=2, status=status,
+                       python="3.7.17", tensorflow=tf, keras="2.2.4-tf", keras_api="tf.keras", numpy=numpy,
+                       family="exception: InvalidArgumentError" if status == "error" else "")
+    table = rows.build([rec("tf1.15.5", "1.15.5", "1.18.5", "ok"), rec("tf2.0.4", "2.0.4", "1.19.5", "error")])
+    broke = next(c for c in changes.find(table) if c.kind == "broke")
+    assert "numpy moved too (1.18.5 -> 1.19.5)" in broke.detail, broke.detail
+    assert "tensorflow 2.0.0 changed the GRU's defaults (reset_after" in broke.detail, broke.detail
+    assert "keras moved" not in broke.detail  # tf.keras moves with TensorFlow: not another package
+
+
+@QUICK
+def test_a_bisects_nights_are_said_by_the_build_that_ran_not_by_a_guess():
+    """Where the nights do not narrow a release's change, the evidence names the build its search ran
+    and what that build did, with its upload day -- never where the change might have come from."""
+    from harness.atlas import explain
+
+    night = {"nightly": "keras-nightly", "window": ["3.7.0.dev2024112603", "3.7.0.dev2024112703"],
+             "uploaded": {"3.7.0.dev2024112703": "2024-11-27T03:30:00Z"},
+             "problem": "the new end 3.7.0.dev2024112703 is not bad: good (1 ok) -- the change is not between two "
+                        "nights of the main branch: it may have reached the release through its release branch"}
+    said = explain._answer({"package": "keras", "first_bad": "3.7.0", "nightly": night})
+    assert "keras-nightly 3.7.0.dev2024112703 (uploaded 2024-11-27) is not bad: good" in said, said
+    assert "release branch" not in said
 
 
 @QUICK

@@ -26,27 +26,26 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from rich.console import Console
 
 from harness import status
 from harness.atlas import records, rows
+from harness.atlas.changes import OTHER_WAY_SAID
+from harness.atlas.facts import FACTS, defaults_crossed, load_facts
 from harness.errors import UserError
 from harness.terminal import shown
 
-FACTS = Path(__file__).with_name("facts.yaml")  # the harness's own: release-note truths with their sources
 PINS = ("python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "torch")
-MOVED_WITH = ("python", "tensorflow", "keras", "numpy", "jax", "torch")  # what a change must name when it moved
 STATUS_DIRECTION = {"broke": "broke", "mended": "mended", "slower": "broke", "faster": "mended"}
-FACT_KINDS = ("reports", "removed", "available", "defaults", "tagged")
 _HEADER = re.compile(r"\*\*(\d+) stacks, (\d+) cells\*\* \(([^)]*)\); "
                      r"\*\*(\d+) changes\*\* between neighbouring releases")
 # The header publish writes: cells and records apart, changes between rows apart from findings within one
 _UNITS = re.compile(r"\*\*(\d+) stacks?, (\d+) cells?, (\d+) records?\*\* \(([^:)]*)[:)][^;]*; "
                     r"\*\*(\d+) changes?\*\* between neighbouring releases, \*\*(\d+) findings?\*\* within one row")
-_NUMPY1_CLAIM = "Every stack whose own week resolved NumPy 2"
+_NUMPY1_CLAIM = "Every stack whose own week resolved NumPy 2"   # the sentence before it was counted
+_NUMPY1_COUNT = re.compile(r"(\d+) of the (\d+) stacks whose own week resolved NumPy 2")
 # An `unsupported` that names the host's limit (CPU devices standing for GPUs), not the release's
 HOST_LIMITS = ("virtual CPU devices", "no GPU")
 
@@ -56,27 +55,6 @@ class Finding:
     check: str   # counts, devices, duplicates, verdicts, like-for-like, claims, facts
     where: str   # the file, and the record, change or sentence in it
     what: str    # the contradiction, in one sentence
-
-
-def load_facts(path: Path = FACTS) -> list[dict]:
-    """The facts file, checked: a fact of an unknown kind or without its source is the user's error."""
-    try:
-        facts = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"{path}: not a readable facts file ({type(exc).__name__})") from None
-    if not isinstance(facts, list):
-        raise UserError(f"{path}: a list of facts expected")
-    for i, fact in enumerate(facts):
-        if not isinstance(fact, dict) or fact.get("kind") not in FACT_KINDS or not fact.get("source"):
-            raise UserError(f"{path}: fact {i + 1} ({fact.get('id') if isinstance(fact, dict) else fact!r}): "
-                            f"needs a kind ({', '.join(FACT_KINDS)}) and a source")
-        if not fact.get("releases") and not fact.get("release"):
-            raise UserError(f"{path}: fact {fact.get('id')}: names neither `release` nor `releases`")
-        try:
-            SpecifierSet(str(fact.get("releases", "")))
-        except InvalidSpecifier:
-            raise UserError(f"{path}: fact {fact.get('id')}: releases {fact.get('releases')!r} is no version range")
-    return facts
 
 
 class _Atlas:
@@ -95,6 +73,9 @@ class _Atlas:
         self.stacks: dict[str, list[dict]] = defaultdict(list)  # "matrix/environment" -> its records
         for r in self.records:
             self.stacks[f"{r['matrix']}/{r['environment']}"].append(r)
+        # a stack is its pins: two matrices that measured one are one stack (a row without versions, alone)
+        self.stack_count = len({tuple(self.pins(s).items()) if self.pins(s).get("tensorflow") or
+                                self.pins(s).get("keras") else s for s in self.stacks})
 
     def evidence(self, change: dict) -> dict:
         path = self.data.parent / "evidence" / f"{change.get('id')}.json"
@@ -119,9 +100,9 @@ def _counts(a: _Atlas) -> list[Finding]:
     if a.about.get("statuses") not in (None, dict(statuses)):
         out.append(Finding("counts", f"{where}: about.statuses", f"says {a.about['statuses']}; the records give "
                                                                   f"{dict(statuses)}"))
-    if a.about.get("rows") not in (None, len(a.stacks)):
+    if a.about.get("rows") not in (None, a.stack_count):
         out.append(Finding("counts", f"{where}: about.rows", f"says {a.about['rows']}; the records hold "
-                                                              f"{len(a.stacks)} stacks"))
+                                                              f"{a.stack_count} stacks"))
     cell_ids = {records.cell_of(r) for r in a.records}
     place = f"{a.page_name}: its header"
     units = _UNITS.search(a.page)
@@ -131,8 +112,8 @@ def _counts(a: _Atlas) -> list[Finding]:
     if not header:
         return out
     stacks, cells, said, changes = int(header[1]), int(header[2]), header[3], int(header[4])
-    if stacks != len(a.stacks):
-        out.append(Finding("counts", place, f"says {stacks} stacks; the data holds {len(a.stacks)}"))
+    if stacks != a.stack_count:
+        out.append(Finding("counts", place, f"says {stacks} stacks; the data holds {a.stack_count}"))
     if cells != len(a.records):
         out.append(Finding("counts", place, f"says {cells} cells; the data holds {len(a.records)} records"))
     elif len(cell_ids) != len(a.records):
@@ -154,7 +135,7 @@ def _counts(a: _Atlas) -> list[Finding]:
 def _header_in_units(a: _Atlas, place: str, m, cell_ids: set, statuses: Counter) -> list[Finding]:
     """The header as publish writes it: each count against the data, in the unit it names."""
     stacks, cells, recs, said, between, within = int(m[1]), int(m[2]), int(m[3]), m[4], int(m[5]), int(m[6])
-    truth = {"stacks": (stacks, len(a.stacks)), "cells": (cells, len(cell_ids)), "records": (recs, len(a.records)),
+    truth = {"stacks": (stacks, a.stack_count), "cells": (cells, len(cell_ids)), "records": (recs, len(a.records)),
              "changes between neighbouring releases": (between, sum(1 for c in a.changes if c.get("before"))),
              "findings within one row": (within, sum(1 for c in a.changes if not c.get("before")))}
     out = [Finding("counts", place, f"says {n} {unit}; the data holds {held}")
@@ -176,9 +157,13 @@ def _devices(a: _Atlas) -> list[Finding]:
 
 
 def _duplicates(a: _Atlas) -> list[Finding]:
+    """Two row pages for one stack. A stack that two matrices measured has its page under the first
+    matrix only (`rows.build`); without a rows folder beside the data, every stack would be a row."""
+    pages = {p.stem for p in (a.data.parent / "rows").glob("*.md")}
     by_pins: dict[tuple, list[str]] = defaultdict(list)
     for stack in a.stacks:
-        by_pins[tuple(a.pins(stack).items())].append(stack)
+        if not pages or rows.slug(*stack.split("/", 1)) in pages:
+            by_pins[tuple(a.pins(stack).items())].append(stack)
     return [Finding("duplicates", f"{a.data}: {', '.join(sorted(same))}",
                     f"one stack ({', '.join(f'{k} {v}' for k, v in pins if v)}) is {len(same)} rows")
             for pins, same in by_pins.items() if len(same) > 1]
@@ -192,7 +177,8 @@ def _verdicts(a: _Atlas) -> list[Finding]:
         got = found.get("direction")
         if not want or not got or found.get("problem"):
             continue
-        if got != want:
+        said = OTHER_WAY_SAID in (c.get("detail") or "") and c.get("confirmed") is False
+        if got != want and not said:  # a refuted speed change that names the direction found agrees with it
             first = found.get("first_good") if got == "mended" else found.get("first_bad")
             out.append(Finding("verdicts", f"changes.json: {c['id']} ({c.get('kind')} {c.get('column')}, "
                                            f"{c.get('before')} -> {c.get('after')})",
@@ -203,27 +189,19 @@ def _verdicts(a: _Atlas) -> list[Finding]:
 
 def _like_for_like(a: _Atlas, facts: list[dict]) -> list[Finding]:
     out = []
-    defaults = [f for f in facts if f["kind"] == "defaults"]
     for c in a.changes:
         before, after = a.pins(c.get("before") or ""), a.pins(c.get("after") or "")
         if not before or not after or c.get("kind") not in ("faster", "slower", "accuracy", "broke", "mended"):
             continue
         where = f"changes.json: {c['id']} ({c.get('kind')} {c.get('column')}, {c['before']} -> {c['after']})"
-        moved = [k for k in MOVED_WITH if before.get(k) != after.get(k)]
-        primary = rows.released_package(c.get("line") or "", before, after)
-        bundled = after.get("keras_api") in ("tf.keras", "tf_keras")  # tf.keras and tf-keras move with TF
         detail = (c.get("detail") or "").lower()
-        unsaid = [k for k in moved if k != primary and not (k == "keras" and bundled) and k not in detail]
+        unsaid = [(k, x, y) for k, x, y in rows.moved_besides(c.get("line") or "", before, after) if k not in detail]
         if unsaid:
             out.append(Finding("like-for-like", where, "published as one release's change; "
-                               + ", ".join(f"{k} moved too ({before.get(k) or '-'} -> {after.get(k) or '-'})"
-                                           for k in unsaid) + " and the change does not say so"))
+                               + ", ".join(f"{k} moved too ({x or '-'} -> {y or '-'})" for k, x, y in unsaid)
+                               + " and the change does not say so"))
         model = (c.get("column") or "").split("-")[0]
-        for fact in defaults:
-            lo, hi = rows.parse_version(before.get(fact["package"])), rows.parse_version(after.get(fact["package"]))
-            at = rows.parse_version(fact["release"])
-            if None in (lo, hi, at) or not lo < at <= hi or model not in fact.get("models", ()):
-                continue
+        for fact in defaults_crossed(facts, {k: (before.get(k), after.get(k)) for k in before}, model):
             if not any(name in detail for name in fact.get("names", ())):
                 out.append(Finding("like-for-like", where, f"across {fact['package']} {fact['release']}, which "
                                    f"changed the {model.upper()}'s defaults ({', '.join(fact.get('names', ()))}): "
@@ -232,23 +210,34 @@ def _like_for_like(a: _Atlas, facts: list[dict]) -> list[Finding]:
 
 
 def _claims(a: _Atlas) -> list[Finding]:
-    if _NUMPY1_CLAIM not in a.page:
-        return []
+    """The NumPy 1 boundary's sentence: the old one said every stack on NumPy 2 has a NumPy 1 twin;
+    the one publish writes counts them ("N of the M stacks ..."): both held against the rows."""
     twins = {tuple((k, v) for k, v in a.pins(s).items() if k not in ("numpy", "jax", "python"))
              for s in a.stacks if s.startswith("atlas-numpy1/")}
-    missing = []
+    on_numpy2, missing = set(), []
     for stack in a.stacks:
         pins = a.pins(stack)
         numpy = rows.parse_version(pins.get("numpy"))
         if stack.startswith("atlas-numpy1/") or numpy is None or numpy.major < 2:
             continue
-        if tuple((k, v) for k, v in pins.items() if k not in ("numpy", "jax", "python")) not in twins:
+        key = tuple((k, v) for k, v in pins.items() if k not in ("numpy", "jax", "python"))
+        on_numpy2.add(tuple(pins.items()))  # one stack, however many matrices measured it
+        if key not in twins and stack not in missing:
             missing.append(stack)
-    if not missing:
+    counted = _NUMPY1_COUNT.search(a.page)
+    if counted:
+        said, held = (int(counted[1]), int(counted[2])), (len(on_numpy2) - len(_distinct(a, missing)), len(on_numpy2))
+        return [] if said == held else [Finding("claims", f"{a.page_name}: '{counted[0]}'",
+                                                f"the rows give {held[0]} of {held[1]}")]
+    if _NUMPY1_CLAIM not in a.page or not missing:
         return []
     return [Finding("claims", f"{a.page_name}: '{_NUMPY1_CLAIM} ...'",
                     f"{len(missing)} stacks that resolved NumPy 2 have no NumPy 1 twin: {', '.join(missing[:6])}"
                     + (" ..." if len(missing) > 6 else ""))]
+
+
+def _distinct(a: _Atlas, stacks: list[str]) -> set:
+    return {tuple(a.pins(s).items()) for s in stacks}
 
 
 def _in(fact: dict, pins: dict) -> bool:

@@ -25,11 +25,14 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 
 from harness import status as st
-from harness.atlas.rows import Row, lines
+from harness.atlas.facts import defaults_crossed, load_facts
+from harness.atlas.rows import Row, lines, moved_besides
 from harness.watch import changes as ch
 
 FLOOR = 0.02          # the least accuracy difference claimed between devices, however narrow the spread
 SPEED_EFFECT = 0.25   # the least relative speed shift claimed between releases on this host
+OTHER_WAY = {"broke": "slower", "mended": "faster"}  # what a speed bisect's direction says of the newer release
+OTHER_WAY_SAID = "run side by side, the other way"  # how a refuted speed change names the direction found
 BLIP = 1.25           # a slow-down and a speed-up at the next row that multiply to within this: one busy row
 
 
@@ -67,8 +70,9 @@ class Change:
         return {"id": self.id, **asdict(self)}
 
 
-def find(rows: list[Row], *, seed: int = 0) -> list[Change]:
-    """Every change along every line, then the rows' own device findings."""
+def find(rows: list[Row], *, seed: int = 0, facts: list[dict] | None = None) -> list[Change]:
+    """Every change along every line, then the rows' own device findings; each change between
+    rows says what else moved between them (`_not_alone`; `facts` default: the harness's own)."""
     out: list[Change] = []
     for line, members in lines(rows).items():
         keyed = {r.label + " | " + r.key: r for r in members}
@@ -80,7 +84,29 @@ def find(rows: list[Row], *, seed: int = 0) -> list[Change]:
     for row in rows:
         out += _devices(row)
     out += _boundary(rows)
+    _not_alone(out, rows, load_facts() if facts is None else facts)
     return out
+
+
+def _not_alone(found: list[Change], table: list[Row], facts: list[dict]) -> None:
+    """Neighbouring rows differ by more than the release a change is published as when another
+    package moved with it (NumPy, a backend: each stack is resolved as of its own release's day)
+    or the release's notes changed the model's defaults (the same code builds another model).
+    Such a change says so in its own sentence: the packages with both versions, the defaults by
+    name, from `facts.yaml`. The boundary's changes are NumPy's move itself and say it already."""
+    by_key = {r.key: r for r in table}
+    for c in found:
+        before, after = by_key.get(c.before or ""), by_key.get(c.after)
+        if before is None or after is None or c.kind == "numpy":
+            continue
+        old, new = dict(before.pins), dict(after.pins)
+        said = [f"{k} moved too ({a or '-'} -> {b or '-'})" for k, a, b in moved_besides(c.line, old, new)]
+        model = c.column.split("-")[0]
+        said += [f"another model: {f['package']} {f['release']} changed the {model.upper()}'s defaults "
+                 f"({', '.join(f.get('names', ()))})"
+                 for f in defaults_crossed(facts, {k: (old.get(k), new.get(k)) for k in old}, model)]
+        if said:
+            c.detail += " -- not this release alone: " + "; ".join(said)
 
 
 def _boundary(table: list[Row]) -> list[Change]:
@@ -150,7 +176,7 @@ def _status(line: str, col: str, members: list[Row], keyed: dict) -> list[Change
 def _status_evidence(row: Row, col: str, kind: str) -> list[dict]:
     entry = row.entries[col]
     cell = entry.records[0]["cell"]
-    matrix = row.matrix_file
+    matrix = entry.records[0].get("matrix_file") or row.matrix_file  # the matrix that ran this record
     out = []
     if entry.family:
         out.append({"what": "failure family", "text": entry.family})

@@ -184,6 +184,25 @@ def attach(found: list[changes.Change], evidence: Path, link_prefix: str) -> Non
         if change.confirmed is not None:  # a speed shift: the bisect ran both ends side by side, and
             # found the newer end the worse (broke) for a slow-down, the older (mended) for a speed-up
             change.confirmed = not data.get("problem") and data.get("direction") == SPEED_DIRECTION.get(change.kind)
+            got = data.get("direction")
+            if not change.confirmed and not data.get("problem") and got in changes.OTHER_WAY:
+                # refuted, and more: side by side, the releases part the other way; the verdict says
+                # which, so it never reads as the rows' direction with a strike through it
+                first = data.get("first_good") if got == "mended" else data.get("first_bad")
+                change.detail += f"; {changes.OTHER_WAY_SAID}: {changes.OTHER_WAY[got]}" + (
+                    f" from {data.get('package')} {first}" if first else "")
+
+
+def _nights_ran(night: dict) -> str:
+    """What the search of the nights ran and found, from its record only: the build at the end that
+    did not behave as its release did, with its upload day (the record's words before ' -- ',
+    never the guess after them about where else the change could have come from)."""
+    found = night["problem"].split(" -- ")[0]
+    build = next((b for b in night.get("window") or [] if f" {b} " in f" {found} "), None)
+    day = (night.get("uploaded") or {}).get(build, "")[:10] if build else ""
+    if build and day:
+        found = found.replace(build, f"{night.get('nightly') or 'nightly'} {build} (uploaded {day})", 1)
+    return found[:200]
 
 
 def _answer(data: dict) -> str:
@@ -208,6 +227,6 @@ def _answer(data: dict) -> str:
                 if found_night:
                     text += f", night {found_night}"
                 elif night.get("problem"):  # said, not hidden: why the nights do not narrow it
-                    text += f"; its nights: {night['problem'].split(' -- ')[-1][:160]}"
+                    text += f"; its nights: {_nights_ran(night)}"
             return text
     return f"bisect of {package}: {data.get('direction') or 'no change found'}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness import status as st
 from harness.atlas.changes import Change, grouped
-from harness.atlas.rows import LINES, Row, columns
+from harness.atlas.rows import LINES, Row, columns, parse_version
 
 ROWS = "rows"
 # The pages' commands are exercised by the atlas's tests (the docs' convention: tests/test_docs.py)
@@ -359,8 +359,12 @@ def _boundary_section(table: list[Row], found: list[Change], folder: str) -> lis
     if not variants:
         return []
     by_key = {r.key: r for r in table}
-    out = ["## The NumPy 1/2 boundary", "", "Every stack whose own week resolved NumPy 2, measured again with "
-           "`numpy<2` (on Python 3.12, NumPy 1's last): its columns against the same stack's with NumPy 2.", "",
+    on_numpy2 = [r for r in table if r.line == r.base_line and (v := parse_version(r.stack.get("numpy")))
+                 and v.major >= 2]
+    twinned = [t for t in on_numpy2 if _twin(t, variants)]
+    out = ["## The NumPy 1/2 boundary", "", f"{len(twinned)} of the {len(on_numpy2)} stacks whose own week resolved "
+           "NumPy 2 measured again with `numpy<2` (on Python 3.12, NumPy 1's last): their columns against the same "
+           "stack's with NumPy 2. The others have no NumPy 1 row.", "",
            "| NumPy 1 kept | NumPy 2 | what differs |", "|---|---|---|"]
     for row in variants:
         mine = [c for c in found if c.kind == "numpy" and c.before == row.key]
@@ -374,6 +378,12 @@ def _boundary_section(table: list[Row], found: list[Change], folder: str) -> lis
         out.append(f"| {_link(row, folder)} | {_link(twin, folder)} | {what} |")
     out.append("")
     return out
+
+
+def _twin(row: Row, variants: list[Row]) -> Row | None:
+    """The variant row (NumPy 1 kept) of a plain row: the same TensorFlow, Keras and backend."""
+    return next((v for v in variants if v.base_line == row.line and v.stack.get("tensorflow") ==
+                 row.stack.get("tensorflow") and v.stack.get("keras") == row.stack.get("keras")), None)
 
 
 def _notes_section(checks: list[dict], table: list[Row], folder: str) -> list[str]:

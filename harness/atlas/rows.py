@@ -33,8 +33,8 @@ LINES = {
 VARIANTS = {"atlas-numpy1": "numpy1"}
 # Columns in the seeds' order: the recurrent classifiers, the convnet, then the cuDNN layers
 MODELS = ("gru", "lstm", "convnet", "cudnn_gru", "cudnn_lstm")
-STACK_FIELDS = ("python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "torch", "cutoff",
-                "matrix_file")
+PINS = ("python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "torch")  # what a stack is
+STACK_FIELDS = (*PINS, "cutoff", "matrix_file")
 
 
 @dataclass
@@ -94,8 +94,14 @@ class Row:
         return f"{self.matrix}/{self.environment}"
 
     @property
+    def pins(self) -> tuple:
+        """What the stack is -- its versions as its cells saw them -- without where it was measured
+        (the matrix, its cut-off): two matrices that measured one stack have the same pins."""
+        return tuple((k, self.stack.get(k) or "") for k in PINS)
+
+    @property
     def slug(self) -> str:
-        return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{self.matrix}-{self.environment}")
+        return slug(self.matrix, self.environment)
 
     @property
     def matrix_file(self) -> str:
@@ -136,6 +142,11 @@ class Row:
         return (keras, tf, self.matrix) if self.line.startswith("keras3") else (tf, keras, self.matrix)
 
 
+def slug(matrix: str, environment: str) -> str:
+    """The name of a row's page (``rows/SLUG.md``) and plot."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{matrix}-{environment}")
+
+
 def parse_version(text) -> Version | None:
     """A release as the records spell it ("2.2.4-tf" for a tf.keras, "2.5.1+cpu"), or None where
     none is named or it is no version."""
@@ -159,6 +170,20 @@ def released_package(line: str, before: dict, after: dict) -> str | None:
     return moved[0] if moved else None
 
 
+MOVED_WITH = ("python", "tensorflow", "keras", "numpy", "jax", "torch")  # what a change names when it moved
+
+
+def moved_besides(line: str, before: dict, after: dict) -> list[tuple[str, str, str]]:
+    """(package, before, after) for every package that moved between two rows besides the release
+    a change between them is published as (`released_package`); a tf.keras or tf-keras moves with
+    its TensorFlow and is not named again. What a reader needs to know the change is not that
+    release's alone."""
+    primary = released_package(line, before, after)
+    bundled = after.get("keras_api") in ("tf.keras", "tf_keras")
+    return [(k, before.get(k) or "", after.get(k) or "") for k in MOVED_WITH
+            if (before.get(k) or "") != (after.get(k) or "") and k != primary and not (k == "keras" and bundled)]
+
+
 def column(record: dict) -> str:
     """A column: the workload and the parallelism as the cell id spells it ("gru-2x32 make_parallel-c2")."""
     parts = record["cell"].split("/")
@@ -178,8 +203,27 @@ def build(records: list[dict]) -> list[Row]:
         for r in sorted(recs, key=lambda r: (r["workload"], r["devices"], r["cell"])):
             row.entries.setdefault(column(r), Entry()).records.append(r)
         rows.append(row)
+    rows = _one_per_stack(rows)
     line_order = list(LINES)
     return sorted(rows, key=lambda r: (line_order.index(r.line) if r.line in line_order else 99, r.order()))
+
+
+def _one_per_stack(found: list[Row]) -> list[Row]:
+    """A stack that two matrices measured is one row to a reader: the later matrix's records join
+    the first's row as more repeats of its columns (each record keeps its own matrix and cell id,
+    so a repro command still names the matrix that ran it). A row none of whose cells launched
+    has no versions, and is never taken for another."""
+    first: dict[tuple, Row] = {}
+    out = []
+    for row in sorted(found, key=lambda r: r.key):
+        kept = first.get(row.pins) if (row.stack.get("tensorflow") or row.stack.get("keras")) else None
+        if kept is None:
+            first[row.pins] = row
+            out.append(row)
+            continue
+        for col, entry in row.entries.items():
+            kept.entries.setdefault(col, Entry()).records.extend(entry.records)
+    return out
 
 
 def _most_common(values: list) -> str:

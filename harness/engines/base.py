@@ -287,122 +287,154 @@ class ProcessEngine(Engine):
         env = self.environ(cell, ctx.slot, workloads_root)
         env.update(warmth.variables)
         env.update(ctx.variables)
-        limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
-        cpus = ctx.slot.cpus
         server = self.launcher().for_cell(self.interpreter(prepared), cell, env, workloads_root, warmth,
-                                          cpus=cpus, cancel=ctx.cancel) if self.warm else None
+                                          cpus=ctx.slot.cpus, cancel=ctx.cancel) if self.warm else None
         if server is not None:
             self._launch_ahead(prepared, cell, ctx, workloads_root)
+        one = _HostCell(cell, workdir, ctx, warmth, env, self.confine)
+        try:
+            with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
+                one.start(self.interpreter(prepared), server, out, err)
+                one.watch()
+        finally:
+            one.clean_up()
+        return one.outcome()
 
-        group = CellGroup.make()  # every process of the cell is born in it, where the host allows one
 
-        def preexec() -> None:
-            group.join()
-            _die_with_parent()
-            if cpus:
-                os.sched_setaffinity(0, cpus)
-            if limit:
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+class _HostCell:
+    """One cell as a process of this host, from its start to its outcome: born in its cell group
+    (cellgroup.py), pinned to its slot's cores and memory limit, tied to the harness's life, with
+    a temp folder and a home of its own, and -- on a warm run -- forked from its stack's launcher
+    rather than started fresh. `ProcessEngine.run` says the order; this holds what each step
+    leaves for the next."""
 
-        standby = ctx.standby
+    def __init__(self, cell: Cell, workdir: Path, ctx: RunContext, warmth, env: dict, confine: Offer):
+        self.cell, self.workdir, self.ctx, self.warmth, self.env = cell, workdir, ctx, warmth, env
+        self.confine = confine
+        self.limit = size_bytes(cell.limits.memory) if cell.limits.memory else None
+        self.cpus = ctx.slot.cpus
+        self.group = CellGroup.make()  # every process of the cell is born in it, where the host allows one
         # a cell standing by may wait up to another cell's wall before its own begins: its backstops allow both
-        wall = cell.limits.wall * (2 if standby is not None else 1)
-        argv = cell_argv(self.interpreter(prepared), str(workdir / SPEC_FILE), str(workdir), wall)
+        self.wall = cell.limits.wall * (2 if ctx.standby is not None else 1)
         # The cell's own temp folder, gone with it: what a framework leaves in the temp folder
         # (TF's autograph writes a file per converted function) would otherwise pile up there
         # over a matrix. Set after the launcher is chosen: it is not part of a launcher's key. A
         # harness killed with -9 cannot remove it: the next run does (store.clean_partials).
-        env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix=ctx.scratch_prefix)  # named for its clean-up
-        env["HOME"] = home = own_home(scratch)  # likewise its home: never the user's (cellenv.HOME_NOTE)
-        folders = writable(workdir, scratch, warmth.caches)  # where it may write, if it is confined
-        confined = self.confine.variables(folders)
-        env.update(confined)
-        after: list[dict] = []
-        preparing = None
-        released_at: list[float] = []
+        env["TMPDIR"] = self.scratch = tempfile.mkdtemp(prefix=ctx.scratch_prefix)  # named for its clean-up
+        env["HOME"] = self.home = own_home(self.scratch)  # likewise its home: never the user's (cellenv.HOME_NOTE)
+        self.folders = writable(workdir, self.scratch, warmth.caches)  # where it may write, if it is confined
+        self.confined = confine.variables(self.folders)
+        env.update(self.confined)
+        self.server = None
+        self.proc = None
+        self.preparing = None
+        self.released_at: list[float] = []
+        self.after: list[dict] = []
+        self.memory: dict = {}
+        self.code, self.timed_out, self.seconds = None, False, 0.0
 
-        def released() -> None:
-            """The workload's end event: its training and its record are done; only its exit
-            (the framework's teardown) is left, which needs no GPU to itself."""
-            released_at.append(time.time())
-            if ctx.release is not None:
-                ctx.release()
+    def _preexec(self) -> None:
+        """In the fresh child, before it runs the cell."""
+        self.group.join()
+        _die_with_parent()
+        if self.cpus:
+            os.sched_setaffinity(0, self.cpus)
+        if self.limit:
+            resource.setrlimit(resource.RLIMIT_AS, (self.limit, self.limit))
 
+    def start(self, python: str, server, out, err) -> None:
+        """Fork the cell from the warm launcher `server`, or start it fresh where there is none or
+        it does not answer (the cell then says it started fresh, and why)."""
+        if server is not None:  # forked from the stack's warm launcher: the same cell, started warm
+            try:
+                self.proc = server.start_cell(self.workdir, self.cpus, self.limit,
+                                              self.wall + BACKSTOP_GRACE if self.wall else None,
+                                              tmpdir=self.scratch, cgroup=self.group.procs_file, home=self.home,
+                                              slot={k: self.env[k] for k in SLOT_VARIABLES if k in self.env},
+                                              confine=self.confined)
+                self.server = server
+            except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
+                self.warmth.notes.append(f"launched fresh: the warm launcher did not answer ({exc})")
+        if self.proc is None:
+            argv = cell_argv(python, str(self.workdir / SPEC_FILE), str(self.workdir), self.wall)
+            self.proc = subprocess.Popen(argv, cwd=self.workdir, env=self.env, stdout=out, stderr=err,
+                                         stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=self._preexec)
+            self.group.confirm(self.proc.pid)
+        if self.ctx.on_start:
+            self.ctx.on_start(self.proc.pid)
+        standby = self.ctx.standby
+        if standby is not None and not standby.went.is_set():  # preparing beside the cell on its GPUs
+            self.preparing = beside.begin(beside.NEXT_CELL, self.cell.id, self.cpus)
+            standby.when_went(partial(beside.end, self.preparing))
+
+    def _released(self) -> None:
+        """The workload's end event: its training and its record are done; only its exit
+        (the framework's teardown) is left, which needs no GPU to itself."""
+        self.released_at.append(time.time())
+        if self.ctx.release is not None:
+            self.ctx.release()
+
+    def kill(self) -> None:
+        """Give the cell up: its cgroup at once where it has one; its subreaper's SIGTERM kills
+        all below it; its process group last, if the subreaper is stuck."""
+        self.group.kill()
         try:
-            with open(workdir / STDOUT_FILE, "wb") as out, open(workdir / STDERR_FILE, "wb") as err:
-                proc = None
-                if server is not None:  # forked from the stack's warm launcher: the same cell, started warm
-                    try:
-                        proc = server.start_cell(workdir, cpus, limit,
-                                                 wall + BACKSTOP_GRACE if wall else None,
-                                                 tmpdir=scratch, cgroup=group.procs_file, home=home,
-                                                 slot={k: env[k] for k in SLOT_VARIABLES if k in env},
-                                                 confine=confined)
-                    except OSError as exc:  # the launcher went away: the cell starts fresh, and says so
-                        warmth.notes.append(f"launched fresh: the warm launcher did not answer ({exc})")
-                        server = None
-                if proc is None:
-                    proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=err,
-                                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
-                    group.confirm(proc.pid)
-                if ctx.on_start:
-                    ctx.on_start(proc.pid)
-                if standby is not None and not standby.went.is_set():  # preparing beside the cell on its GPUs
-                    preparing = beside.begin(beside.NEXT_CELL, cell.id, cpus)
-                    standby.when_went(partial(beside.end, preparing))
+            os.kill(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=5)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
-                def kill() -> None:
-                    """Give the cell up: its cgroup at once where it has one; its subreaper's
-                    SIGTERM kills all below it; its process group last, if the subreaper is stuck."""
-                    group.kill()
-                    try:
-                        os.kill(proc.pid, signal.SIGTERM)
-                        proc.wait(timeout=5)
-                    except (ProcessLookupError, subprocess.TimeoutExpired):
-                        pass
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-
-                try:  # polled at 20 Hz (a stat): the end event passes the slot on within the teardown (0.2-0.35 s)
-                    code, timed_out, seconds = watch(proc.poll, kill, workdir / EVENTS_FILE, cell.limits.wall,
-                                                     cell.limits.progress, cancel=ctx.cancel, pause=waiting_on(proc),
-                                                     went=standby.went if standby is not None else None,
-                                                     done=released, interval=0.05)
-                except BaseException:
-                    kill()
-                    proc.wait()
-                    raise
-                finally:
-                    if server is not None:
-                        proc.close()
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)  # the subreaper's own group: nothing of the cell's
-                except ProcessLookupError:
-                    pass
-                after = group.kill()  # what the subreaper could not end (normally nothing)
-                memory = group.memory()
+    def watch(self) -> None:
+        """Until the cell ends, runs past its limits or is cancelled; then end what it left."""
+        standby = self.ctx.standby
+        try:  # polled at 20 Hz (a stat): the end event passes the slot on within the teardown (0.2-0.35 s)
+            self.code, self.timed_out, self.seconds = watch(
+                self.proc.poll, self.kill, self.workdir / EVENTS_FILE, self.cell.limits.wall,
+                self.cell.limits.progress, cancel=self.ctx.cancel, pause=waiting_on(self.proc),
+                went=standby.went if standby is not None else None, done=self._released, interval=0.05)
+        except BaseException:
+            self.kill()
+            self.proc.wait()
+            raise
         finally:
-            group.kill()
-            group.remove()
-            shutil.rmtree(scratch, ignore_errors=True)
-            if preparing is not None:  # a cell that ended before its hand-over prepared until then
-                beside.end(preparing)
+            if self.server is not None:
+                self.proc.close()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the subreaper's own group: nothing of the cell's
+        except ProcessLookupError:
+            pass
+        self.after = self.group.kill()  # what the subreaper could not end (normally nothing)
+        self.memory = self.group.memory()
+
+    def clean_up(self) -> None:
+        """Whatever happened: the cell group, the temp folder, a preparing cell's mark."""
+        self.group.kill()
+        self.group.remove()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.preparing is not None:  # a cell that ended before its hand-over prepared until then
+            beside.end(self.preparing)
+
+    def outcome(self) -> RawOutcome:
+        code, standby, warm = self.code, self.ctx.standby, self.server is not None
         # `timeout` dies of the signal that killed its child, so a SIGSEGV still reads as one
         sig = signal_name(-code) if code is not None and code < 0 else None
         # the host's OOM killer, seen by the cgroup: as Docker's rule, a kill that ended the cell
-        oom = bool(memory.get("oom_kills")) and code != 0
-        return RawOutcome(exit_code=code, signal=sig, oom_killed=oom, timed_out=timed_out,
-                          seconds=seconds + warmth.waited, went_at=standby.went_at if standby is not None else None,
-                          released_at=released_at[0] if released_at and not timed_out else None,
-                          detail={"pid": proc.pid, "memory_limit_bytes": limit,
-                                  "variables": sorted(env), **warmth.detail(server is not None),
-                                  "home": HOME_NOTE + ("; " + LAUNCHER_HOME_NOTE if server is not None else ""),
-                                  "confinement": self.confine.record(folders),
-                                  "leftovers": leftovers(read_reaped(workdir), after, group, how="subreaper"
-                                                         + (" in a cgroup" if group.path else "")),
-                                  "memory": memory})
+        oom = bool(self.memory.get("oom_kills")) and code != 0
+        released = self.released_at[0] if self.released_at and not self.timed_out else None
+        return RawOutcome(exit_code=code, signal=sig, oom_killed=oom, timed_out=self.timed_out,
+                          seconds=self.seconds + self.warmth.waited,
+                          went_at=standby.went_at if standby is not None else None, released_at=released,
+                          detail={"pid": self.proc.pid, "memory_limit_bytes": self.limit,
+                                  "variables": sorted(self.env), **self.warmth.detail(warm),
+                                  "home": HOME_NOTE + ("; " + LAUNCHER_HOME_NOTE if warm else ""),
+                                  "confinement": self.confine.record(self.folders),
+                                  "leftovers": leftovers(read_reaped(self.workdir), self.after, self.group,
+                                                         how="subreaper" + (" in a cgroup" if self.group.path else "")),
+                                  "memory": self.memory})
 
 
 def _text(data: bytes | str | None) -> str:
