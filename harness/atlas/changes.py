@@ -176,7 +176,7 @@ def _status(line: str, col: str, members: list[Row], keyed: dict) -> list[Change
 def _status_evidence(row: Row, col: str, kind: str) -> list[dict]:
     entry = row.entries[col]
     cell = entry.records[0]["cell"]
-    matrix = entry.records[0].get("matrix_file") or row.matrix_file  # the matrix that ran this record
+    matrix, _ = entry.origin  # the matrix that ran this record
     out = []
     if entry.family:
         out.append({"what": "failure family", "text": entry.family})

@@ -33,7 +33,8 @@ def add(sub) -> None:
     r.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
     r.add_argument("--keep", action="store_true", help="keep each environment once its cells are done "
                                                        "(default: removed, so the disk holds about one)")
-    r.add_argument("--only", metavar="GLOB", help="only environments whose name matches")
+    r.add_argument("--only", action="append", metavar="GLOB",
+                   help="only environments whose name matches (repeatable: any of them)")
     r.add_argument("--jobs", type=whole(1, 256), metavar="N", help="cells at once (as `run --jobs`)")
     r.add_argument("--rerun", action="append", default=[], choices=STATUSES, metavar="STATUS",
                    help="run finished cells with this status again, as `run --rerun` (after a harness fix)")

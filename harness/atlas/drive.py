@@ -254,7 +254,7 @@ def course(results: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def run(where: Path, results: Path, console: Console, *, refresh: bool = False, only: str | None = None,
+def run(where: Path, results: Path, console: Console, *, refresh: bool = False, only: list[str] | None = None,
         keep: bool = False, jobs: int | None = None, rerun: frozenset[str] = frozenset(),
         executor: str | None = None, data: Path | None = None,
         confirm: Callable[[str], bool] | None = None) -> int:
@@ -265,8 +265,8 @@ def run(where: Path, results: Path, console: Console, *, refresh: bool = False, 
     if not where.exists():
         raise UserError(f"{where}: no such folder or matrix file")
     found = stacks(matrices(where), results, refresh=refresh)
-    if only:
-        found = [s for s in found if fnmatchcase(s.environment.name, only)]
+    if only:  # any of the globs, as `run --only` takes them
+        found = [s for s in found if any(fnmatchcase(s.environment.name, glob) for glob in only)]
     published, about = committed(data)
     owing = [(s, n) for s in found if (n := owed(s, results, rerun, published))]
     if owing:

@@ -60,7 +60,7 @@ def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool) 
         row = by_key.get(change.after)
         if row is None or change.size is None:  # "trained on fewer devices": nothing to compare
             return None
-        return ["diverge", row.matrix_file, *changes.device_pair(row, change.column)]
+        return ["diverge", row.entries[change.column].origin[0], *changes.device_pair(row, change.column)]
     before, after = by_key.get(change.before or ""), by_key.get(change.after)
     if before is None or after is None:
         return None
@@ -68,8 +68,9 @@ def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool) 
     if package is None:
         return None
     workload, parallelism = change.column.split(" ", 1)
-    cell = f"{after.environment}/{workload}/{parallelism}/*"
-    matrix = after.matrix_file
+    entry = after.entries.get(change.column)
+    matrix, environment = entry.origin if entry else (after.matrix_file, after.environment)
+    cell = f"{environment}/{workload}/{parallelism}/*"
     if change.kind == "accuracy" and (change.size or 1) >= 1:
         return None  # an accuracy gain: nothing dropped to bisect for
     return ["bisect", matrix, "--cell", cell, "--package", package, "--old", before.stack[package],
@@ -105,7 +106,10 @@ def explain(data: Path, evidence: Path, results: Path, console: Console, *, only
             continue
         said = command_line(argv)
         console.print(shown(f"{change.kind} {change.column} at {change.after}: {said}"), highlight=False)
-        kept = (_diverge if argv[0] == "diverge" else _bisect)(argv, results, out, by_key[change.after].matrix)
+        after = by_key[change.after]
+        entry = after.entries.get(change.column)  # the matrix that measured the column: its results folder
+        matrix = entry.records[0]["matrix"] if entry else after.matrix
+        kept = (_diverge if argv[0] == "diverge" else _bisect)(argv, results, out, matrix)
         if kept is None:  # it could not answer (said above); no evidence, the next explain tries again
             console.print(f"[red]no record[/] for {shown(change.id)}", highlight=False)
             continue

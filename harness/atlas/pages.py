@@ -427,17 +427,17 @@ def _evidence(change: Change) -> str:
 # -- a row's page --------------------------------------------------------------------------
 def _row_page(row: Row, found: list[Change], families: dict[str, int], folder: str) -> str:
     s = row.stack
-    matrix = row.matrix_file
     lines = [f"# {row.label}", "", f"On the line *{LINES.get(row.line, row.line)}*. "
              f"[Back to the atlas](../../{folder}.md).", "",
              "| | |", "|---|---|"]
     for key in ("tensorflow", "keras", "keras_api", "backend", "jax", "numpy", "python"):
         if s.get(key):
             lines.append(f"| {key} | {s[key]} |")
+    measured = row.origins
     lines += [f"| resolved as of | {s.get('cutoff') or 'the run day'} |",
-              f"| matrix, environment | `{matrix}`, `{row.environment}` |", "",
+              *(f"| matrix, environment | `{m}`, `{e}` |" for m, e in measured), "",
               "Run it again: ", "", COVERED, "```console",
-              f"python -m harness run {matrix} --engine venv --only '{row.environment}/*'", "```", "",
+              *(f"python -m harness run {m} --engine venv --only '{e}/*'" for m, e in measured), "```", "",
               "## Cells", "", "| workload | parallelism | status | validation accuracy (each seed) | samples/s | "
               "devices trained | family |", "|---|---|---|---|---|---|---|"]
     for col, entry in row.entries.items():

@@ -77,6 +77,13 @@ class Entry:
         return next((float(r["chance"]) for r in self.records if r["chance"] not in ("", None)), None)
 
     @property
+    def origin(self) -> tuple[str, str]:
+        """(matrix file, environment) that ran the entry's first record: what a command that runs
+        the cell again names (a row two matrices measured holds entries of either)."""
+        r = self.records[0]
+        return r.get("matrix_file") or f"{r['matrix']}.yaml", r["environment"]
+
+    @property
     def devices_trained(self) -> int | None:
         got = [int(r["devices_trained"]) for r in self.records if r["devices_trained"] not in ("", None)]
         return min(got) if got else None
@@ -107,6 +114,12 @@ class Row:
     def matrix_file(self) -> str:
         """The matrix file as the run named it (relative to where it ran: the checkout)."""
         return self.stack.get("matrix_file") or f"{self.matrix}.yaml"
+
+    @property
+    def origins(self) -> list[tuple[str, str]]:
+        """Every (matrix file, environment) that measured the row, its own first."""
+        return list(dict.fromkeys([(self.matrix_file, self.environment),
+                                   *(e.origin for e in self.entries.values())]))
 
     @property
     def line(self) -> str:
