@@ -901,6 +901,27 @@ def test_a_change_between_rows_names_every_package_that_moved_and_the_defaults_a
 
 
 @QUICK
+def test_a_wrapper_the_host_cannot_run_is_there_until_a_release_removes_it():
+    """multi_gpu_model on CPU devices is `unsupported` for the host's reason on TF 2.3 and for the
+    release's on TF 2.4 (tf.keras no longer has it): the wrapper goes at 2.4, a change of that release;
+    between two rows where the host alone refuses it, nothing changed."""
+    from harness.atlas import changes, rows
+
+    def rec(tf, family):
+        env = f"tf{tf}"
+        return _record(matrix="atlas-tf2", environment=env, cell=f"{env}/gru-2x32/multi_gpu_model-c2/b128/r0",
+                       workload="gru-2x32", model="gru", wrapper="multi_gpu_model", devices=2, status="unsupported",
+                       python="3.8.18", tensorflow=tf, keras="2.4.0", keras_api="tf.keras", numpy="1.19.5",
+                       family=family)
+    host = "Keras' multi_gpu_model accepts GPUs only, these are virtual CPU devices"
+    table = rows.build([rec("2.2.3", host), rec("2.3.4", host),
+                        rec("2.4.4", "tf.keras 2.4.0 has no multi_gpu_model (tf.keras dropped it in TF 2.4)")])
+    went = [c for c in changes.find(table) if c.kind == "wrapper"]
+    assert [(c.before, c.after) for c in went] == [("atlas-tf2/tf2.3.4", "atlas-tf2/tf2.4.4")], went
+    assert "no longer available (tf.keras 2.4.0 has no multi_gpu_model" in went[0].detail
+
+
+@QUICK
 def test_a_bisects_nights_are_said_by_the_build_that_ran_not_by_a_guess():
     """Where the nights do not narrow a release's change, the evidence names the build its search ran
     and what that build did, with its upload day -- never where the change might have come from."""

@@ -53,8 +53,9 @@ def _atlas(folder, recs, changes, evidence=None, header=None):
 
 
 def _clean():
-    """Two neighbouring TF 2 rows: 2.3 has multi_gpu_model, 2.4 says it is unsupported (removed); the
-    convnet is faster on 2.4, with nothing else moved, and its bisect found the same direction."""
+    """Two neighbouring TF 2 rows: 2.3 has multi_gpu_model, 2.4 says it is unsupported (removed), and a
+    change says it went at 2.4; the convnet is faster on 2.4, with nothing else moved, and its bisect
+    found the same direction."""
     recs = [_record("atlas-tf2", "tf2.3.4", "convnet-16px/none-c1", tensorflow="2.3.4", keras="2.4.0",
                     model="convnet"),
             _record("atlas-tf2", "tf2.3.4", "gru-2x32/multi_gpu_model-c2", tensorflow="2.3.4", keras="2.4.0",
@@ -68,8 +69,11 @@ def _clean():
               "before": "atlas-tf2/tf2.3.4", "after": "atlas-tf2/tf2.4.4",
               "detail": "convnet-16px none-c1: samples/s x2.00", "size": 2.0,
               "evidence": [{"what": "bisect: first good tensorflow 2.4.0", "link": "atlas/evidence/c1.json"}]}
+    went = {"id": "went", "line": "keras2", "column": "gru-2x32 multi_gpu_model-c2", "kind": "wrapper",
+            "before": "atlas-tf2/tf2.3.4", "after": "atlas-tf2/tf2.4.4",
+            "detail": "gru-2x32 multi_gpu_model-c2: no longer available (tf.keras 2.4.0 has no multi_gpu_model)"}
     evidence = {"c1": {"direction": "mended", "first_good": "2.4.0", "package": "tensorflow", "problem": ""}}
-    return recs, [change], evidence
+    return recs, [change, went], evidence
 
 
 def _audit(data):
@@ -84,7 +88,7 @@ def test_a_header_that_counts_records_as_cells_or_findings_as_changes_is_named(t
     recs, changes, evidence = _clean()
     recs.append(dict(recs[0], cell=recs[0]["cell"].replace("/r0", "/r1"), repeat=1))
     changes.append({**changes[0], "id": "c2", "before": "", "kind": "devices-seed"})
-    page = ("**2 stacks, 5 cells** (4 ok, 1 unsupported); **2 changes** between neighbouring releases.\n")
+    page = ("**2 stacks, 5 cells** (4 ok, 1 unsupported); **3 changes** between neighbouring releases.\n")
     code, found = _audit(_atlas(tmp_path / "atlas", recs, changes, evidence, page))
     said = " ".join(f["what"] for f in found if f["check"] == "counts")
     assert code == 1 and "repeats included" in said and "within one row" in said, found
@@ -98,7 +102,7 @@ def test_a_clean_atlas_passes(tmp_path):
 
 def _plant_counts(recs, changes, evidence):
     return recs, changes, evidence, "**9 stacks, 4 cells, 4 records** (3 ok, 1 unsupported: a record per run); " \
-                                    "**1 change** between neighbouring releases, **0 findings** within one row.\n"
+                                    "**2 changes** between neighbouring releases, **0 findings** within one row.\n"
 
 
 def _plant_devices(recs, changes, evidence):
@@ -128,11 +132,15 @@ def _plant_facts(recs, changes, evidence):
         changes, evidence, None  # silent where TF 2.4 removed the wrapper
 
 
+def _plant_removal_unsaid(recs, changes, evidence):
+    return recs, [c for c in changes if c["kind"] != "wrapper"], evidence, None  # it went, and no change says so
+
+
 def _plant_claims(recs, changes, evidence):
     for r in recs:
         r["numpy"] = "2.0.2"
     return recs, changes, evidence, "**2 stacks, 4 cells, 4 records** (3 ok, 1 unsupported: a record per run); " \
-                                    "**1 change** between neighbouring releases, **0 findings** within one row." \
+                                    "**2 changes** between neighbouring releases, **0 findings** within one row." \
                                     "\n\nEvery stack whose own week resolved NumPy 2, measured again with " \
                                     "`numpy<2`.\n"
 
@@ -140,7 +148,7 @@ def _plant_claims(recs, changes, evidence):
 @pytest.mark.parametrize("check,plant", [
     ("counts", _plant_counts), ("devices", _plant_devices), ("duplicates", _plant_duplicates),
     ("verdicts", _plant_verdicts), ("like-for-like", _plant_like_for_like), ("facts", _plant_facts),
-    ("claims", _plant_claims)])
+    ("facts", _plant_removal_unsaid), ("claims", _plant_claims)])
 def test_each_planted_contradiction_is_found_and_named(tmp_path, check, plant):
     recs, changes, evidence, header = plant(*_clean())
     code, found = _audit(_atlas(tmp_path / "atlas", recs, changes, evidence, header))

@@ -12,7 +12,8 @@ names every contradiction it finds, one line each, with the file and the place:
   it is published as, and a change across a release that changed the model's defaults says so;
 - **claims**: a sentence about the whole atlas holds for every row it speaks of;
 - **facts**: the records agree with `facts.yaml` -- release-note truths kept with their sources
-  (a version a stack reports, a wrapper removed or available, a release's branch).
+  (a version a stack reports, a wrapper removed or available, a release's branch) -- and a wrapper a
+  release removed is a change of that release where rows on both sides hold it.
 
 Exit 0 when nothing contradicts, 1 when something does (each named), 2 for data it cannot read.
 The audit never mends: a finding is mended where it was made (a fact with a new source, or the
@@ -32,12 +33,11 @@ from rich.console import Console
 
 from harness import status
 from harness.atlas import records, rows
-from harness.atlas.changes import OTHER_WAY_SAID
+from harness.atlas.changes import OTHER_WAY_SAID, host_limited
 from harness.atlas.facts import FACTS, defaults_crossed, load_facts
 from harness.errors import UserError
 from harness.terminal import shown
 
-PINS = ("python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "torch")
 STATUS_DIRECTION = {"broke": "broke", "mended": "mended", "slower": "broke", "faster": "mended"}
 _HEADER = re.compile(r"\*\*(\d+) stacks, (\d+) cells\*\* \(([^)]*)\); "
                      r"\*\*(\d+) changes\*\* between neighbouring releases")
@@ -46,8 +46,6 @@ _UNITS = re.compile(r"\*\*(\d+) stacks?, (\d+) cells?, (\d+) records?\*\* \(([^:
                     r"\*\*(\d+) changes?\*\* between neighbouring releases, \*\*(\d+) findings?\*\* within one row")
 _NUMPY1_CLAIM = "Every stack whose own week resolved NumPy 2"   # the sentence before it was counted
 _NUMPY1_COUNT = re.compile(r"(\d+) of the (\d+) stacks whose own week resolved NumPy 2")
-# An `unsupported` that names the host's limit (CPU devices standing for GPUs), not the release's
-HOST_LIMITS = ("virtual CPU devices", "no GPU")
 
 
 @dataclass(frozen=True)
@@ -86,8 +84,8 @@ class _Atlas:
 
     def pins(self, stack: str) -> dict:
         """The stack's pins as its records saw them (a cell decided before launch records none)."""
-        rows = self.stacks.get(stack) or []
-        return {k: next((r[k] for r in rows if r.get(k) not in ("", None)), "") for k in PINS} if rows else {}
+        recs = self.stacks.get(stack) or []
+        return {k: next((r[k] for r in recs if r.get(k) not in ("", None)), "") for k in rows.PINS} if recs else {}
 
 
 def _counts(a: _Atlas) -> list[Finding]:
@@ -265,7 +263,7 @@ def _facts(a: _Atlas, facts: list[dict]) -> list[Finding]:
                 if not _in(fact, a.pins(stack)):
                     continue
                 got = Counter(r["status"] for r in rows if r["wrapper"] == fact["wrapper"]
-                              and not any(limit in (r.get("family") or "") for limit in HOST_LIMITS))
+                              and not host_limited(r.get("family") or ""))
                 if fact["kind"] == "available" and not got and any(r["wrapper"] == fact["wrapper"] for r in rows):
                     continue  # unsupported here for the host's reason: the release is not what it speaks of
                 if fact["kind"] == "removed" and set(got) - {status.UNSUPPORTED}:
@@ -278,6 +276,8 @@ def _facts(a: _Atlas, facts: list[dict]) -> list[Finding]:
                     said = "says nothing of" if not got else "calls unsupported"
                     out.append(Finding("facts", f"{a.data}: {stack}", f"{said} {fact['wrapper']}; {fact['says']} "
                                                                      f"{tag}"))
+            if fact["kind"] == "removed":
+                out += _removal_said(a, fact, tag)
         elif fact["kind"] == "tagged":
             for c in a.changes:
                 for e in c.get("evidence") or []:
@@ -287,6 +287,32 @@ def _facts(a: _Atlas, facts: list[dict]) -> list[Finding]:
                                            f"places the change on {fact['release']}'s release branch; "
                                            f"{fact['says']} {tag}"))
     return out
+
+
+def _removal_said(a: _Atlas, fact: dict, tag: str) -> list[Finding]:
+    """A wrapper a release removed goes at that release on the page: where the atlas holds rows of the
+    fact's API on both sides of it, some change of kind `wrapper` in that wrapper's column has its
+    `before` row below the release and its `after` row at or past it."""
+    at = Version(str(fact["release"]))
+
+    def release_of(stack: str) -> Version | None:
+        pins = a.pins(stack)
+        if fact.get("api") and pins.get("keras_api") != fact["api"]:
+            return None
+        return rows.parse_version(pins.get(fact["package"]))
+
+    sides = {v >= at for s, recs in a.stacks.items() if (v := release_of(s)) is not None
+             and any(r["wrapper"] == fact["wrapper"] for r in recs)}
+    if sides != {False, True}:
+        return []
+    for c in a.changes:
+        old, new = release_of(c.get("before") or ""), release_of(c.get("after") or "")
+        if c.get("kind") == "wrapper" and fact["wrapper"] in (c.get("column") or "") and old and new \
+                and old < at <= new:
+            return []
+    return [Finding("facts", "changes.json", f"no change says {fact['wrapper']} went at {fact['package']} "
+                                             f"{fact['release']}, though rows on both sides hold it: "
+                                             f"{fact['says']} {tag}")]
 
 
 def audit(data: Path, page: Path | None, facts: list[dict]) -> list[Finding]:

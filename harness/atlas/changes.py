@@ -33,6 +33,9 @@ FLOOR = 0.02          # the least accuracy difference claimed between devices, h
 SPEED_EFFECT = 0.25   # the least relative speed shift claimed between releases on this host
 OTHER_WAY = {"broke": "slower", "mended": "faster"}  # what a speed bisect's direction says of the newer release
 OTHER_WAY_SAID = "run side by side, the other way"  # how a refuted speed change names the direction found
+# An `unsupported` that names the host's limit (CPU devices standing for GPUs, no GPU at all), not the
+# release's: the wrapper or layer exists in that stack, this host cannot run it
+HOST_LIMITS = ("virtual CPU devices", "no GPU", "need an NVIDIA GPU")
 BLIP = 1.25           # a slow-down and a speed-up at the next row that multiply to within this: one busy row
 
 
@@ -185,14 +188,21 @@ def _status_evidence(row: Row, col: str, kind: str) -> list[dict]:
     return out
 
 
+def host_limited(family: str) -> bool:
+    """Whether an `unsupported` answer is the host's (`HOST_LIMITS`), not the release's."""
+    return any(limit in (family or "") for limit in HOST_LIMITS)
+
+
 def _wrapper(line: str, col: str, members: list[Row]) -> list[Change]:
-    """A wrapper (or layer) the stack gains or loses: `unsupported` on one side only."""
+    """A wrapper (or layer) the stack gains or loses: `unsupported` for the release's reason on one
+    side only. One the host cannot run (multi_gpu_model on CPU devices) is there all the same: its
+    removal at a later release (TF 2.4's) is a change of that release."""
     found, previous = [], None
     for row in members:
         entry = row.entries.get(col)
         if entry is None or entry.status == st.UNAVAILABLE:
             continue
-        lacks = entry.status == st.UNSUPPORTED
+        lacks = entry.status == st.UNSUPPORTED and not host_limited(entry.family)
         if previous is not None and lacks != previous[1]:
             detail = (f"{col}: no longer available ({entry.family})" if lacks
                       else f"{col}: available from this release (was: {previous[0].entries[col].family})")
