@@ -72,8 +72,9 @@ class _Atlas:
         for r in self.records:
             self.stacks[f"{r['matrix']}/{r['environment']}"].append(r)
         # a stack is its pins: two matrices that measured one are one stack (a row without versions, alone)
-        self.stack_count = len({tuple(self.pins(s).items()) if self.pins(s).get("tensorflow") or
-                                self.pins(s).get("keras") else s for s in self.stacks})
+        pins = {s: self.pins(s) for s in self.stacks}
+        self.stack_count = len({tuple(p.items()) if p.get("tensorflow") or p.get("keras") else s
+                                for s, p in pins.items()})
 
     def evidence(self, change: dict) -> dict:
         path = self.data.parent / "evidence" / f"{change.get('id')}.json"
@@ -212,19 +213,19 @@ def _claims(a: _Atlas) -> list[Finding]:
     the one publish writes counts them ("N of the M stacks ..."): both held against the rows."""
     twins = {tuple((k, v) for k, v in a.pins(s).items() if k not in ("numpy", "jax", "python"))
              for s in a.stacks if s.startswith("atlas-numpy1/")}
-    on_numpy2, missing = set(), []
+    on_numpy2, untwinned, missing = set(), set(), []  # stacks by their pins (one, however many matrices)
     for stack in a.stacks:
         pins = a.pins(stack)
         numpy = rows.parse_version(pins.get("numpy"))
         if stack.startswith("atlas-numpy1/") or numpy is None or numpy.major < 2:
             continue
-        key = tuple((k, v) for k, v in pins.items() if k not in ("numpy", "jax", "python"))
-        on_numpy2.add(tuple(pins.items()))  # one stack, however many matrices measured it
-        if key not in twins and stack not in missing:
+        on_numpy2.add(tuple(pins.items()))
+        if tuple((k, v) for k, v in pins.items() if k not in ("numpy", "jax", "python")) not in twins:
+            untwinned.add(tuple(pins.items()))
             missing.append(stack)
     counted = _NUMPY1_COUNT.search(a.page)
     if counted:
-        said, held = (int(counted[1]), int(counted[2])), (len(on_numpy2) - len(_distinct(a, missing)), len(on_numpy2))
+        said, held = (int(counted[1]), int(counted[2])), (len(on_numpy2) - len(untwinned), len(on_numpy2))
         return [] if said == held else [Finding("claims", f"{a.page_name}: '{counted[0]}'",
                                                 f"the rows give {held[0]} of {held[1]}")]
     if _NUMPY1_CLAIM not in a.page or not missing:
@@ -232,10 +233,6 @@ def _claims(a: _Atlas) -> list[Finding]:
     return [Finding("claims", f"{a.page_name}: '{_NUMPY1_CLAIM} ...'",
                     f"{len(missing)} stacks that resolved NumPy 2 have no NumPy 1 twin: {', '.join(missing[:6])}"
                     + (" ..." if len(missing) > 6 else ""))]
-
-
-def _distinct(a: _Atlas, stacks: list[str]) -> set:
-    return {tuple(a.pins(s).items()) for s in stacks}
 
 
 def _in(fact: dict, pins: dict) -> bool:
@@ -259,12 +256,12 @@ def _facts(a: _Atlas, facts: list[dict]) -> list[Finding]:
             out += [Finding("facts", f"{a.data}: {m}/{e}", f"says {fact['field']} {said!r}; {fact['says']} {tag}")
                     for m, e, said in wrong]
         elif fact["kind"] in ("removed", "available"):
-            for stack, rows in a.stacks.items():
+            for stack, recs in a.stacks.items():
                 if not _in(fact, a.pins(stack)):
                     continue
-                got = Counter(r["status"] for r in rows if r["wrapper"] == fact["wrapper"]
+                got = Counter(r["status"] for r in recs if r["wrapper"] == fact["wrapper"]
                               and not host_limited(r.get("family") or ""))
-                if fact["kind"] == "available" and not got and any(r["wrapper"] == fact["wrapper"] for r in rows):
+                if fact["kind"] == "available" and not got and any(r["wrapper"] == fact["wrapper"] for r in recs):
                     continue  # unsupported here for the host's reason: the release is not what it speaks of
                 if fact["kind"] == "removed" and set(got) - {status.UNSUPPORTED}:
                     out.append(Finding("facts", f"{a.data}: {stack}", f"{fact['wrapper']} is {dict(got)}; "

@@ -21,12 +21,13 @@ value, `harness repro` for a bundle); `evidence` entries filled in from runs of 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import asdict, dataclass, field
 
 from harness import status as st
 from harness.atlas.facts import defaults_crossed, load_facts
-from harness.atlas.rows import Row, lines, moved_besides
+from harness.atlas.rows import Row, lines, moved_besides, twins
 from harness.watch import changes as ch
 
 FLOOR = 0.02          # the least accuracy difference claimed between devices, however narrow the spread
@@ -87,8 +88,14 @@ def find(rows: list[Row], *, seed: int = 0, facts: list[dict] | None = None) -> 
     for row in rows:
         out += _devices(row)
     out += _boundary(rows)
-    _not_alone(out, rows, load_facts() if facts is None else facts)
+    _not_alone(out, rows, _own_facts() if facts is None else facts)
     return out
+
+
+@functools.cache
+def _own_facts() -> list[dict]:
+    """The harness's own facts file, read once however many times a command finds the changes."""
+    return load_facts()
 
 
 def _not_alone(found: list[Change], table: list[Row], facts: list[dict]) -> None:
@@ -120,8 +127,7 @@ def _boundary(table: list[Row]) -> list[Change]:
     for row in table:
         if row.line == row.base_line:
             continue
-        twin = next((t for t in table if t.line == row.base_line and t.stack.get("tensorflow") ==
-                     row.stack.get("tensorflow") and t.stack.get("keras") == row.stack.get("keras")), None)
+        twin = next((t for t in table if twins(row, t)), None)
         if twin is None:
             continue
         for col, entry in row.entries.items():

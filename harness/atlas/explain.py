@@ -108,7 +108,7 @@ def explain(data: Path, evidence: Path, results: Path, console: Console, *, only
         console.print(shown(f"{change.kind} {change.column} at {change.after}: {said}"), highlight=False)
         after = by_key[change.after]
         entry = after.entries.get(change.column)  # the matrix that measured the column: its results folder
-        matrix = entry.records[0]["matrix"] if entry else after.matrix
+        matrix = entry.matrix if entry else after.matrix
         kept = (_diverge if argv[0] == "diverge" else _bisect)(argv, results, out, matrix)
         if kept is None:  # it could not answer (said above); no evidence, the next explain tries again
             console.print(f"[red]no record[/] for {shown(change.id)}", highlight=False)

@@ -114,7 +114,7 @@ def answer_for(pins: dict[str, str], table: list[rows.Row], found: list[changes.
     members = [r for r in table if r.line == line]
     if not members:
         raise UserError(f"the atlas data has no row on the line {rows.LINES.get(line, line)!r}")
-    nearest = _distinct(sorted(members, key=lambda r: (_distance(r, pins), -members.index(r))))[:NEAREST]
+    nearest = sorted(members, key=lambda r: (_distance(r, pins), -members.index(r)))[:NEAREST]  # a row per stack
     start = members.index(nearest[0])
     if target:  # every row at the target's release (two matrices may both hold it), the farthest one
         best = min(_distance(r, target) for r in members)
@@ -135,17 +135,6 @@ def answer_for(pins: dict[str, str], table: list[rows.Row], found: list[changes.
             "direction": "down" if down else "up",
             "changes": [{**c.to_dict(), "for_you": _for_you(c, down)} for c in moved],
             "roads": roads(pins, line, members[stop], table)}
-
-
-def _distinct(found: list[rows.Row]) -> list[rows.Row]:
-    """The rows, one per stack: a stack two matrices measured is one row to a reader."""
-    seen, out = set(), []
-    for row in found:
-        key = tuple(sorted(row.stack.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(row)
-    return out
 
 
 def roads(pins: dict[str, str], line: str, target: rows.Row, table: list[rows.Row]) -> list[dict]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness import status as st
 from harness.atlas.changes import Change, grouped
-from harness.atlas.rows import LINES, Row, columns, parse_version
+from harness.atlas.rows import LINES, Row, columns, parse_version, twins
 
 ROWS = "rows"
 # The pages' commands are exercised by the atlas's tests (the docs' convention: tests/test_docs.py)
@@ -361,16 +361,14 @@ def _boundary_section(table: list[Row], found: list[Change], folder: str) -> lis
     by_key = {r.key: r for r in table}
     on_numpy2 = [r for r in table if r.line == r.base_line and (v := parse_version(r.stack.get("numpy")))
                  and v.major >= 2]
-    twinned = [t for t in on_numpy2 if _twin(t, variants)]
+    twinned = [t for t in on_numpy2 if any(twins(v, t) for v in variants)]
     out = ["## The NumPy 1/2 boundary", "", f"{len(twinned)} of the {len(on_numpy2)} stacks whose own week resolved "
            "NumPy 2 measured again with `numpy<2` (on Python 3.12, NumPy 1's last): their columns against the same "
            "stack's with NumPy 2. The others have no NumPy 1 row.", "",
            "| NumPy 1 kept | NumPy 2 | what differs |", "|---|---|---|"]
     for row in variants:
         mine = [c for c in found if c.kind == "numpy" and c.before == row.key]
-        twin = by_key.get(mine[0].after) if mine else next(
-            (t for t in table if t.line == row.base_line and t.stack.get("tensorflow") == row.stack.get("tensorflow")
-             and t.stack.get("keras") == row.stack.get("keras")), None)
+        twin = by_key.get(mine[0].after) if mine else next((t for t in table if twins(row, t)), None)
         what = "; ".join(_md(c.detail) for c in mine) or ("nothing: the same statuses, accuracies within the seeds' "
                                                           "range" if twin else "no NumPy 2 row of this stack")
         if twin and row.stack.get("jax") != twin.stack.get("jax"):  # NumPy 1 held JAX back too: say so
@@ -378,12 +376,6 @@ def _boundary_section(table: list[Row], found: list[Change], folder: str) -> lis
         out.append(f"| {_link(row, folder)} | {_link(twin, folder)} | {what} |")
     out.append("")
     return out
-
-
-def _twin(row: Row, variants: list[Row]) -> Row | None:
-    """The variant row (NumPy 1 kept) of a plain row: the same TensorFlow, Keras and backend."""
-    return next((v for v in variants if v.base_line == row.line and v.stack.get("tensorflow") ==
-                 row.stack.get("tensorflow") and v.stack.get("keras") == row.stack.get("keras")), None)
 
 
 def _notes_section(checks: list[dict], table: list[Row], folder: str) -> list[str]:

@@ -77,6 +77,11 @@ class Entry:
         return next((float(r["chance"]) for r in self.records if r["chance"] not in ("", None)), None)
 
     @property
+    def matrix(self) -> str:
+        """The matrix (its name: its results folder) that ran the entry's first record."""
+        return self.records[0]["matrix"]
+
+    @property
     def origin(self) -> tuple[str, str]:
         """(matrix file, environment) that ran the entry's first record: what a command that runs
         the cell again names (a row two matrices measured holds entries of either)."""
@@ -153,6 +158,13 @@ class Row:
         line by TensorFlow then Keras."""
         tf, keras = _version(self.stack.get("tensorflow")), _version(self.stack.get("keras"))
         return (keras, tf, self.matrix) if self.line.startswith("keras3") else (tf, keras, self.matrix)
+
+
+def twins(variant: Row, plain: Row) -> bool:
+    """Whether `plain` is the variant row's twin (NumPy 1 kept against NumPy 2): on the variant's
+    plain line, with the same TensorFlow and Keras."""
+    return (plain.line == variant.base_line and plain.stack.get("tensorflow") == variant.stack.get("tensorflow")
+            and plain.stack.get("keras") == variant.stack.get("keras"))
 
 
 def slug(matrix: str, environment: str) -> str:
