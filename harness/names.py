@@ -11,6 +11,7 @@ a name that breaks the rule is a validation error naming the key.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 MAX_LENGTH = 64
@@ -68,7 +69,6 @@ def file_name(*parts: str) -> str:
     encoded = "_s".join(_encode(str(p)) for p in parts)
     if len(encoded) <= MAX_FILE_NAME:
         return encoded
-    import hashlib
     digest = hashlib.sha256("\0".join(str(p) for p in parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
     head = encoded[:MAX_FILE_NAME - 34]
     head = (head[:head.rfind("_")] if "_" in head[-4:] else head).rstrip("_")  # never cut a code in two

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import status
-from harness.investigate.bisect import BAD, GOOD, SKIP, Criteria, Verdict, judge, judge_ends, probes, search
+from harness.investigate.bisect_judge import Criteria, judge, judge_ends
+from harness.investigate.bisect_search import BAD, GOOD, SKIP, Verdict, probes, search
 from harness.results.result import Result
 
 pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick

@@ -98,7 +98,8 @@ def _leaks(saved: Path, needles: list[bytes]) -> list[str]:
 
 @pytest.mark.parametrize("python", ["3.11", "3.6"])  # 3.6: the offline base carries a copied interpreter
 def test_ca_bundle_is_used_but_never_written_into_an_image(tmp_path, docker_client, python):
-    from harness.engines.docker import DockerEngine, find_ca_bundle
+    from harness.engines.docker import DockerEngine
+    from harness.engines.docker_build import find_ca_bundle
     system_ca = find_ca_bundle(None)
     if system_ca is None:
         pytest.skip("no CA bundle configured (PIP_CERT / SSL_CERT_FILE / REQUESTS_CA_BUNDLE)")

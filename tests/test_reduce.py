@@ -125,7 +125,7 @@ def test_a_float_is_shrunk_through_round_values_only_and_a_string_is_kept_or_dro
     dropout rate the break does not need costs a handful of runs, not a thousand halvings. A string
     cut short (a path, an activation's name) is refused likewise; one gone whole ("") is tried. Any
     other difference -- an int, a name, a line gone -- is a candidate like any other."""
-    from harness.investigate.reduce import not_worth_a_run
+    from harness.investigate.reduce_source import not_worth_a_run
 
     def unround_float(current, candidate):
         return not_worth_a_run(current, candidate) is not None

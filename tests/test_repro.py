@@ -56,7 +56,7 @@ def test_repro_counts_failures_and_bundles_a_venv_recipe(tmp_path):
 
 
 def test_repro_bundle_runs_with_plain_docker(tmp_path, docker_client):
-    from harness.engines.docker import find_cli
+    from harness.engines.docker_build import find_cli
     out = tmp_path / "bundles"
     proc = harness("repro", SEGFAULT, "--matrix", "matrices/faults.yaml", "--engine", "docker", "--out", str(out),
                    check=True)
@@ -171,7 +171,8 @@ def test_a_bundle_of_hostile_values_runs_without_side_effects_venv(tmp_path):
 def test_a_bundle_of_hostile_values_runs_without_side_effects_docker(tmp_path, docker_client):
     from rich.console import Console
 
-    from harness.engines.docker import DockerEngine, find_cli
+    from harness.engines.docker import DockerEngine
+    from harness.engines.docker_build import find_cli
     bare = Environment(name="bare", python="3.11")  # the planted faults' image: the cell needs no framework
     engine = DockerEngine(docker_client, console=Console(quiet=True))
     prepared = engine.prepare(bare, tmp_path / "build.log")

@@ -161,13 +161,60 @@ def test_exactly_one_function_writes_result_json():
     assert functions_writing_results() == ["harness.results.result.save"]
 
 
-MAX_MODULE_LINES = 600  # a module past this is several rooms: split it along its seams (harness/matrix/)
+MAX_MODULE_LINES = 500  # a module past this is several rooms: split it along its seams (harness/matrix/)
+MAX_FUNCTION_LINES = 80  # a function past this is several steps: name them
 
 
-def test_no_module_is_a_thousand_line_room():
+def test_no_module_is_several_rooms():
     sizes = {_module_name(p): len(p.read_text().splitlines()) for p in HARNESS.rglob("*.py")}
     assert sizes["harness.run.lifecycle"] > 0, "the walker finds the modules"
     assert {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_no_function_is_several_steps():
+    long = {}
+    for path in HARNESS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    long[f"{_module_name(path)}.{node.name}"] = size
+    assert long == {}
+
+
+def imports_inside_functions_unexplained(root: Path = HARNESS) -> list[str]:
+    """An import inside a function without a comment saying why -- on its own line, or on the line
+    right above the block of import lines it belongs to. The reasons that hold: an optional
+    dependency, the CLI starting without a verb's work, the framework imported inside a cell (the
+    process boundary). Any other import belongs at the top, where a reader looks for it."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for inner in ast.walk(node):
+                if not isinstance(inner, (ast.Import, ast.ImportFrom)):
+                    continue
+                at = inner.lineno - 1
+                while at > 0 and re.match(r"\s*(from\s+\S+\s+)?import\s", lines[at - 1]) and "#" not in lines[at]:
+                    at -= 1  # up through the block's import lines
+                if "#" not in lines[inner.lineno - 1] and not (at > 0 and lines[at - 1].strip().startswith("#")) \
+                        and "#" not in lines[at]:
+                    found.append(f"{path.relative_to(root)}:{inner.lineno}")
+    return sorted(set(found))
+
+
+def test_an_import_inside_a_function_says_why():
+    assert imports_inside_functions_unexplained() == []
+
+
+def test_the_import_check_finds_an_unexplained_one(tmp_path):
+    (tmp_path / "m.py").write_text("import os\n\n\ndef f():\n    import json\n    return json\n\n\n"
+                                   "def g():\n    # optional dependency\n    import yaml\n    import toml\n"
+                                   "    return yaml\n")
+    found = imports_inside_functions_unexplained(tmp_path)
+    assert [f.rsplit(":", 1)[1] for f in found] == ["5"], found
 
 
 def test_the_matrix_is_a_package_whose_names_still_import_from_harness_matrix():

@@ -363,8 +363,9 @@ def test_one_process_launcher_serves_every_gpu_set_of_its_group(tmp_path):
     import sys
     from pathlib import Path
 
-    from harness.launch.launcher import Launcher, Server
+    from harness.launch.launcher import Launcher
     from harness.launch.warmplan import Plan
+    from harness.launch.warmserver import Server
 
     env = Environment("e", "3.11", keras="3.15.1", backend="jax", device="gpu")
 
@@ -427,7 +428,7 @@ def test_a_reduction_never_keeps_a_cut_that_drops_a_seed():
     """A candidate that calls a seeder the original seeded with no seed passes or fails by chance
     (the reducer prefers it: it is shorter); it is refused before it runs. Other seeders, and a
     seeder the original itself called bare, are the candidate's business."""
-    from harness.investigate.reduce import seeders, unseeded
+    from harness.investigate.reduce_source import seeders, unseeded
 
     original = ("import random\nimport numpy as np\nimport tensorflow as tf\nrng = np.random.RandomState(0)\n"
                 "tf.random.set_seed(seed=1)\nrandom.seed()\nx = rng.normal(size=3)\n")

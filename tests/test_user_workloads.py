@@ -205,7 +205,7 @@ def test_repro_bundle_of_the_crash_replays_with_the_users_code(ran, tmp_path):
     engine, tmp, matrix, _, _ = ran
     if engine != "docker":
         pytest.skip("the Docker bundle replays without building (the image is there); the venv one reinstalls TF")
-    from harness.engines.docker import find_cli
+    from harness.engines.docker_build import find_cli
     out = tmp_path / "bundles"
     cell = f"{TF2}/crashes/none-c1/b128/r0"
     proc = harness("repro", cell, "--matrix", str(matrix), "--engine", engine, "--out", str(out), check=True)

@@ -49,7 +49,7 @@ def test_fresh_and_warm_give_the_same_answers(tmp_path, engine):
     # address can name (as a nox session's temp folder is), so the launchers must find a shorter one
     host_tmp = tmp_path / ("deep-temp-folder-" * 6) / "tmp"
     host_tmp.mkdir(parents=True)
-    from harness.launch.launcher import SOCKET_PATH_MAX
+    from harness.launch.warmserver import SOCKET_PATH_MAX
     assert len(str(host_tmp)) > SOCKET_PATH_MAX
     for label, flags in (("fresh", ["--fresh"]), ("warm", []), ("again", [])):
         only = [a for glob in ONLY[engine][label] for a in ("--only", glob)]
@@ -298,7 +298,7 @@ def test_a_launcher_that_dies_before_it_is_ready_is_quoted_in_the_cells_note(tmp
     not go looking for it."""
     import sys
 
-    from harness.launch.launcher import Server
+    from harness.launch.warmserver import Server
 
     lib = tmp_path / "lib"
     lib.mkdir()

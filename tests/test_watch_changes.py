@@ -10,18 +10,8 @@ import re
 import pytest
 
 from harness import status
-from harness.watch.changes import (
-    Change,
-    Outcome,
-    Point,
-    change_id,
-    describe,
-    find_shifts,
-    from_shift,
-    from_status,
-    not_enough_repeats,
-    status_changes,
-)
+from harness.watch.changelog import Change, change_id, describe, from_shift, from_status
+from harness.watch.changes import Outcome, Point, find_shifts, not_enough_repeats, status_changes
 
 pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
 

@@ -8,7 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.watch.changes import Change, StatusChange, from_status
+from harness.watch.changelog import Change, from_status
+from harness.watch.changes import StatusChange
 from harness.watch.publish import (
     JSON_FEED_VERSION,
     atom_feed,

@@ -7,6 +7,7 @@ Exit 0; 1 when a run left cells without a result; 2 for input that cannot be use
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -27,6 +28,15 @@ def add(sub) -> None:
                                    "the changes and the pages, 'explain' bisects each break and mend, 'lookup' "
                                    "answers for a project's pins.")
     acts = p.add_subparsers(dest="action", required=True)
+    _add_run(acts)
+    _add_publish(acts)
+    _add_explain(acts)
+    _add_watch(acts)
+    _add_lookup(acts)
+    _add_audit(acts)
+
+
+def _add_run(acts) -> None:
     r = acts.add_parser("run", help="run every environment that owes cells, one at a time; resumable")
     r.add_argument("matrices", nargs="?", default=MATRICES, metavar="PATH",
                    help=f"a folder or one file (default: {MATRICES})")
@@ -44,10 +54,16 @@ def add(sub) -> None:
                    help="the committed atlas: its measured cells are not run again (default: "
                         f"{OUT}/atlas.json; --rerun STATUS runs them)")
     r.add_argument("--yes", action="store_true", help="at a terminal, start without asking after the cost is said")
-    p_ = acts.add_parser("publish", help="the compact data (CSV, JSON), the changes, the pages and the feed")
-    p_.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
-    p_.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and pages go (default: {OUT})")
-    p_.add_argument("--data", metavar="FILE", help="publish from committed data (atlas.json) instead of results")
+
+
+def _add_publish(acts) -> None:
+    p = acts.add_parser("publish", help="the compact data (CSV, JSON), the changes, the pages and the feed")
+    p.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
+    p.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and pages go (default: {OUT})")
+    p.add_argument("--data", metavar="FILE", help="publish from committed data (atlas.json) instead of results")
+
+
+def _add_explain(acts) -> None:
     ex = acts.add_parser("explain", help="bisect each break, mend and changed failure to its release (and night)")
     ex.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
                     help=f"the atlas data (default: {OUT}/atlas.json)")
@@ -61,6 +77,9 @@ def add(sub) -> None:
                          "(DIR/diverge) go (default: bundles/atlas-explain)")
     ex.add_argument("--no-nightly", action="store_true", help="stop at the releases, no nightly search")
     ex.add_argument("--again", action="store_true", help="bisect changes that already have evidence too")
+
+
+def _add_watch(acts) -> None:
     w = acts.add_parser("watch", help="one pass that keeps the atlas current: new releases run, published, "
                                       "their changes explained (run it daily)",
                         description="Ask the index for new releases, run every cell without a result (a new "
@@ -81,6 +100,9 @@ def add(sub) -> None:
     w.add_argument("--executor", choices=("local", "slurm"), help="as `run --executor` (slurm: a cluster)")
     w.add_argument("--offline", action="store_true", help="the releases the results folder recorded, no index")
     w.add_argument("--wait", action="store_true", help="when another atlas watch runs, wait for it (default: exit 3)")
+
+
+def _add_lookup(acts) -> None:
     lk = acts.add_parser("lookup", help="the rows nearest a project's pins, and the changes up to a target",
                          description="A project's pins against the atlas: the measured rows nearest them, and "
                                      "every change the atlas knows between them and the newest row of their "
@@ -95,6 +117,9 @@ def add(sub) -> None:
     lk.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
                     help=f"the atlas data (default: {OUT}/atlas.json)")
     lk.add_argument("--json", action="store_true", help="the answer as JSON")
+
+
+def _add_audit(acts) -> None:
     au = acts.add_parser("audit", help="hold the published atlas against itself and the projects' release notes",
                          description="Check the published data and page against themselves (counts and their "
                                      "units, devices asked and trained, one row per stack, verdicts against their "
@@ -113,23 +138,23 @@ def command(args, console: Console) -> int:
     if args.action == "run":
         return _run(args, console)
     if args.action == "publish":
-        from harness.atlas import publish
+        from harness.atlas import publish  # imported when the verb runs: the CLI starts without it
         return publish.command(args, console)
     if args.action == "explain":
-        from harness.atlas import explain
+        from harness.atlas import explain  # imported when the verb runs: the CLI starts without it
         return explain.command(args, console)
     if args.action == "audit":
-        from harness.atlas import audit
+        from harness.atlas import audit  # imported when the verb runs: the CLI starts without it
         return audit.command(args, console)
     if args.action == "watch":
-        from harness.atlas import watch
+        from harness.atlas import watch  # imported when the verb runs: the CLI starts without it
         return watch.command(args, console)
-    from harness.atlas import lookup
+    from harness.atlas import lookup  # imported when the verb runs: the CLI starts without it
     return lookup.command(args, console)
 
 
 def _run(args, console: Console) -> int:
-    from harness.atlas import drive
+    from harness.atlas import drive  # imported when the verb runs: the CLI starts without it
     left = drive.run(Path(args.matrices), Path(args.results), console, refresh=args.refresh_releases,
                      only=args.only, keep=args.keep, jobs=args.jobs, rerun=frozenset(args.rerun),
                      executor=args.executor, data=Path(args.data),
@@ -138,7 +163,6 @@ def _run(args, console: Console) -> int:
 
 
 def _at_a_terminal() -> bool:
-    import sys
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness import matrix as matrix_mod
+from harness.atlas import records
 from harness.cells import Environment
 from harness.engines.venv import MARKER, VenvEngine
 from harness.environments import buildlock
@@ -92,7 +93,6 @@ def committed(data: Path | None) -> tuple[frozenset[tuple[str, str]], dict]:
     says the host that ran it lacked something, not what the stack does -- and its `about`."""
     if data is None or not data.is_file():
         return frozenset(), {}
-    from harness.atlas import records
     recs, about = records.read(data)
     return frozenset((r["matrix"], r["cell"]) for r in recs if r["status"] != "unavailable"), about
 

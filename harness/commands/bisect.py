@@ -10,8 +10,10 @@ from harness.commands.common import engine_for, load
 from harness.errors import UserError
 from harness.files.outputs import check_output_folder
 from harness.files.paths import check_writable
+from harness.index import releases
 from harness.options.engine import add_engine_args, pythons
 from harness.options.shared import DEFAULT_MATRIX, DEFAULT_RESULTS, add_slurm_args, positive
+from harness.options.slurm import SlurmOptions
 
 
 def add(sub) -> None:
@@ -53,9 +55,9 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
-
-    from harness.index import releases
+    # the verb's work is imported when the verb runs, so the CLI starts without it
     from harness.investigate import bisect, bisect_ends
+    from harness.investigate.bisect_judge import Criteria
     from harness.run.runner import select
 
     nightly = bisect_ends.checked(args)
@@ -63,7 +65,6 @@ def command(args, console: Console) -> int:
     m = load(args, console)
     slurm = None
     if args.executor == "slurm":
-        from harness.options.slurm import SlurmOptions
         slurm = SlurmOptions.merged(m.slurm, args)
     cells = select(m.cells, args.cell)
     if not cells:
@@ -84,7 +85,7 @@ def command(args, console: Console) -> int:
         found, _ = bisect.run(m=m, base_cells=cells, package=args.package, versions=versions, engine=engine,
                               results_root=Path(args.results), console=console, jobs=args.jobs,
                               repeats=args.repeats, cutoff=not args.no_cutoff, bundles=Path(args.out),
-                              criteria=bisect.Criteria(args.accuracy_drop, args.speed_drop), resolver=resolver,
+                              criteria=Criteria(args.accuracy_drop, args.speed_drop), resolver=resolver,
                               slurm=slurm, engine_args={"pythons": pythons(args.python), "ca_bundle": args.ca_bundle},
                               nightly=nightly, said=said)
     return 0 if not found.problem else 1

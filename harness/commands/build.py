@@ -33,6 +33,7 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    # the verb's work is imported when the verb runs, so the CLI starts without it
     from harness.run.build import build
 
     m, cells = load_selected(args, console)

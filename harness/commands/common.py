@@ -11,7 +11,9 @@ from pathlib import Path
 from rich.console import Console
 
 from harness import matrix as matrix_mod
+from harness.engines import select_engine
 from harness.errors import UserError
+from harness.index import releases
 from harness.options.engine import pythons
 from harness.options.shared import DEFAULT_RESULTS
 from harness.terminal import shown
@@ -20,7 +22,6 @@ from harness.terminal import shown
 def load(args, console: Console | None = None) -> matrix_mod.Matrix:
     """The matrix, its version ranges expanded as this results folder recorded them
     (else from the cache or the index); the expansion is printed to stderr."""
-    from harness.index import releases
     resolver = releases.Resolver(Path(getattr(args, "results", DEFAULT_RESULTS)),
                                  refresh=getattr(args, "refresh_releases", False),
                                  offline=getattr(args, "offline", False))
@@ -47,7 +48,10 @@ def load(args, console: Console | None = None) -> matrix_mod.Matrix:
 
 def load_selected(args, console: Console) -> tuple[matrix_mod.Matrix, list]:
     """The matrix and its cells that --only selects; none is a user's error (exit 2)."""
+    # deferred: the runner loads the report with it, and every verb's module imports this one as the CLI
+    # starts (`list` needs no runner)
     from harness.run.runner import select
+
     m = load(args, console)
     cells = select(m.cells, args.only)
     if not cells:
@@ -57,7 +61,6 @@ def load_selected(args, console: Console) -> tuple[matrix_mod.Matrix, list]:
 
 def engine_for(args, console: Console):
     """The engine the verb's --engine, --python and --ca-bundle name (a context manager)."""
-    from harness.engines import select_engine
     return select_engine(args.engine, pythons=pythons(args.python), ca_bundle=args.ca_bundle, console=console)
 
 

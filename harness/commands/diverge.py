@@ -35,7 +35,9 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    # the verb's work is imported when the verb runs, so the CLI starts without it
     from harness.investigate import diverge
+
     check_apart(Path(args.out), "--out", [Path(args.results)])  # its own cells live there, not among a run's
     check_writable(Path(args.out), "--out")
     talk = Console(stderr=True, soft_wrap=True) if args.json else console  # --json: stdout is the record's

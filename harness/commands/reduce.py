@@ -39,7 +39,10 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
-    from harness.investigate.reduce import reduce, show, sides
+    # the verb's work is imported when the verb runs, so the CLI starts without it
+    from harness.investigate.reduce import reduce, sides
+    from harness.investigate.reduce_report import show
+
     check_apart(Path(args.out), "--out", [Path(args.results)])  # its own cells live there
     check_writable(Path(args.out), "--out")
     m = load(args, console)

@@ -30,7 +30,9 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    # the verb's work is imported when the verb runs, so the CLI starts without it
     from harness import report
+
     if args.results and args.results[0] == "compare":
         if len(args.results) != 3:
             raise UserError("usage: report compare RUN_A RUN_B (two results folders)")

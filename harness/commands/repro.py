@@ -36,7 +36,9 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    # the verb's work is imported when the verb runs, so the CLI starts without it
     from harness.investigate.repro import run_command
+
     check_output_folder(Path(args.out), "--out")
     check_writable(Path(args.out), "--out")
     with engine_for(args, console) as engine:

@@ -17,6 +17,7 @@ from harness.options.shared import (
     add_resource_args,
     add_slurm_args,
 )
+from harness.options.slurm import SlurmOptions
 from harness.status import values
 from harness.terminal import shown, visible
 
@@ -38,12 +39,12 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    # the verb's work is imported when the verb runs, so the CLI starts without it
     from harness.report import tables
     from harness.report.plain import text_table
     from harness.run.runner import Runner
 
     m, cells = load_selected(args, console)
-    from harness.options.slurm import SlurmOptions
     SlurmOptions.merged(m.slurm, args)  # a bad Slurm flag is exit 2 whichever executor then runs
     check_writable(Path(args.results), "--results")
     if m.resolver:
@@ -74,8 +75,9 @@ def command(args, console: Console) -> int:
 
 
 def _submit_to_slurm(args, m, cells, console: Console) -> int:
-    from harness.options.slurm import SlurmOptions
+    # only with --executor slurm: the submitter is imported when it submits, so the CLI starts without it
     from harness.run.executors.slurm.submit import submit
+
     opts = SlurmOptions.merged(m.slurm, args)
     with engine_for(args, console) as engine:
         submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),

@@ -20,6 +20,8 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    # the verb's work is imported when the verb runs, so the CLI starts without it
     from harness.run.executors.slurm.board import status as board_status
+
     entries = board_status(load(args), Path(args.results), console, wait=args.wait)
     return 1 if any(e.drifted for e in entries) else 0

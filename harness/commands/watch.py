@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 
 from rich.console import Console
@@ -44,8 +45,10 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    # the verb's work is imported when the verb runs, so the CLI starts without it
     from harness.investigate.watcher import command as watch_once
     from harness.watch.publish import check_home_url
+
     check_home_url(args.home_url)
     check_output_folder(Path(args.site), "--site", [Path(args.results)])
     check_output_folder(Path(args.bundles), "--bundles", [Path(args.results)])  # bundles never land among results
@@ -58,7 +61,6 @@ def command(args, console: Console) -> int:
     except (UserError, KeyboardInterrupt, BrokenPipeError):
         raise
     except Exception:  # a harness bug: exit 2 (never 1, which a schedule reads as "new changes"), traceback kept
-        import traceback
         traceback.print_exc()
         Console(stderr=True).print("[bold red]error:[/] the watch failed (above); exit 2", highlight=False)
         return 2

@@ -21,17 +21,18 @@ from harness.terminal import shown
 
 
 def _docker(pythons: dict[str, str] | None, ca_bundle: str | None, console: Console | None) -> Engine:
+    # deferred: the engine's module (and the docker SDK) is imported when it is chosen, so the CLI starts without it
     from harness.engines.docker import DockerEngine, docker_client
     return DockerEngine(docker_client(), ca_bundle=ca_bundle, console=console, pythons=pythons)
 
 
 def _venv(pythons: dict[str, str] | None, ca_bundle: str | None, console: Console | None) -> Engine:
-    from harness.engines.venv import VenvEngine
+    from harness.engines.venv import VenvEngine  # deferred: imported when chosen, so the CLI starts without it
     return VenvEngine(pythons=pythons)
 
 
 def _local(pythons: dict[str, str] | None, ca_bundle: str | None, console: Console | None) -> Engine:
-    from harness.engines.local import LocalEngine
+    from harness.engines.local import LocalEngine  # deferred: imported when chosen, so the CLI starts without it
     return LocalEngine(pythons=pythons)
 
 

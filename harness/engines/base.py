@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from harness.cells import Cell, Environment, size_bytes
+from harness.environments.recipes import lock_without_forced, venv_script
 from harness.errors import CellUnsupported
 from harness.files.paths import cache_dir  # noqa: F401 - re-exported: engines and the self-check read it here
 from harness.host import beside
@@ -38,8 +39,9 @@ from harness.launch.cellenv import (  # noqa: F401 - re-exported
 )
 from harness.launch.cellgroup import CellGroup, leftovers
 from harness.launch.confinement import NOT_ASKED, Offer, writable
-from harness.launch.launcher import SLOT_VARIABLES, Launcher, Server, fresh_because, warm_settings
+from harness.launch.launcher import SLOT_VARIABLES, Launcher, fresh_because, warm_settings
 from harness.launch.standby import Standby
+from harness.launch.warmserver import Server
 from harness.status.outcome import signal_name
 from harness.workloads.protocol import (
     ENV_STACK_BYTECODE,
@@ -232,7 +234,6 @@ class ProcessEngine(Engine):
         return {ENV_STACK_BYTECODE: "1"} if self.own_environments else {}
 
     def write_replay(self, cell: Cell, prov: dict, env_dir: Path) -> str:
-        from harness.environments.recipes import lock_without_forced, venv_script
         lock = Path(prov["venv"]) / "requirements.lock" if prov.get("venv") else None
         if lock and lock.exists():
             (env_dir / "requirements.lock").write_text(lock_without_forced(lock.read_text(), cell.environment.force))

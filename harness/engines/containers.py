@@ -50,7 +50,7 @@ def remove_dead(client) -> int:
     say all this, is not ours to judge. Several harnesses starting at once on one host (the tasks of
     an array, parallel runs) find the same containers: one that another removes meanwhile is gone
     all the same, never a failure of this one."""
-    import docker.errors  # the engine's optional dependency, as in docker.py
+    import docker.errors  # optional dependency: the docker SDK, only with --engine docker
     removed = 0
     # sparse: the labels come with the list itself; without it the client inspects each container
     # after listing it, and one removed meanwhile raised NotFound there

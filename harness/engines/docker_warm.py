@@ -48,7 +48,7 @@ from harness.host.supervise import RawOutcome, waiting_on, watch
 from harness.launch.cellenv import hardening
 from harness.launch.cellgroup import leftovers
 from harness.launch.confinement import container
-from harness.launch.launcher import READY_SECONDS, ServerBase, WarmChild
+from harness.launch.warmserver import READY_SECONDS, ServerBase, WarmChild
 from harness.status.outcome import signal_name
 from harness.workloads.protocol import (
     ENV_LAUNCH,
@@ -71,7 +71,7 @@ class ContainerServer(ServerBase):
 
     def __init__(self, image: str, env: dict[str, str], preload: dict, workloads: Path, log: Path,
                  cpus=(), name: str = "", where: dict | None = None, *, engine):
-        from docker.types import DeviceRequest
+        from docker.types import DeviceRequest  # optional dependency: the docker SDK, only with --engine docker
         where = where or {}
         super().__init__({**preload, "tenant": True, "scratch": list(SCRATCH)}, log)
         self.stage = Path(tempfile.mkdtemp(prefix="harness-stage-"))

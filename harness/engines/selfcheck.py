@@ -39,8 +39,9 @@ def framework(env: Environment) -> str:
     return "tensorflow"
 
 
-# a changed self-check script is a new check
-_SCRIPT_SHA = hashlib.sha256((WORKLOADS / "selfcheck.py").read_bytes()).hexdigest()
+# a changed self-check is a new check: its script, the library checks it calls, the stack's reading
+_SCRIPT_SHA = hashlib.sha256(b"".join((WORKLOADS / name).read_bytes()
+                                      for name in ("selfcheck.py", "cudalibs.py", "compat.py"))).hexdigest()
 
 
 def _passed_file(engine: Engine, prepared: Prepared, gpus: list[str]) -> Path:

@@ -54,7 +54,7 @@ def _run(args: list[str], log, **kw) -> None:
 
 
 def _exists(client, ref: str) -> str | None:
-    import docker.errors
+    import docker.errors  # optional dependency: the docker SDK, only with --engine docker
     try:
         return client.images.get(ref).id
     except docker.errors.ImageNotFound:
@@ -62,7 +62,7 @@ def _exists(client, ref: str) -> str | None:
 
 
 def _try_pull(client, ref: str) -> str | None:
-    import docker.errors
+    import docker.errors  # optional dependency: the docker SDK, only with --engine docker
     try:
         return client.images.pull(ref).id
     except docker.errors.APIError:

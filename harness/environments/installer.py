@@ -76,7 +76,7 @@ def uv() -> str:
     """The uv executable: the ``uv`` package installed beside the harness (the project's lock pins
     it), else ``uv`` on PATH."""
     try:
-        from uv import find_uv_bin
+        from uv import find_uv_bin  # optional: the uv package; without it, the uv on PATH
         return find_uv_bin()
     except (ImportError, FileNotFoundError):
         found = shutil.which("uv")

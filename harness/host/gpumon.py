@@ -22,7 +22,7 @@ from harness.stats import spread_of
 class GpuMonitor(threading.Thread):
     def __init__(self, gpus: list[Gpu], interval: float = 0.2, keep: int = 200_000):
         super().__init__(daemon=True, name="gpumon")
-        import pynvml
+        import pynvml  # optional dependency (nvidia-ml-py): without it `maybe` answers None, no sampler
         self.nvml = pynvml
         pynvml.nvmlInit()
         self.handles = {}

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 
 from harness.cells import Cell
+from harness.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def nvml_gpus() -> list[Gpu]:
 @functools.lru_cache(maxsize=1)
 def _host_gpus() -> tuple[Gpu, ...]:
     try:
-        import pynvml
+        import pynvml  # optional dependency (nvidia-ml-py): without it nvidia-smi answers
         pynvml.nvmlInit()
     except Exception:  # noqa: BLE001 - no library, no driver: ask nvidia-smi
         return tuple(_smi_gpus())
@@ -133,7 +134,6 @@ _GPU_ID = re.compile(r"[0-9]{1,4}|(GPU|MIG)-[0-9A-Za-z-]{1,80}")
 def parse_gpu_list(text: str, what: str = "") -> list[str]:
     """GPU indices or UUIDs, comma-separated; a UserError for anything else (a name, a
     range, '1.5', a GPU given twice, which would be handed to two cells at once)."""
-    from harness.errors import UserError
     ids = [p.strip() for p in text.split(",") if p.strip()]
     for gpu in ids:
         if not _GPU_ID.fullmatch(gpu):

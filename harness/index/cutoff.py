@@ -23,7 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from packaging.version import InvalidVersion, Version
 
-from harness.index.releases import ReleasesUnavailable, pip_settings, project
+from harness.index.releases import pip_settings, project
+from harness.index.simpleapi import ReleasesUnavailable
 
 PIP_WITH_CUTOFF = Version("26.0")  # the first pip with --uploaded-prior-to (checked in its wheels)
 
@@ -126,7 +127,7 @@ def before(files, cutoff: str | None) -> list:
 
 
 def simple_page(files, href=None) -> str:
-    """A PEP 503 project page linking `files` (releases.File), each with its sha256, Python
+    """A PEP 503 project page linking `files` (simpleapi.File), each with its sha256, Python
     requirement and yanked flag; `href(file)` gives a link's target (default: the file's own URL)."""
     links = []
     for f in files:

@@ -4,7 +4,8 @@ A version range in a matrix (``tensorflow: ">=2.10,<2.17"``) becomes one
 environment per release. The list comes from the index the user's own pip
 uses -- its ``index-url``, ``cert`` and ``proxy`` as ``pip config`` and the
 ``PIP_*`` variables say -- through the JSON simple API (PEP 691), which also
-carries when each file was uploaded (PEP 700) and which Python it needs.
+carries when each file was uploaded (PEP 700) and which Python it needs
+(asking it: ``simpleapi.py``; what the answers mean for a range: here).
 Each answer is cached with the time it was fetched under the harness cache,
 so a matrix expands without the network once it has expanded with it, and
 what a run expanded to is written beside its results (``.releases.json``)
@@ -22,46 +23,29 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import html
 import json
-import os
 import re
-import ssl
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from packaging import tags as ptags
 from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from harness.files.paths import cache_dir, inside, read_json, write_json
 from harness.index.pipsettings import DEFAULT_INDEX, PipSettings, pip_settings  # noqa: F401 - re-exported
+from harness.index.simpleapi import File, ReleasesUnavailable, fetch, utc_text  # noqa: F401 - utc_text re-exported
 from harness.stacks import keras_package
 
-SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 FRESH_SECONDS = 24 * 3600       # a cached list younger than this is used without asking the index
-TIMEOUT = 60                    # seconds for one index request
 RECORD = ".releases.json"       # beside a run's results: what its ranges expanded to
 EVERY = ("patch", "minor")      # every release, or the newest patch of each minor
 CUTOFF_MARGIN_DAYS = 1          # companions released with it (keras with TF) fall inside
 SPEC_START = re.compile(r"\s*(==|!=|<=|>=|<|>|~=|===)")
 NAME_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")  # a project name (PEP 508), bounded
-
-
-class ReleasesUnavailable(Exception):
-    """The index could not be asked and nothing is cached: the reason, in words."""
 
 
 def is_range(text: object) -> bool:
@@ -84,35 +68,7 @@ def range_text(spec: str | SpecifierSet) -> str:
     return ",".join(sorted(f"{c.operator}{c.version}" for c in clauses))
 
 
-def opener(settings: PipSettings) -> urllib.request.OpenerDirector:
-    """An opener that reaches the index the way pip would: its CA bundle, its proxy."""
-    context = ssl.create_default_context(cafile=settings.cert) if settings.cert else ssl.create_default_context()
-    handlers: list = [urllib.request.HTTPSHandler(context=context)]
-    if settings.proxy:
-        handlers.append(urllib.request.ProxyHandler({"http": settings.proxy, "https": settings.proxy}))
-    return urllib.request.build_opener(*handlers)  # without an explicit proxy: https_proxy etc., as pip
-
-
-# -- one project's files ------------------------------------------------------------------
-@dataclass(frozen=True)
-class File:
-    filename: str
-    url: str
-    requires_python: str | None = None
-    uploaded: str | None = None    # ISO 8601, UTC (PEP 700); None where the index does not say
-    yanked: bool = False
-    sha256: str | None = None
-
-    @property
-    def version(self) -> Version | None:
-        try:
-            if self.filename.endswith(".whl"):
-                return parse_wheel_filename(self.filename)[1]
-            return parse_sdist_filename(self.filename)[1]
-        except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-            return None
-
-
+# -- one project's files, cached ----------------------------------------------------------
 @dataclass
 class Project:
     name: str
@@ -160,89 +116,6 @@ def _cache_path(settings: PipSettings, name: str) -> Path:
     return inside(_cache_root(), _cache_root() / settings.key / f"{name}.json")
 
 
-def _parse_json(data: dict, base: str) -> list[File]:
-    files = []
-    for f in data.get("files") or []:
-        if not isinstance(f, dict) or not isinstance(f.get("filename"), str):
-            continue
-        upload = f.get("upload-time")
-        files.append(File(filename=f["filename"], url=urllib.parse.urljoin(base, str(f.get("url", ""))),
-                          requires_python=f.get("requires-python") or None,
-                          uploaded=utc_text(upload) if isinstance(upload, str) else None,
-                          yanked=bool(f.get("yanked")), sha256=(f.get("hashes") or {}).get("sha256")))
-    return files
-
-
-_ANCHOR = re.compile(r"<a\s([^>]*)>([^<]*)</a>", re.I)
-_ATTR = re.compile(r'([a-zA-Z-]+)\s*=\s*"([^"]*)"')
-
-
-def _parse_html(text: str, base: str) -> list[File]:
-    """PEP 503 pages (indexes without the JSON API): no upload times."""
-    files = []
-    for attrs, label in _ANCHOR.findall(text):
-        a = {k.lower(): html.unescape(v) for k, v in _ATTR.findall(attrs)}
-        href = a.get("href", "")
-        url, _, frag = href.partition("#")
-        sha = frag.split("=", 1)[1] if frag.startswith("sha256=") else None
-        files.append(File(filename=html.unescape(label).strip(), url=urllib.parse.urljoin(base, url),
-                          requires_python=a.get("data-requires-python") or None,
-                          yanked="data-yanked" in a, sha256=sha))
-    return files
-
-
-def utc_text(text: str) -> str:
-    """'2024-06-16T18:40:05.123Z' -> '2024-06-16T18:40:05Z': the one form of a moment in the
-    harness's records and cut-offs (UTC, whole seconds; a time without a zone is UTC, a date is
-    its midnight). ValueError for what is not an ISO 8601 date or time."""
-    when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_down: dict[tuple, str] = {}  # (index, proxy) -> why it could not be reached: once per process, not per project
-
-
-def _fetch(settings: PipSettings, name: str) -> list[File]:
-    route = (settings.index, os.environ.get("https_proxy"), os.environ.get("HTTPS_PROXY"))
-    if route in _down:
-        raise ReleasesUnavailable(_down[route])
-    try:
-        return _fetch_once(settings, name)
-    except ReleasesUnavailable as exc:
-        if str(exc).startswith("cannot reach"):
-            _down[route] = str(exc)
-        raise
-
-
-def _fetch_once(settings: PipSettings, name: str) -> list[File]:
-    url = f"{settings.index}/{name}/"
-    if url.startswith("file:"):
-        path = Path(urllib.parse.urlparse(url).path)
-        page = path / "index.html"
-        if not page.is_file():
-            raise ReleasesUnavailable(f"{name} is not in the index {settings.index}")
-        return _parse_html(page.read_text(errors="replace"), page.as_uri())
-    request = urllib.request.Request(url, headers={"Accept": f"{SIMPLE_JSON}, text/html;q=0.1",
-                                                   "User-Agent": "tfkeras-harness"})
-    try:
-        with opener(settings).open(request, timeout=TIMEOUT) as response:
-            body = response.read()
-            kind = response.headers.get("Content-Type", "")
-            final = response.geturl()
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            raise ReleasesUnavailable(f"{name} is not on the index {settings.index} (404)") from None
-        raise ReleasesUnavailable(f"{settings.index} answered {exc.code} {exc.reason} for {name}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ReleasesUnavailable(f"cannot reach {settings.index}: {reason}") from None
-    if "json" in kind:
-        return _parse_json(json.loads(body), final)
-    return _parse_html(body.decode(errors="replace"), final)
-
-
 _read: dict[tuple, Project] = {}  # what this process already read: a matrix asks for one project many times
 
 
@@ -284,7 +157,7 @@ def _project(name: str, *, refresh: bool = False, offline: bool = False, covers:
         raise ReleasesUnavailable(f"offline, and no list of {name}'s releases is cached "
                                   f"(run once with the network to fill {path.parent})")
     try:
-        files = _fetch(settings, name)
+        files = fetch(settings, name)
     except ReleasesUnavailable as exc:
         if cached:
             return from_cache(f"{exc}; used the copy cached {_age(age)} ago")

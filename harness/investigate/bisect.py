@@ -16,25 +16,11 @@ the first good one when the older end fails and the newer works (it was
 way: the worse end is the bad one. Which end a user called good is a claim;
 what the ends do decides, and the answer says when the two disagree.
 
-The search (`search`) is a pure function of an ordered version list and an
-oracle, so it is tested without running anything:
-
-- both ends are tested first: they must differ (one good, one bad), or
-  there is nothing to find (a bisect that trusts its bounds answers wrong);
-- a release that cannot be installed for the cell's Python is *skipped* with
-  pip's reason, as `git bisect skip` does; when skipped releases sit right
-  before the first changed one, the answer is the list of candidates;
-- with `jobs` > 1 each round tests that many releases at once, spread evenly
-  over what is left (k-ary search), so rounds fall as hosts rise;
-- the oracle is asked once per release: a release whose repeats disagree
-  (a flaky failure) is bad when the working end was reliably good -- the
-  change is that it no longer always works -- and is marked flaky.
-
-What "bad" means (`judge`): another status than the working end's (a timeout
-or crash is bad when that end was ok), a value the matrix expects and it does
-not give, or optionally validation accuracy below the working end's by more
-than X, or steady samples/s below it by more than Y % *and* outside its
-min-max range (noise-aware).
+Its parts: the search over versions and an oracle (``bisect_search``, pure), a release's
+verdict (``bisect_judge``), the ends as the command line names them (``bisect_ends``). This
+module drives them: the cells that test each release, the rounds that run them (through the
+ordinary Runner, or as Slurm array tasks), the search below the releases through a nightly
+distribution's builds, and the answer's bundle and record.
 """
 
 from __future__ import annotations
@@ -43,9 +29,6 @@ import dataclasses
 import json
 import shutil
 import time
-from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -55,264 +38,20 @@ from harness import status
 from harness.cells import Cell
 from harness.errors import UserError
 from harness.files.paths import inside
+from harness.index import nightly as nightly_mod
 from harness.index import releases
+from harness.investigate.bisect_judge import DEFAULT_CRITERIA, Criteria, evidence_line, judge, judge_ends
+from harness.investigate.bisect_search import BAD, BROKE, GOOD, MENDED, SKIP, Found, Step, Verdict, search, where, words
 from harness.matrix.release_cells import derivation, derived_cell, with_nightly, with_release
 from harness.names import file_name
 from harness.results.result import Result
-from harness.stats import Spread, spread_of, steady
+from harness.results.store import ResultStore
+from harness.stats import Spread
 from harness.terminal import shown
 
-GOOD, BAD, SKIP = "good", "bad", "skip"
-BROKE, MENDED = "broke", "mended"   # which way the cells changed: the watch's words for the same
 
-
-def direction(old: str, new: str) -> str | None:
-    """Which way two ends' verdicts say the cells changed (None: they do not differ, or one
-    cannot be judged): the one rule by which a search, its printout and its record tell a break
-    from a mend."""
-    return {(GOOD, BAD): BROKE, (BAD, GOOD): MENDED}.get((old, new))
-
-
-def words(way: str | None) -> tuple[str, str]:
-    """What the release before the change and the one after it are called, by direction."""
-    return {BROKE: ("last good", "first bad"), MENDED: ("last bad", "first good")}.get(way, ("old end", "new end"))
-
-
-def where(way: str) -> str:
-    """What a search in that direction looks for, in words."""
-    return {BROKE: "where it broke", MENDED: "where it was mended"}[way]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    kind: str            # good | bad | skip
-    why: str = ""        # one line: the status and signature, the metric, or pip's reason
-    flaky: bool = False  # repeats disagreed
-    evidence: dict = field(default_factory=dict, compare=False, hash=False)
-
-
-@dataclass
-class Step:
-    round: int
-    tested: list[tuple[str, Verdict]]
-    before: str          # the last release known to do what the old end does
-    after: str           # the first release known to do what the new end does
-    left: int            # releases still untested between them
-    direction: str | None = None
-
-
-@dataclass
-class Found:
-    versions: list[str]
-    tested: dict[str, Verdict]
-    steps: list[Step]
-    direction: str | None = None  # BROKE | MENDED, from what the ends did; None: no change between them
-    before: str | None = None     # the last release that does what the old end does
-    after: str | None = None      # the first that does what the new end does (None: skips hide which)
-    candidates: list[str] = field(default_factory=list)  # `after` is one of these (skips hide which)
-    problem: str = ""    # why there is no answer (the bounds do not bracket a change)
-    warnings: list[str] = field(default_factory=list)
-    nightly: dict | None = None  # the search below the releases (`below`), when asked
-
-    @property
-    def first_bad(self) -> str | None:
-        return self.after if self.direction == BROKE else None
-
-    @property
-    def last_good(self) -> str | None:
-        return self.before if self.direction == BROKE else None
-
-    @property
-    def first_good(self) -> str | None:
-        return self.after if self.direction == MENDED else None
-
-    @property
-    def last_bad(self) -> str | None:
-        return self.before if self.direction == MENDED else None
-
-    def answer(self) -> dict:
-        """The answer under both pairs of names, the pair that does not apply None (the record's keys)."""
-        return {"direction": self.direction, "first_bad": self.first_bad, "last_good": self.last_good,
-                "first_good": self.first_good, "last_bad": self.last_bad}
-
-
-class BoundsError(Exception):
-    pass
-
-
-def probes(inner: list[int], jobs: int) -> list[int]:
-    """`jobs` indices spread evenly over `inner` (splitting it into jobs + 1 parts)."""
-    if not inner:
-        return []
-    k = max(1, min(jobs, len(inner)))
-    picked = sorted({inner[min(len(inner) - 1, (j * len(inner)) // (k + 1))] for j in range(1, k + 1)})
-    return picked
-
-
-def _ends_problem(versions: list[str], old: Verdict, new: Verdict, expect: str | None) -> str:
-    """Why two ends give no search ('' when they do): they do not differ, one cannot be judged,
-    or (`expect`, a search below the releases) they differ the other way than the releases did."""
-    if expect is not None:
-        want_old, want_new = {BROKE: (GOOD, BAD), MENDED: (BAD, GOOD)}[expect]
-        if old.kind != want_old:
-            return f"the old end {versions[0]} is not {want_old}: {old.kind} ({old.why})"
-        if new.kind != want_new:
-            return f"the new end {versions[-1]} is not {want_new}: {new.kind} ({new.why})"
-        return ""
-    for end, v, verdict in (("old", versions[0], old), ("new", versions[-1], new)):
-        if verdict.kind == SKIP:
-            return f"the {end} end {v} cannot be judged here: {verdict.why}"
-    if old.kind == new.kind:
-        return (f"the ends do not differ: {versions[0]} and {versions[-1]} are both {old.kind} "
-                f"({versions[0]}: {old.why}; {versions[-1]}: {new.why})")
-    return ""
-
-
-def search(versions: list[str], oracle: Callable[[list[str]], dict[str, Verdict]], jobs: int = 1,
-           on_step: Callable[[Step], None] | None = None, expect: str | None = None) -> Found:
-    """Find the first release in `versions` (oldest first) that does what the last one does, when
-    the first does the other: the first bad release when the first is good and the last bad, the
-    first good one when it is the other way round. `oracle` judges a list of releases at once
-    (one round); `expect` (BROKE or MENDED) asks the ends to differ that way."""
-    found = Found(versions=list(versions), tested={}, steps=[])
-    if len(versions) < 2:
-        found.problem = "fewer than two releases between the bounds"
-        return found
-
-    def ask(idx: list[int]) -> None:  # one round: each release asked once, ever
-        asked = [versions[i] for i in idx]
-        verdicts = oracle(asked)
-        for v in asked:
-            found.tested[v] = verdicts[v]
-
-    ask([0, len(versions) - 1])
-    old_end, new_end = found.tested[versions[0]], found.tested[versions[-1]]
-    found.problem = _ends_problem(versions, old_end, new_end, expect)
-    if not found.problem:
-        found.direction = direction(old_end.kind, new_end.kind)
-    like_old, like_new = old_end.kind, new_end.kind
-    lo, hi = 0, len(versions) - 1
-    step = Step(0, [(v, found.tested[v]) for v in (versions[0], versions[-1])], versions[lo], versions[hi],
-                hi - lo - 1, found.direction)
-    found.steps.append(step)
-    if on_step:
-        on_step(step)
-    if found.problem:
-        return found
-    round_ = 0
-    while True:
-        inner = [i for i in range(lo + 1, hi) if versions[i] not in found.tested]
-        if not inner:
-            break
-        round_ += 1
-        picked = probes(inner, jobs)
-        ask(picked)
-        kinds = {i: found.tested[versions[i]].kind for i in range(lo, hi + 1) if versions[i] in found.tested}
-        new_hi = min((i for i, k in kinds.items() if k == like_new and i > lo), default=hi)
-        new_lo = max((i for i, k in kinds.items() if k == like_old and i < new_hi), default=lo)
-        later = [versions[i] for i, k in kinds.items() if k == like_old and i > new_hi]
-        if later:
-            found.warnings.append(f"not monotone: {versions[new_hi]} is {like_new} but later {', '.join(later)} "
-                                  f"{like_old}; the first change is reported")
-        lo, hi = new_lo, new_hi
-        left = sum(1 for i in range(lo + 1, hi) if versions[i] not in found.tested)
-        step = Step(round_, [(versions[i], found.tested[versions[i]]) for i in picked], versions[lo], versions[hi],
-                    left, found.direction)
-        found.steps.append(step)
-        if on_step:
-            on_step(step)
-    found.before = versions[lo]
-    skipped = [versions[i] for i in range(lo + 1, hi) if found.tested.get(versions[i], Verdict(SKIP)).kind == SKIP]
-    found.candidates = skipped + [versions[hi]]
-    found.after = versions[hi] if not skipped else None
-    return found
-
-
-# -- what "bad" means ------------------------------------------------------------------
-@dataclass(frozen=True)
-class Criteria:
-    accuracy_drop: float | None = None   # absolute val_accuracy below the good end's median
-    speed_drop: float | None = None      # percent of steady samples/s below the good end's median
-
-
-def evidence(results: list[Result]) -> dict:
-    """What a release's cells showed: status(es), signature, val_accuracy and samples/s with spread."""
-    statuses = Counter(r.status for r in results)
-    failed = [r for r in results if r.status != status.OK]
-    ok = [r for r in results if r.status == status.OK]
-    acc = spread_of(r.metric("val_accuracy") for r in ok)
-    speed = spread_of(e.get("samples_per_sec") for r in ok for e in steady(r.epochs))
-    missed = [[v for v in r.expected.values if v.met is False] if r.expected else [] for r in results]
-    return {"status": statuses.most_common(1)[0][0] if statuses else None,
-            "statuses": dict(statuses), "signature": status.failure_text(failed[0]) if failed else "",
-            "val_accuracy": acc, "samples_per_sec": speed, "cells": [r.cell for r in results],
-            "unmet": [v.detail or f"{v.metric}: {v.got} (expected {v.want})" for vs in missed for v in vs],
-            "unmet_cells": sum(1 for vs in missed if vs)}
-
-
-def _show(ev: dict) -> str:
-    parts = [", ".join(f"{n} {s}" for s, n in sorted(ev["statuses"].items()))]
-    if ev["signature"]:
-        parts.append(ev["signature"][:160])
-    if ev.get("unmet"):
-        parts.append("expectation not met: " + "; ".join(ev["unmet"])[:200])
-    if ev["val_accuracy"]:
-        parts.append(f"val_accuracy {ev['val_accuracy'].fmt(3)}")
-    if ev["samples_per_sec"]:
-        parts.append(f"samples/s {ev['samples_per_sec'].fmt(0)}")
-    return "; ".join(parts)
-
-
-def judge(results: list[Result], good: dict | None, criteria: Criteria = Criteria()) -> Verdict:
-    """A release's verdict from its cells' results, against the working end's evidence (`good`;
-    None: judged on its own, as an end is: good when it runs and gives the values expected)."""
-    ev = evidence(results)
-    if not results:
-        return Verdict(SKIP, "no result", evidence=ev)
-    not_run = [r for r in results if r.status in status.NOT_RUN]
-    if not_run:
-        r = not_run[0]
-        return Verdict(SKIP, f"{r.status}: {r.reason or r.failure_text}"[:300], evidence=ev)
-    want = good["status"] if good else status.OK
-    changed = [r for r in results if r.status != want]
-    if changed:
-        return Verdict(BAD, _show(ev), flaky=len(changed) < len(results), evidence=ev)
-    # a value the matrix expects (`expect:` with `metric:`) that this release does not give: a silent
-    # change is a change (while the good end gave it; an end that misses it is not good)
-    if ev["unmet"] and not (good and good.get("unmet")):
-        return Verdict(BAD, _show(ev), flaky=ev["unmet_cells"] < len(results), evidence=ev)
-    if good and criteria.accuracy_drop is not None and ev["val_accuracy"] and good["val_accuracy"]:
-        if ev["val_accuracy"].median < good["val_accuracy"].median - criteria.accuracy_drop:
-            return Verdict(BAD, f"val_accuracy {ev['val_accuracy'].fmt(3)} against {good['val_accuracy'].fmt(3)} "
-                                f"(more than {criteria.accuracy_drop} lower)", evidence=ev)
-    if good and criteria.speed_drop is not None and ev["samples_per_sec"] and good["samples_per_sec"]:
-        now, then = ev["samples_per_sec"], good["samples_per_sec"]
-        if now.median < then.median * (1 - criteria.speed_drop / 100) and now.hi < then.lo:
-            return Verdict(BAD, f"samples/s {now.fmt(0)} against {then.fmt(0)} (more than {criteria.speed_drop:g}% "
-                                "lower, outside its range)", evidence=ev)
-    return Verdict(GOOD, _show(ev), evidence=ev)
-
-
-def judge_ends(old: list[Result], new: list[Result], criteria: Criteria = Criteria()) -> tuple[Verdict, Verdict]:
-    """Both ends' verdicts, each by what it does, never by its place: each on its own first (does
-    it run, and give the values the matrix expects?). When both do, each against the other with
-    the criteria: a newer end slower or less accurate than the older is bad (a break), an older
-    end slower or less accurate than the newer is bad (a mend). The end that comes out good is
-    the yardstick every release between them is judged against."""
-    a, b = judge(old, None, criteria), judge(new, None, criteria)
-    if a.kind == GOOD and b.kind == GOOD:
-        worse_new = judge(new, a.evidence, criteria)
-        if worse_new.kind == BAD:
-            return a, worse_new
-        worse_old = judge(old, b.evidence, criteria)
-        if worse_old.kind == BAD:
-            return worse_old, b
-    return a, b
-
-
-# -- the driver ---------------------------------------------------------------------
 def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine, results_root: Path,
-        console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = Criteria(),
+        console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = DEFAULT_CRITERIA,
         cutoff: bool = True, margin_days: float = releases.CUTOFF_MARGIN_DAYS, bundles: Path = Path("bundles"),
         resolver: releases.Resolver | None = None, slurm=None, engine_args: dict | None = None,
         nightly: str | None = None, as_of: str | None = None, said: str | None = None) -> tuple[Found, Path | None]:
@@ -360,8 +99,6 @@ def below(found: Found, cells_for: ReleaseCells, rounds_of, console: Console, jo
     """The first night that changed the cells the way the releases did (harness/index/nightly.py), between
     the release before the change and the one after it: the same search, over the nightly
     distribution's builds, as of the same cut-off, its ends asked to differ that way."""
-    from harness.index import nightly as nightly_mod
-
     package, name = cells_for.package, cells_for.nightly
     python = cells_for.template.python
     win = nightly_mod.window(package, name, found.before, found.after, python,
@@ -455,6 +192,8 @@ class _Rounds:
 
     def _run(self, cells: list[Cell]) -> dict[str, Result]:
         """The cells' results by id, run here or on Slurm; counts the cells that ran now."""
+        # deferred: the runner loads the report with it, and `harness upgrade`'s verb module imports
+        # this one as the CLI starts
         from harness.run.runner import Runner
 
         # timings are compared only within one run: a speed criterion measures every release afresh
@@ -495,7 +234,7 @@ def _show_answer(found: Found, package: str, console: Console) -> None:
                       f"be installed); {before_word}: {shown(package)} {shown(found.before)}", highlight=False)
     for label, v in ((before_word, found.before), (after_word, found.candidates[-1])):
         ev = found.tested[v].evidence
-        console.print(f"  {label} {shown(v)}: {shown(_show(ev))}", highlight=False)
+        console.print(f"  {label} {shown(v)}: {shown(evidence_line(ev))}", highlight=False)
         for cell_id in ev.get("cells", [])[:3]:
             console.print(f"    {shown(cell_id)}", highlight=False)
     for w in found.warnings:
@@ -507,6 +246,7 @@ def _bundle_after(found: Found, rounds: _Rounds, engine, run_dir: Path, bundles:
     """The first changed release's cell as a repro bundle, with every attempt's own folder (result,
     events, logs) under attempts/: a break's failing cell, the report upstream asks for; a mend's
     working cell, the environment to move to, pinned. None when it left no result."""
+    # deferred: repro imports the runner (see `_Rounds._run`)
     from harness.investigate.repro import write_bundle
 
     after = found.candidates[-1]
@@ -535,7 +275,7 @@ def _on_slurm(m, cells: list[Cell], derived: dict[str, dict], engine, results_ro
     """One round as array tasks: submit the cells that need a run (each task rebuilds its cell
     from the matrix and `derived`, harness/run/executors/slurm/task.py), watch the queue until none
     is queued or running, and read the results. Returns them and how many cells were submitted."""
-    from harness.results.store import ResultStore
+    # only a Slurm round needs these: the CLI, which imports this module for `upgrade`, starts without them
     from harness.run.executors.slurm.board import status as board_status
     from harness.run.executors.slurm.submit import submit
 

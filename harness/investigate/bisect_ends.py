@@ -1,25 +1,25 @@
 """The releases a bisect searches, as the user names them: the command line's ends, checked.
 
-Kept apart from the search (``bisect``): a user names the ends three ways (--good/--bad in
+Kept apart from the search (``bisect_search``): a user names the ends three ways (--good/--bad in
 either order, --old/--new, --range) and every one is checked here, once, before anything loads
 -- `reduce --package` and the watch's bisect take the same ends through `bounds`.
 """
 
 from __future__ import annotations
 
+import math
+
 from packaging.version import InvalidVersion, Version
 
 from harness.errors import UserError
 from harness.index import releases
-from harness.investigate.bisect import BROKE, MENDED
+from harness.index.nightly import nightly_of
+from harness.investigate.bisect_search import BROKE, MENDED
 
 
 def checked(args) -> str | None:
     """The command line's own checks, before anything loads: the criteria are numbers in range,
     one way of naming the bounds (`ends`), and the nightly distribution to search below them (or None)."""
-    import math
-
-    from harness.index.nightly import nightly_of
     for name in ("accuracy_drop", "speed_drop"):
         value = getattr(args, name)
         if value is not None and (not math.isfinite(value) or value < 0 or (name == "speed_drop" and value >= 100)):

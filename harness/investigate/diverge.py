@@ -39,6 +39,7 @@ from harness.investigate import layerdiff
 from harness.names import file_name
 from harness.report.divergence import PAGE, RECORD, write_page
 from harness.results.result import Result
+from harness.run.runner import Runner, select
 from harness.terminal import shown
 from harness.workloads.protocol import DIVERGE_REFERENCE
 
@@ -91,7 +92,6 @@ def plan(a: Cell, b: Cell, rows: int | None = None, epochs: int | None = None) -
 
 def one_cell(pattern: str, cells: list[Cell], what: str, matrix: Path) -> Cell:
     """The one cell of the matrix `pattern` names (an id, a prefix or a glob)."""
-    from harness.run.runner import select
     found = select(cells, [pattern])
     if not found:
         raise UserError(f"{what} {pattern!r} matches no cell of {matrix} (python -m harness list {matrix} shows "
@@ -122,8 +122,6 @@ def run(m, a: Cell, b: Cell, engine, out: Path, console: Console, *, rows: int |
         epochs: int | None = None, rerun: bool = False) -> tuple[dict, Path]:
     """Run the three sides (reusing finished ones), compare them, write the record and the page.
     A side that could not be measured is a UserError naming it, its status and its reason."""
-    from harness.run.runner import Runner
-
     p = plan(a, b, rows, epochs)
     cells_root = out / "cells"
     started = time.monotonic()

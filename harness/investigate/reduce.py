@@ -29,6 +29,10 @@ A one-sided reduction is not a repro of a regression.
   user's data never travels unless the reduced script cannot do without it, and then the
   draft says so).
 
+Its parts: what a candidate's source alone decides, before any run (``reduce_source``), and
+what the answer tells -- the versions each side ran, the draft for upstream, the summary
+(``reduce_report``). This module runs the candidates and writes the answer.
+
 Written under `--out`: `reduced/<script>`, `original/<script>`, `good/` and `bad/` bundles
 (each a `run.sh` that needs no harness, as `repro` writes them), `ISSUE.md` (a draft for the
 upstream tracker) and `reduce.json` (what was tried, kept, and how long it took).
@@ -38,7 +42,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import io
 import json
 import shutil
@@ -46,6 +49,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pysource_minimize import minimize
 from rich.console import Console
 
 from harness import status, usercode
@@ -53,9 +57,17 @@ from harness.cells import Cell
 from harness.errors import UserError
 from harness.files.ownfiles import link_or_copy
 from harness.files.paths import inside
+from harness.index import releases
+from harness.investigate.bisect import ReleaseCells
+from harness.investigate.bisect_ends import bounds
+from harness.investigate.diverge import one_cell
+from harness.investigate.reduce_report import also_changed, issue, stack_of
+from harness.investigate.reduce_source import not_worth_a_run, seeders, unseeded
+from harness.investigate.repro import write_bundle
 from harness.launch.confinement import for_reduce
 from harness.names import file_name
 from harness.results.result import Result
+from harness.run.runner import Runner
 
 RECORD = "reduce.json"
 DEFAULT_BUDGET = 120.0
@@ -104,7 +116,6 @@ class Tally:
 def sides(m, args) -> tuple[Cell, Cell]:
     """The good and the bad cell: two cells named, or one cell on two releases of a package (the
     cells `bisect` ran for its last good and first bad release, made the same way)."""
-    from harness.investigate.diverge import one_cell
     by_release = (args.package, args.good, args.bad)
     if len(args.cells) == 2:
         if any(by_release):
@@ -113,9 +124,6 @@ def sides(m, args) -> tuple[Cell, Cell]:
                 one_cell(args.cells[1], m.cells, "BAD_CELL", args.matrix))
     if len(args.cells) != 1 or not all(by_release):
         raise UserError("give GOOD_CELL BAD_CELL, or one CELL with --package, --good and --bad")
-    from harness.index import releases
-    from harness.investigate.bisect import ReleaseCells
-    from harness.investigate.bisect_ends import bounds
     cell = one_cell(args.cells[0], m.cells, "CELL", args.matrix)
     resolver = releases.Resolver(offline=getattr(args, "offline", False))
     listed = bounds(args.package, cell.environment.python, good=args.good, bad=args.bad, spec=None, pre=False,
@@ -148,7 +156,6 @@ class Trials:
         self.fallback = 0                   # kept candidates given back because the smallest held by chance
         self.seeded: set[str] = set()       # the random-number seeders the original calls with a seed (start)
         self._n = 0
-        from harness.run.runner import Runner
         # one runner for every candidate: one run, so its cells' variables (the run's id among them)
         # stay the same and each side's warm launcher serves every candidate, not one each
         self.runner = Runner(dataclasses.replace(m, cells=[]), engine, work / "cells",
@@ -270,8 +277,6 @@ def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget
            unconfined: bool = False) -> dict:
     """Shrink the script of `good`/`bad` (one script, two environments); write the bundle. Its
     candidates are confined (`unconfined`: the user said not to), and it says how before any runs."""
-    from pysource_minimize import minimize
-
     path = script_of(good)
     if script_of(bad) != path:
         raise UserError(f"{good.id} and {bad.id} run different scripts ({path} and {script_of(bad)}): reduce takes "
@@ -300,79 +305,7 @@ def reduce(m, good: Cell, bad: Cell, engine, out: Path, console: Console, budget
     return record
 
 
-UNROUND = "it only moves a float to an unround value"
-SHORTENED = "it only cuts a string short"
-
-
-def not_worth_a_run(current: str, candidate: str) -> str | None:
-    """Why `candidate` is refused without a run, or None: it differs from `current` only in its
-    constants, and only by moving a float to an unround value or cutting a string short.
-
-    pysource-minimize shrinks a float by halving it towards 0 while the break holds: a dropout rate
-    or a learning rate that does not matter to the break would cost a run on each of some thousand
-    halvings (0.2, 0.1, 0.05, ... 5e-324); round values (two significant digits) are tried, so a
-    float still shrinks to 0 or to the roundest value that keeps the break. It cuts a string
-    character by character, two runs per character where the cut fails: a path, a layer's name or
-    an activation cut short is no simpler to read, and a script's strings were most of a small
-    reduction's runs (a 9-line script: 303 candidates, 93 without the cuts). A string may still go
-    whole (to ""), and any other difference -- an int, a name, a line gone -- is a candidate like
-    any other."""
-    (before, shape), (after, other) = _shape(current), _shape(candidate)
-    if shape is None or shape != other:
-        return None
-    for x, y in zip(before, after, strict=True):
-        if x == y:
-            continue
-        if isinstance(y, float) and float(f"{y:.2g}") != y:
-            return UNROUND
-        if isinstance(y, (str, bytes)) and y:
-            return SHORTENED
-    return None
-
-
-@functools.lru_cache(maxsize=8)  # the current source is asked about with every candidate
-def _shape(source: str) -> tuple[list, str | None]:
-    """The source's float and string constants, and its tree's dump with them blanked: what stays
-    when only they move (None: it does not parse)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return [], None
-    constants = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, MOVABLE)]
-    values = [n.value for n in constants]
-    for node in constants:
-        node.value = type(node.value)()
-    return values, ast.dump(tree)
-
-
-MOVABLE = (float, str, bytes)
-
-
 FRESH_CHECKS = 3  # the answer holds fresh this many times in a row, or it held by chance
-# What seeds random numbers (numpy's RandomState / default_rng / seed, random.seed, TF's and Keras's
-# set_seed, JAX's PRNGKey / key): called with a seed in the original, called with none in a
-# candidate, the candidate's outcome is chance -- the reducer likes that cut, as it is shorter.
-SEEDERS = frozenset({"RandomState", "default_rng", "seed", "set_seed", "set_random_seed", "PRNGKey", "key",
-                     "Generator", "SeedSequence"})
-
-
-def _calls(source: str):
-    import ast
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
-            if name in SEEDERS:
-                yield name, bool(node.args or node.keywords)
-
-
-def seeders(source: str) -> set[str]:
-    """The seeders the script calls with a seed."""
-    return {name for name, seeded in _calls(source) if seeded}
-
-
-def unseeded(source: str, seeded: set[str]) -> bool:
-    """Whether a candidate calls one of those seeders with no seed."""
-    return any(name in seeded and not given for name, given in _calls(source))
 
 
 def _fresh(trials: Trials, source: str) -> tuple[str, bool, Result, Result] | str:
@@ -417,7 +350,6 @@ def _last_that_holds(trials: Trials, original: str, why: str) -> tuple[str, bool
 
 def _needs(folder: Path, script: str, reduced: str) -> list[str]:
     """The other files of the code folder the reduced script names (a string equal to a path)."""
-    import ast
     names = {node.value for node in ast.walk(ast.parse(reduced)) if isinstance(node, ast.Constant)
              and isinstance(node.value, str)}
     have = [p.relative_to(folder).as_posix() for p, _size in usercode.walk(folder)]  # the code's, not our output
@@ -426,7 +358,6 @@ def _needs(folder: Path, script: str, reduced: str) -> list[str]:
 
 def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: bool, good: Result, bad: Result,
            seconds: float) -> dict:
-    from harness.investigate.repro import write_bundle
     script = trials.script
     for part, text in (("original", original), ("reduced", reduced)):
         (folder / part / script).parent.mkdir(parents=True, exist_ok=True)
@@ -436,7 +367,7 @@ def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: boo
         write_bundle(folder / side, cell, trials.engine, result.provenance, [result])
     lines = lambda text: len([x for x in text.splitlines() if x.strip()])  # noqa: E731 - one use, named
     t = trials.tally
-    stacks = {"good": _stack(good), "bad": _stack(bad)}
+    stacks = {"good": stack_of(good), "bad": stack_of(bad)}
     record = {"good": trials.good.id, "bad": trials.bad.id, "script": script, "family": str(trials.family),
               "lines": {"original": lines(original), "reduced": lines(reduced)},
               "alone": alone, "needs": [] if alone else _needs(trials.folder, script, reduced),
@@ -445,7 +376,7 @@ def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: boo
                              "forked_cell_runs": t.forked, "cell_runs": t.cell_runs, "fresh_because": t.fresh_notes,
                              "asked_again": t.repeated, "given_back": trials.fallback},
               "seconds": round(seconds, 1), "candidate_seconds": round(t.seconds, 1),
-              "stacks": stacks, "also_changed": _also_changed(stacks, folder),
+              "stacks": stacks, "also_changed": also_changed(stacks, folder),
               "resolved": {"good": good.resolution, "bad": bad.resolution},  # as each side's record says
               "signature": bad.failure_text or str(trials.family),
               "good_status": str(Family.of(good)) if trials.family.status == status.DRIFTED else good.status,
@@ -460,115 +391,3 @@ def _write(folder: Path, trials: Trials, original: str, reduced: str, alone: boo
     shutil.rmtree(folder / ".work" / "candidates", ignore_errors=True)
     return {**record, "folder": str(folder)}
 
-
-def _also_changed(stacks: dict, folder: Path) -> dict:
-    """Every other package whose exact pin differs between the two bundles' locks, per side: what
-    else moved with the release (jaxlib following jax; an environment resolved as of a later day)."""
-    locks = {side: _pins(folder / side / "environment" / "requirements.lock") for side in ("good", "bad")}
-    names = [n for n in sorted(set(locks["good"]) | set(locks["bad"])) if locks["good"].get(n) != locks["bad"].get(n)
-             and n not in stacks["good"] and n not in stacks["bad"]]
-    return {side: {n: locks[side].get(n, "-") for n in names} for side in locks}
-
-
-def _pin(line: str) -> tuple[str, str] | None:
-    """(name, version) of a `name==version` line (a comment, a marker, a continuation left out)."""
-    name, sep, version = line.split("#")[0].split(";")[0].partition("==")
-    if not sep or not name.strip() or name.strip().startswith("-"):
-        return None
-    return name.strip(), version.strip().rstrip("\\").strip()
-
-
-def _pins(lock: Path) -> dict[str, str]:
-    """The pins of a pip lock, by lower-case name (none where the engine keeps no lock)."""
-    try:
-        text = lock.read_text()
-    except OSError:
-        return {}
-    return {pin[0].lower(): pin[1] for pin in map(_pin, text.splitlines()) if pin}
-
-
-def _stack(result: Result) -> dict:
-    """The versions one side ran: what the cell saw of its stack, then the environment's pins."""
-    seen = result.seen or {}
-    keep = ("python", "tensorflow", "keras", "jax", "torch", "numpy") + (("backend",) if seen.get("api") == "keras3"
-                                                                          else ())
-    out = {k: seen.get(k) for k in keep if seen.get(k)}
-    for package, _range, version in result.releases:
-        out.setdefault(str(package), str(version))
-    for req in (result.provenance or {}).get("requirements") or []:
-        pin = _pin(str(req)) if ";" not in str(req) else None  # a pin for some platforms only: not this one's
-        if pin:
-            out.setdefault(*pin)
-    return out
-
-
-REPORT_IMPORT = "from workloads.metrics import report"
-REPORT_SHIM = "def report(name, value):  # the value the two versions disagree on\n    print(name, value)"
-
-
-def issue(record: dict, reduced: str) -> str:
-    """A draft for the upstream tracker: what TensorFlow's and Keras's templates ask for first.
-    A value the script reported to the harness is printed instead, so the code needs no harness."""
-    reduced = reduced.replace(REPORT_IMPORT, REPORT_SHIM)
-    values = record.get("values") or []
-    expected = ([f"- expected (as with the first versions): {v['metric']} = {v['good']!r} (the matrix expects "
-                 f"{v['expected']!r})" for v in values] + [f"- actual: {v['metric']} = {v['bad']!r}" for v in values]
-                if values else
-                [f"- expected (as with the first versions): it runs to the end ({record['good_status']})",
-                 f"- actual: {record['signature']}"])
-    good, bad = record["stacks"]["good"], record["stacks"]["bad"]
-    changed = sorted(k for k in set(good) | set(bad) if good.get(k) != bad.get(k))
-    title = ", ".join(f"{k} {good.get(k)} -> {bad.get(k)}" for k in changed) or "a change between two environments"
-    versions = ["| package | works | fails |", "|---|---|---|"] + [
-        f"| {k} | {good.get(k, '-')} | {bad.get(k, '-')} |" for k in sorted(set(good) | set(bad))]
-    also = record.get("also_changed") or {}
-    if also.get("good"):
-        versions += ["", "Also different between the two environments:", "",
-                     "| package | works | fails |", "|---|---|---|"] + [
-            f"| {k} | {also['good'][k]} | {also['bad'][k]} |" for k in sorted(also["good"])]
-    resolved = record.get("resolved")
-    if resolved:  # what each side's record says, never what its matrix asked (Result.resolution)
-        versions += ["", f"The packages no pin fixed were resolved, for the first versions, {resolved['good']}; "
-                         f"for the second, {resolved['bad']}."]
-    needs = record["needs"]
-    return "\n".join([
-        f"# {record.get('what') or record['family'].split(':')[0]} after upgrading: {title}", "",
-        "## Describe the problem", "",
-        f"This script works with the first set of versions below and fails with the second: "
-        f"**{record['signature']}**.", "",
-        "## Versions", "", *versions, "",
-        "## Standalone code to reproduce", "",
-        "```python", reduced.rstrip(), "```", "",
-        *(["It reads these files of the original project, not included here: " + ", ".join(needs), ""]
-          if needs else []),
-        "## Expected and actual", "", *expected, "",
-        "## How this was found", "",
-        f"The original script ({_lines(record['lines']['original'])}) was reduced to "
-        f"{_lines(record['lines']['reduced'])} "
-        f"while both sides held: it still fails in the same way with the second versions and still passes with the "
-        f"first ({record['candidates']['tried']} candidates tried, {record['candidates']['kept']} kept). "
-        "`good/run.sh` and `bad/run.sh` beside this file rebuild each environment from exact pins and run it.", ""])
-
-
-def _lines(n: int) -> str:
-    return f"{n} line" if n == 1 else f"{n} lines"
-
-
-def show(record: dict, console: Console) -> None:
-    c = record["candidates"]
-    console.rule("reduced")
-    console.print(f"{record['script']}: {record['lines']['original']} -> [bold]{record['lines']['reduced']}[/] lines; "
-                  f"still {record['family']} on {record['bad']}, still ok on {record['good']}", highlight=False)
-    rate = c["tried"] / max(record["candidate_seconds"], 1e-9)
-    console.print(f"{c['tried']} candidates tried, {c['kept']} kept, in {record['candidate_seconds']:.0f} s "
-                  f"({rate:.2f} candidates/s; {c['forked_cell_runs']} of {c['cell_runs']} cell runs forked warm); "
-                  "rejected: "
-                  + (", ".join(f"{why} {n}" for why, n in sorted(c["rejected"].items())) or "none"), highlight=False)
-    if c.get("given_back"):
-        console.print(f"[yellow]note[/]: the {c['given_back']} last kept candidate(s) held only by chance (not when "
-                      "run fresh); the answer is the last that held fresh", highlight=False)
-    if record["needs"]:
-        console.print("[yellow]note[/]: it still needs these files of the code folder: " + ", ".join(record["needs"]),
-                      highlight=False)
-    console.print(f"written: {record['folder']} (reduced/, good/run.sh, bad/run.sh, ISSUE.md; "
-                  f"{record['seconds']:.0f} s)", highlight=False)

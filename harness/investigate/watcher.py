@@ -26,9 +26,13 @@ from harness.cells import Cell
 from harness.errors import NothingReleasedYet, UserError
 from harness.files.paths import check_writable
 from harness.index import releases
+from harness.index.nightly import nightly_of
+from harness.investigate import bisect, bisect_ends
+from harness.investigate.diverge import MODELS
 from harness.results.store import ResultStore
+from harness.run.runner import Runner
 from harness.terminal import shown
-from harness.watch import changes as ch
+from harness.watch import changelog as ch
 from harness.watch import expand, history, page, publish, series
 
 NOTHING_NEW, CHANGED, ERROR, BUSY = 0, 1, 2, 3
@@ -78,7 +82,6 @@ class Watch:
         return self._engine
 
     def run(self) -> int:
-        from harness.run.runner import Runner
         started = time.time()
         m, console = self.m, self.console
         with self.stack:
@@ -154,7 +157,6 @@ class Watch:
     def _diverge_command(self, change: ch.Change) -> str | None:
         """The `diverge` that says why a value moved between the two releases: a cell of the last
         release before the change against the same cell of the first one after it."""
-        from harness.investigate.diverge import MODELS
         after = [c for c in self.m.cells if self._cell_in(c, change) and c.workload.model in MODELS]
         for cell in after:
             label = cell.id.split("/", 1)[1]
@@ -174,7 +176,6 @@ class Watch:
         last good and first bad of a break, the last bad and first good of a mend): every index
         release between them (the watch may have seen only some), as of the watch's date; the ends'
         outcomes say which way it searches."""
-        from harness.investigate import bisect, bisect_ends
         cells = [c for c in self.m.cells if self._cell_in(c, change)]
         if not cells:
             return None
@@ -190,7 +191,6 @@ class Watch:
             return None
         nightly = None
         if self.m.watch_nightly:
-            from harness.index.nightly import nightly_of
             try:
                 nightly = nightly_of(change.package, self.m.watch_nightly)
             except UserError as exc:  # a package without a nightly distribution: the release bisect only

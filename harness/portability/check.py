@@ -19,6 +19,7 @@ import numpy as np
 import yaml
 
 from harness.errors import UserError
+from harness.matrix import load
 from harness.portability import grid, judge
 from harness.portability.publish import gather
 
@@ -64,7 +65,6 @@ def matrix_text(stacks: Path, model: Path, custom: Path | None, content: str, na
 
 
 def write_matrix(stacks: Path, model: Path, custom: Path | None, writer: str | None, out: Path) -> Path:
-    from harness.matrix import load
     out.parent.mkdir(parents=True, exist_ok=True)
     content = digest(model, custom)
     out.write_text(matrix_text(stacks, model, custom, content, [], None))

@@ -5,12 +5,18 @@ Exit 0; 1 when a run left cells without a result or not ok; 2 for input that can
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from rich.console import Console
 
+from harness.commands.common import engine_for
+from harness.errors import UserError
+from harness.matrix import load
 from harness.options.engine import add_engine_args
 from harness.options.shared import add_resource_args
+from harness.portability import grid, judge, publish
+from harness.status import OK
 from harness.terminal import shown
 
 STACKS = "matrices/portability/stacks.yaml"
@@ -55,7 +61,6 @@ def command(args, console: Console) -> int:
         return _run(args, console)
     if args.action == "check":
         return _check(args, console)
-    from harness.portability import publish
     data = publish.publish(Path(args.results), Path(args.out))
     counts: dict[str, int] = {}
     for r in data["records"]:
@@ -69,11 +74,6 @@ def command(args, console: Console) -> int:
 
 
 def _run(args, console: Console) -> int:
-    from harness.commands.common import engine_for
-    from harness.matrix import load
-    from harness.portability import grid
-    from harness.status import OK
-
     results = Path(args.results)
     matrix = grid.write(Path(args.stacks), results / "grid.yaml")
     m = load(matrix)
@@ -92,19 +92,15 @@ def _run(args, console: Console) -> int:
 def _runner(m, engine, results: Path, args, console: Console):
     """The run of the grid's (or a check's) cells: warm, as `run` is by default -- a writer forks
     from its stack's launcher, and a reader loads every file in one process."""
-    from harness.run.runner import Runner
+    from harness.run.runner import Runner  # its live progress display is imported when cells run, not at CLI start
     engine.warm = True
     return Runner(m, engine, results, console, jobs=args.jobs, gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
 
 
 def _check(args, console: Console) -> int:
-    import json
-
-    from harness.commands.common import engine_for
-    from harness.errors import UserError
+    # imported when a check runs, not at CLI start: the repro bundles need the runner, the comparison numpy
     from harness.investigate.repro import reproduce
-    from harness.matrix import load
-    from harness.portability import check, judge
+    from harness.portability import check
 
     results, out = Path(args.results), Path(args.out)
     model = Path(args.model).resolve()

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from harness.errors import UserError
+from harness.matrix import load
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 SCRIPT = SCRIPTS / "portable.py"
@@ -52,7 +53,6 @@ def read(stacks: Path) -> dict:
 def write(stacks: Path, out: Path) -> Path:
     """Write the grid's matrix to `out`, its readers' needs named as the matrix loader names the
     environments, and return it. A bad environment is the loader's error, naming `out`'s key."""
-    from harness.matrix import load
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(matrix_text(stacks, []))
     names = [env.name for env in load(out).environments]

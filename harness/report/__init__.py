@@ -14,13 +14,18 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.errors import UserError
 from harness.files.outputs import Manifest
 from harness.host.beside import NEXT_CELL
 from harness.launch.allocation import PREALLOCATE
+from harness.matrix import load as load_matrix
 from harness.report import divergence, plots, reported, site, tables
+from harness.report.analysis import compare_runs
 from harness.report.markdown import md_escape, md_table
-from harness.results.result import Provenance, Result, Seen
+from harness.results.result import Result
 from harness.results.store import read_all
+from harness.results.views import Provenance, Seen
+from harness.watch import history, page
 from harness.workloads.protocol import cuda_version_text, cudnn_version_text
 
 CSV_FIELDS = ("cell", "status", "environment", "workload", "parallelism", "devices", "batch_size", "repeat",
@@ -127,8 +132,6 @@ def _cuda_seen(seen: Seen) -> str:
 def coverage_lines(results: list[dict]) -> list[str]:
     """How much of each matrix has results, when its file is still where the
     run found it: a report built while a run is unfinished says so itself."""
-    from harness.errors import UserError
-    from harness.matrix import load as load_matrix
     have: dict[str, set] = defaultdict(set)
     for r in results:
         have[r.matrix].add(r.cell)
@@ -244,7 +247,6 @@ def publish(roots: list[Path], out: Path, title: str = "Compatibility report",
 def _watch_pages(roots: list[Path], out: Path) -> list[str]:
     """The history page, feeds and badges of every watched matrix below `roots` (``harness watch``
     writes them too; they are the watch's files, not in this report's manifest), linked from the index."""
-    from harness.watch import history, page
     links = []
     for root in roots:
         for run in sorted(p for p in Path(root).iterdir() if p.is_dir()) if Path(root).is_dir() else []:
@@ -255,7 +257,6 @@ def _watch_pages(roots: list[Path], out: Path) -> list[str]:
 
 def compare(run_a: Path, run_b: Path, notes: Callable[[str], None] | None = None) -> tuple[str, int]:
     """Markdown of what changed from run A to run B, and how many regressions."""
-    from harness.report.analysis import compare_runs
     a = [r for _, r in load([run_a], notes)]
     b = [r for _, r in load([run_b], notes)]
     diff = compare_runs(a, b)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from harness.results.result import Result, Seen
+from harness.results.result import Result
+from harness.results.views import Seen
 from harness.stacks import short_version
 from harness.stats import SPREAD_WIDE, Spread, spread_of, steady  # noqa: F401 - re-exported for the writers
 from harness.status import FAILED, NOT_RUN, OK  # noqa: F401 - the vocabulary is the status module's

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.htmlpage import e, page
 from harness.names import file_name
+from harness.report.plots import pyplot
 
 PLOT = "layers.png"
 RECORD = "divergence.json"
@@ -27,7 +28,6 @@ def _value(v):
 def plot(found: dict, path: Path) -> bool:
     """Relative error per layer, forward and backward, on a log scale, with the thresholds;
     the first layer whose output parts is marked. False when there is nothing to draw."""
-    from harness.report.plots import pyplot
     fw = [r for r in found["forward"]["layers"] if "relative" in r]
     bw = [r for r in found["backward"]["layers"] if "relative" in r]
     if not fw and not bw:

@@ -17,9 +17,9 @@ from harness.status import OK
 
 def pyplot():
     """matplotlib's pyplot on the Agg backend: files, no display."""
-    import matplotlib
+    import matplotlib  # heavy (most of a second): imported only when there is something to draw
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after use(): the backend is chosen before pyplot loads
     return plt
 
 
@@ -113,7 +113,7 @@ def _draw(series: Series, kind: str, caption: str, xlabel: str, ylabel: str, out
         if log_x:
             ax.set_xscale("log", base=2)
         else:  # device counts: whole numbers only
-            from matplotlib.ticker import MaxNLocator
+            from matplotlib.ticker import MaxNLocator  # matplotlib is imported only to draw (see pyplot)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         title = _title(run, env, workload)
         made.append((f"{caption}: {title}", _save(plt, fig, ax, xlabel, ylabel, title,

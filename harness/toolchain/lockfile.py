@@ -22,6 +22,7 @@ it uses the standard library only. ``harness.toolchain.resolve`` writes the file
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import re
 import sys
 from dataclasses import dataclass
@@ -113,7 +114,6 @@ def _order(pin: Pin) -> tuple:
 
 def installed() -> dict[str, str]:
     """This interpreter's distributions, canonical name -> version (``INSTALLED`` for another's)."""
-    import importlib.metadata
     return {canonical(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
 
 

@@ -43,7 +43,7 @@ def _config():
 def main(ids):
     sys.path.insert(0, ROOT)       # the copied source first: its tests import it
     sys.dont_write_bytecode = True  # the staged copy is read, not written
-    import pytest
+    import pytest  # the environment under test's, once the copied source leads sys.path and bytecode is off
 
     args = ["-q", "-p", "no:cacheprovider", "--rootdir", ROOT, "-c", _config()]
     failures = Failures()

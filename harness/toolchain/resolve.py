@@ -37,6 +37,11 @@ from harness.index.cutoff import pip_arguments
 from harness.toolchain.lockfile import GROUPS, LOCK, ROOT, Lock, LockError, Pin, canonical
 from harness.toolchain.lockfile import read as read_lock
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10: pip carries the same parser
+    from pip._vendor import tomli as tomllib
+
 SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 TIMEOUT = 900  # seconds for one resolution
 
@@ -47,10 +52,6 @@ class ResolveError(Exception):
 
 def roots(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, list[str]]:
     """Each group's own requirements, as pyproject.toml states them."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10: pip carries the same parser
-        from pip._vendor import tomli as tomllib
     data = tomllib.loads(pyproject.read_text())
     extras = data["project"].get("optional-dependencies", {})
     out = {"runtime": list(data["project"].get("dependencies", [])),

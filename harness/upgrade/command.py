@@ -13,10 +13,16 @@ from pathlib import Path
 from packaging.version import Version
 from rich.console import Console
 
+from harness.engines import select_engine
 from harness.errors import UserError
+from harness.files.outputs import check_apart
+from harness.files.paths import check_writable
 from harness.index import releases
-from harness.investigate import bisect
-from harness.investigate.bisect import GOOD, Criteria
+from harness.investigate import bisect_judge
+from harness.investigate.bisect_judge import Criteria
+from harness.investigate.bisect_search import GOOD
+from harness.matrix import load
+from harness.matrix.release_cells import with_release
 from harness.options.engine import add_engine_args, pythons
 from harness.options.types import whole
 from harness.terminal import shown
@@ -67,18 +73,7 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
-    from harness.engines import select_engine
-    from harness.files.outputs import check_apart
-    from harness.files.paths import check_writable
-    from harness.matrix import load
-
-    from_cell = fromcell.check_form(args)
-    if args.python_version is not None and not PYTHON_RE.fullmatch(args.python_version):
-        raise UserError(f"--python-version expects X.Y (e.g. 3.11), got {args.python_version!r}")
-    for name in ("accuracy_drop", "speed_drop", "budget"):
-        value = getattr(args, name)
-        if value is not None and not (0 <= value < (100 if name == "speed_drop" else 1e9)):
-            raise UserError(f"--{name.replace('_', '-')} expects a number >= 0, got {value}")
+    from_cell = _checked(args)
     start = _from_cell(args, load) if from_cell else _from_project(args)
     pins, python, keep = start["pins"], start["python"], start["keep"]
     asked = project.packages(pins, args.package)
@@ -117,7 +112,7 @@ def command(args, console: Console) -> int:
             answer, found = frontier.frontier(search, current, target, newest)
             if yardstick is None and answer.tested.get(current, {}).get("verdict") == GOOD:
                 base_results = search.rounds[0].results_of[current]
-                yardstick = bisect.evidence(base_results)
+                yardstick = bisect_judge.evidence(base_results)
                 acc = yardstick["val_accuracy"]
                 spread = (acc.hi - acc.lo) if acc else 0.0
                 criteria = Criteria(max(args.accuracy_drop or ACCURACY_FLOOR, spread), args.speed_drop)
@@ -148,6 +143,19 @@ def command(args, console: Console) -> int:
     console.print(f"report: {shown(str(md))}, {shown(str(js))}", highlight=False)
     blocked = any(not p["holds"] for p in report["packages"]) or report["combined"].get("holds") is False
     return 1 if blocked else 0
+
+
+def _checked(args) -> bool:
+    """The command line's own checks, before anything is read: one input form, a Python named
+    X.Y, the numbers in range (one line, exit 2, when not). True for the matrix form."""
+    from_cell = fromcell.check_form(args)
+    if args.python_version is not None and not PYTHON_RE.fullmatch(args.python_version):
+        raise UserError(f"--python-version expects X.Y (e.g. 3.11), got {args.python_version!r}")
+    for name in ("accuracy_drop", "speed_drop", "budget"):
+        value = getattr(args, name)
+        if value is not None and not (0 <= value < (100 if name == "speed_drop" else 1e9)):
+            raise UserError(f"--{name.replace('_', '-')} expects a number >= 0, got {value}")
+    return from_cell
 
 
 def _from_project(args) -> dict:
@@ -243,7 +251,6 @@ def _combined(m, base: dict, packages: list[dict], engine, results: Path, consol
               criteria, resolver, keep: set[str] | None = None) -> dict:
     """Every package at its frontier at once, run and judged against the baseline: the newest
     stack that holds is claimed only when this cell says so."""
-    from harness.matrix.release_cells import with_release
     moved = {p["package"]: p["frontier"] for p in packages if p["frontier"] and p["frontier"] != p["current"]}
     if not moved:
         return {"moved": {}, "holds": None, "why": "no package moves: the baseline is the newest stack that holds"}

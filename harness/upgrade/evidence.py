@@ -21,8 +21,10 @@ from rich.console import Console
 from harness import stacks
 from harness.errors import UserError
 from harness.index import releases
+from harness.index.nightly import nightly_of
 from harness.investigate import bisect
-from harness.investigate.bisect import GOOD, Criteria
+from harness.investigate.bisect_judge import Criteria
+from harness.investigate.bisect_search import GOOD, Found
 from harness.terminal import shown
 from harness.upgrade.frontier import ACCURACY, BREAK, SPEED, VALUE, Answer, Search, judged, run_cells, values_compared
 
@@ -80,8 +82,7 @@ def _with_tf_keras(env, resolver) -> str | None:
     return max(env.uploaded_before, cut) if cut else env.uploaded_before
 
 
-def nightly(search: Search, found: bisect.Found, console: Console) -> dict:
-    from harness.index.nightly import nightly_of
+def nightly(search: Search, found: Found, console: Console) -> dict:
     try:
         name = nightly_of(search.package, "auto")
         cells_for = bisect.ReleaseCells(search.base_cells, search.package, search.resolver, None, True,
@@ -95,6 +96,8 @@ def nightly(search: Search, found: bisect.Found, console: Console) -> dict:
 
 
 def reduced(search: Search, answer: Answer, out: Path, budget: float, unconfined: bool) -> dict:
+    # deferred: reduce loads the runner and the reducer, and `harness upgrade`'s verb module imports this
+    # one as the CLI starts
     from harness.investigate.reduce import reduce
     b = answer.blocker
     if b["kind"] != BREAK:
@@ -117,6 +120,8 @@ def reduced(search: Search, answer: Answer, out: Path, budget: float, unconfined
 
 
 def diverged(search: Search, answer: Answer, out: Path) -> dict:
+    # deferred: diverge loads the runner and NumPy, and `harness upgrade`'s verb module imports this one
+    # as the CLI starts
     from harness.investigate.diverge import run
     b = answer.blocker
     if b["kind"] not in (VALUE, ACCURACY, SPEED):

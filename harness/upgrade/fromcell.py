@@ -36,6 +36,8 @@ def check_form(args) -> bool:
 
 def select(m, pattern: str) -> list[Cell]:
     """The cells `pattern` names (as `run --cell`), all of one environment."""
+    # deferred: the runner loads the report with it, and `harness upgrade`'s verb module imports this one
+    # as the CLI starts
     from harness.run.runner import select as chosen
 
     cells = chosen(m.cells, [pattern])

@@ -1,5 +1,5 @@
 """Per package, the frontier: the newest release up to the target that keeps the baseline's
-status and values, found by bisect's own search (`bisect.search`, its cells and its oracle).
+status and values, found by bisect's own search (`bisect_search.search`, bisect's cells and its oracle).
 
 One difference from `bisect`, and why: a release that cannot be installed beside the user's
 other pins is *bad* here, not skipped -- for someone upgrading it blocks exactly as a crash
@@ -24,8 +24,10 @@ from rich.console import Console
 from harness import status
 from harness.cells import Cell
 from harness.index import releases
-from harness.investigate import bisect
-from harness.investigate.bisect import BAD, BROKE, GOOD, MENDED, SKIP, Criteria, ReleaseCells, Verdict
+from harness.investigate import bisect, bisect_judge, bisect_search
+from harness.investigate.bisect import ReleaseCells
+from harness.investigate.bisect_judge import Criteria
+from harness.investigate.bisect_search import BAD, BROKE, GOOD, MENDED, SKIP, Verdict
 from harness.terminal import shown
 
 BREAK, VALUE, ACCURACY, SPEED, UNAVAILABLE = "break", "value", "accuracy", "speed", "unavailable"
@@ -87,7 +89,7 @@ class Search:
         found = self.resolver.expand(self.package, spec, python, releases.Options())
         return sorted({*found.versions}, key=Version)
 
-    def find(self, versions: list[str], expect: str | None = None) -> bisect.Found:
+    def find(self, versions: list[str], expect: str | None = None) -> bisect_search.Found:
         rounds = bisect._Rounds(self.m, self.cells_for, versions, self.engine, self.results, self.console,
                                 self.criteria, None, None)
         self.rounds.append(rounds)
@@ -113,7 +115,7 @@ class Search:
                         ends[v] = verdict
                 out[v] = verdict
             return out
-        return bisect.search(versions, oracle, on_step=rounds.show_step, expect=expect)
+        return bisect_search.search(versions, oracle, on_step=rounds.show_step, expect=expect)
 
     def held_back(self, why: str) -> list[str]:
         """The project's own pins that an installer names as what a release cannot be installed
@@ -140,7 +142,7 @@ class Search:
                            f"{shown(', '.join(held))} as pinned: trying it with them moved too", highlight=False)
         cells = self.opened[key](version)
         got = run_cells(self.m, cells, self.engine, self.results, self.console, self.outside_rounds)
-        verdict = bisect.judge([got[c.id] for c in cells if c.id in got], good, self.criteria)
+        verdict = bisect_judge.judge([got[c.id] for c in cells if c.id in got], good, self.criteria)
         self.moved[version] = {"with": held, "cells": verdict.evidence.get("cells", []),
                                "resolved": _resolved(got, held)}
         moved = ", ".join(f"{n} {self.moved[version]['resolved'].get(n) or '(resolved)'}" for n in held)
@@ -194,11 +196,11 @@ def values_compared(results: list, reference: list, criteria: Criteria) -> Verdi
     """A release's runs against a reference's, a change of value claimed only with its spread: past
     the criteria's floor or the reference's own spread, whichever is wider, and with every run
     outside the reference's range. Runs that overlap are the same within noise, and say so."""
-    good = bisect.evidence(reference)
+    good = bisect_judge.evidence(reference)
     acc = good.get("val_accuracy")
     widened = Criteria(max(criteria.accuracy_drop or 0.0, (acc.hi - acc.lo) if acc else 0.0)
                        if criteria.accuracy_drop is not None else None, criteria.speed_drop)
-    verdict = bisect.judge(results, good, widened)
+    verdict = bisect_judge.judge(results, good, widened)
     now = verdict.evidence.get("val_accuracy")
     if not (now and acc) or verdict.kind != GOOD and not in_value_alone(verdict):
         return verdict
@@ -211,6 +213,8 @@ def values_compared(results: list, reference: list, criteria: Criteria) -> Verdi
 
 def run_cells(m, cells: list[Cell], engine, results: Path, console: Console, runs: dict | None = None) -> dict:
     """Cells outside a search's rounds, run through the ordinary runner: their results by id."""
+    # deferred: the runner loads the report with it, and `harness upgrade`'s verb module imports
+    # this one as the CLI starts
     from harness.run.runner import Runner
 
     runner = Runner(dataclasses.replace(m, cells=[]), engine, results, console)
@@ -220,7 +224,7 @@ def run_cells(m, cells: list[Cell], engine, results: Path, console: Console, run
     return {r.cell: r for r in runner.run(cells)}
 
 
-def frontier(search: Search, current: str, target: str, newest: str) -> tuple[Answer, bisect.Found | None]:
+def frontier(search: Search, current: str, target: str, newest: str) -> tuple[Answer, bisect_search.Found | None]:
     """The package's answer: the target holds, or the last release before the first that does not."""
     started = time.monotonic()
     answer = Answer(search.package, current, target, newest)
@@ -282,7 +286,7 @@ def judged(m, cells: list[Cell], engine, results: Path, console: Console, yardst
            criteria: Criteria) -> Verdict:
     """Cells outside a search (a setting, the combined stack) run and judged as a release is."""
     got = run_cells(m, cells, engine, results, console)
-    return bisect.judge([got[c.id] for c in cells if c.id in got], yardstick, criteria)
+    return bisect_judge.judge([got[c.id] for c in cells if c.id in got], yardstick, criteria)
 
 
 def show(answer: Answer, console: Console) -> None:

@@ -8,9 +8,11 @@ what it learned to the matrix's history, finds changes along the release axis wi
 is ``harness/investigate/watcher.py``, above the runner and the search it drives; the pieces here are below
 the report, which publishes their pages too:
 
-- ``expand``  -- the index as of a moment, pre-releases when the matrix's ``watch:`` asks;
-- ``history`` -- the append-only record (``<results>/<matrix>/.watch/``) and its lock;
-- ``series``  -- the history turned into release series per cell, host and launch;
-- ``page``    -- the history page of the site;
-- ``changes``, ``publish`` -- the statistics and the feed / badge writers.
+- ``expand``    -- the index as of a moment, pre-releases when the matrix's ``watch:`` asks;
+- ``history``   -- the append-only record (``<results>/<matrix>/.watch/``) and its lock;
+- ``series``    -- the history turned into release series per cell, host and launch;
+- ``page``      -- the history page of the site;
+- ``changes``   -- the statistics: shifts and status changes along a release axis;
+- ``changelog`` -- the change log's entries, their stable ids and their one-line wording;
+- ``publish``   -- the feed / badge writers.
 """

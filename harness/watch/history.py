@@ -5,7 +5,7 @@
   status, failure family, metrics, timing (median/min/max), host, warm or fresh
   launch, the watch's id, when it ran and the date it replayed (``as_of``);
 - ``runs.jsonl``    -- one line per watch: when, as of when, what it expanded, ran and found;
-- ``changes.jsonl`` -- one line per change the first time a watch finds it (``changes.Change``
+- ``changes.jsonl`` -- one line per change the first time a watch finds it (``changelog.Change``
   as a dict, and where its bisect bundle lies);
 - ``lock``          -- held (fcntl.flock) by the one watch of this matrix that runs.
 

@@ -21,15 +21,14 @@ from harness import status
 from harness.files import ownfiles
 from harness.files.paths import inside
 from harness.htmlpage import e, page
-from harness.watch import changes as ch
-from harness.watch import history, publish, series
+from harness.watch import changelog, history, publish, series
 
 
-def load_changes(where: Path) -> list[tuple[ch.Change, dict]]:
+def load_changes(where: Path) -> list[tuple[changelog.Change, dict]]:
     out, seen = [], set()
     for record in history.read(where / history.CHANGES):
         try:
-            change = ch.Change.from_dict(record["change"])
+            change = changelog.Change.from_dict(record["change"])
         except (KeyError, TypeError, ValueError):
             continue
         if change.id not in seen:
@@ -87,7 +86,7 @@ def badge_name(package: str, stack: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{stack.replace('*', '')}-{package}").strip("_.-") or "stack"
 
 
-def stack_badges(entries: list[dict], found: list[tuple[ch.Change, dict]]) -> dict[str, tuple[str, str, str]]:
+def stack_badges(entries: list[dict], found: list[tuple[changelog.Change, dict]]) -> dict[str, tuple[str, str, str]]:
     """One badge per stack (the environment with its axis release left open): 'works with' the
     newest release whose cells were all ok, 'broken since' the first failing one after it."""
     latest = series.newest_per_cell(entries)
@@ -116,7 +115,7 @@ def stack_badges(entries: list[dict], found: list[tuple[ch.Change, dict]]) -> di
     return out
 
 
-def history_page(matrix: str, entries: list[dict], runs: list[dict], changes: list[ch.Change],
+def history_page(matrix: str, entries: list[dict], runs: list[dict], changes: list[changelog.Change],
                  badges: dict, written: list[Path], site: Path) -> str:
     name = publish.file_name(matrix)
     rel = [p.relative_to(site).as_posix() for p in written]

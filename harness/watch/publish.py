@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.errors import UserError
 from harness.files import ownfiles
-from harness.watch.changes import Change
+from harness.watch.changelog import Change
 
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
 ATOM_NS = "http://www.w3.org/2005/Atom"

@@ -8,7 +8,8 @@ the cell's repeats. Metric series are split by launch too (warm and fresh timing
 mixed), and never join two hosts. Only each cell's newest result counts (a cell re-run for new
 code answers the new question), and only the cells the matrix expands to now.
 
-The statistics are ``changes``'s; this module only feeds them and names what they find.
+The statistics are ``changes``'s and the entries ``changelog``'s; this module only feeds them and
+names what they find.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness import status
 from harness.stacks import short_version
+from harness.watch import changelog
 from harness.watch import changes as ch
 
 TIME_WORDS = ("seconds", "_s", "time", "latency")
@@ -141,18 +143,18 @@ def tracked(metric: str) -> bool:
     return kind_of(metric) is not None
 
 
-def find(matrix: str, entries: list[dict], date: str, *, seed: int = 0) -> list[ch.Change]:
-    """Every change the history shows now; ids are stable (``changes.change_id``), so a change
+def find(matrix: str, entries: list[dict], date: str, *, seed: int = 0) -> list[changelog.Change]:
+    """Every change the history shows now; ids are stable (``changelog.change_id``), so a change
     found again by a later watch is the same entry."""
-    found: dict[str, ch.Change] = {}
+    found: dict[str, changelog.Change] = {}
     for key, points in sorted(outcomes(entries).items(), key=lambda kv: repr(kv[0])):
         drifted = {o.label for o in points if o.statuses and all(s == status.DRIFTED for s in o.statuses)}
         for sc in ch.status_changes(points):
-            c = ch.from_status(matrix, key.label, key.package, sc, date)
+            c = changelog.from_status(matrix, key.label, key.package, sc, date)
             if sc.kind == "broke" and sc.after in drifted:   # runs, but misses a value its matrix expects
-                c.kind, c.id = "expectation", ch.change_id(matrix, key.label, "expectation", sc.after)
+                c.kind, c.id = "expectation", changelog.change_id(matrix, key.label, "expectation", sc.after)
                 c.detail = "gives another value than the matrix expects"
-                c.summary = ch.describe(c)
+                c.summary = changelog.describe(c)
             found.setdefault(c.id, c)
     for (key, launch, metric), points in sorted(metric_series(entries).items(), key=lambda kv: repr(kv[0])):
         if len(points) < 2:
@@ -160,7 +162,7 @@ def find(matrix: str, entries: list[dict], date: str, *, seed: int = 0) -> list[
         what = kind_of(metric)
         cell = f"{key.label} [{metric}, {launch}]"
         for sh in ch.find_shifts(points, seed=seed):
-            c = ch.from_shift(matrix, cell, key.package, sh, date, metric="speed" if what != "accuracy" else metric,
-                              higher_is_better=what != "time")
+            c = changelog.from_shift(matrix, cell, key.package, sh, date,
+                                     metric="speed" if what != "accuracy" else metric, higher_is_better=what != "time")
             found.setdefault(c.id, c)
     return list(found.values())

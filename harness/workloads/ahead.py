@@ -79,6 +79,7 @@ def prepare(stack, model, fit, outdir, watch):
 
 
 def _compile(model, fit):
+    # the framework's own module (Keras 3 on JAX): only a cell that compiles ahead reaches it
     from keras.src.backend.jax.trainer import JAXEpochIterator
 
     def batches(x, y, shuffle):

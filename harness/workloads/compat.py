@@ -20,6 +20,7 @@ once the runtime is initialised; JAX reads XLA_FLAGS at import), so
 """
 import contextlib
 import importlib
+import importlib.util
 import os
 import platform
 import sys
@@ -158,12 +159,12 @@ class Stack(object):
         if self.api == "keras3":
             if self.backend in (None, "tensorflow"):
                 self._import_tf()
-            import keras
+            import keras  # the framework: imported after set_variables (see load)
             self.keras = keras
             return
         self._import_tf()
         if self.api == "standalone":
-            import keras
+            import keras  # the framework: imported after set_variables (see load)
             self.keras = keras
         elif self.api in ("tf.keras", "tf_keras"):  # tf_keras: TF_USE_LEGACY_KERAS=1 points tf.keras at it
             self.keras = self.tf.keras
@@ -175,7 +176,7 @@ class Stack(object):
             raise ValueError("unknown api %r" % self.api)
 
     def _import_tf(self):
-        import tensorflow as tf
+        import tensorflow as tf  # the framework: imported after set_variables (see load)
         self.tf = tf
         if not self.tf1:
             self._tf2_devices()
@@ -215,10 +216,10 @@ class Stack(object):
     # -- what the environment looks like from inside ------------------------
     def device_names(self):
         if self.api == "keras3" and self.backend == "jax":
-            import jax
+            import jax  # the framework, as load() imported it
             return ["%s:%d" % (d.platform, d.id) for d in jax.devices()]
         if self.api == "keras3" and self.backend == "torch":
-            import torch
+            import torch  # the framework, as load() imported it
             return ["cpu:0"] + ["cuda:%d" % i for i in range(torch.cuda.device_count())]
         if self.tf1:
             return [d.name for d in self._session.list_devices()]
@@ -227,7 +228,7 @@ class Stack(object):
         return [d.name for d in list_logical()]
 
     def seen(self):
-        import numpy
+        import numpy  # the framework, as load() imported it
         devices = self.device_names()
         gpus = [d for d in devices if "GPU" in d.upper() or d.startswith("cuda")]
         seen = {
@@ -275,20 +276,20 @@ class Stack(object):
         """Model, memory and compute capability of each GPU, as the framework sees it."""
         out = []
         if self.api == "keras3" and self.backend == "jax":
-            import jax
+            import jax  # the framework, as load() imported it
             for d in jax.devices("gpu"):
                 stats = d.memory_stats() or {}
                 out.append({"name": d.device_kind, "id": d.id,
                             "compute_capability": getattr(d, "compute_capability", None),
                             "memory_bytes": stats.get("bytes_limit")})
         elif self.api == "keras3" and self.backend == "torch":
-            import torch
+            import torch  # the framework, as load() imported it
             for i in range(torch.cuda.device_count()):
                 p = torch.cuda.get_device_properties(i)
                 out.append({"name": p.name, "id": i, "compute_capability": "%d.%d" % (p.major, p.minor),
                             "memory_bytes": p.total_memory})
         elif self.tf1:
-            from tensorflow.python.client import device_lib
+            from tensorflow.python.client import device_lib  # the framework, as load() imported it
             for d in device_lib.list_local_devices():
                 if d.device_type == "GPU":
                     out.append({"name": d.physical_device_desc, "id": d.name, "memory_bytes": d.memory_limit})
@@ -321,17 +322,17 @@ class Stack(object):
 
     def _cuda_versions(self):
         if self.api == "keras3" and self.backend == "torch":
-            import torch
+            import torch  # the framework, as load() imported it
             cudnn = torch.backends.cudnn.version() if torch.cuda.is_available() else None
             return {"cuda": cuda_version_text(torch.version.cuda), "cudnn": cudnn_version_text(cudnn),
                     "torch": torch.__version__}
         if self.api == "keras3" and self.backend == "jax":
-            import jax
-            import jaxlib
+            import jax  # the framework, as load() imported it
+            import jaxlib  # the framework, as load() imported it
             out = {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", None)}
             if any(d.platform == "gpu" for d in jax.devices()):
                 try:  # what the CUDA plugin loaded, as JAX reports it (a private module: may move)
-                    from jax._src.lib import cuda_versions
+                    from jax._src.lib import cuda_versions  # the framework's own module, as load() imported jax
                     out["cuda"] = cuda_version_text(cuda_versions.cuda_runtime_get_version())
                     out["cudnn"] = cudnn_version_text(cuda_versions.cudnn_get_version())
                 except Exception as exc:  # noqa: BLE001 - provenance only: record why it is missing
@@ -380,10 +381,9 @@ class Stack(object):
         utils = self.keras.utils
         fn = getattr(utils, "multi_gpu_model", None)
         if fn is None and self.api == "standalone":
-            import importlib.util
             # absent in this version is "unsupported"; present but failing to import is the error
             if importlib.util.find_spec("keras.utils.multi_gpu_utils") is not None:
-                from keras.utils import multi_gpu_utils
+                from keras.utils import multi_gpu_utils  # the framework's own module, only where it is asked for
                 fn = getattr(multi_gpu_utils, "multi_gpu_model", None)
         if fn is None:
             raise Unsupported("%s %s has no multi_gpu_model (tf.keras dropped it in TF 2.4, "
@@ -424,8 +424,8 @@ class Stack(object):
 
     # -- building blocks ----------------------------------------------------
     def seed(self, seed):
-        import random
-        import numpy
+        import random  # off the top: a warm launcher imports compat, then forks (< 3.7: children share its state)
+        import numpy  # the framework, as load() imported it
         random.seed(seed)
         numpy.random.seed(seed)
         if self.api == "keras3":

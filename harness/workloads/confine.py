@@ -106,7 +106,7 @@ _LIBC = []
 
 def _libc():
     if not _LIBC:
-        import ctypes
+        import ctypes  # libc, through ctypes: loaded only where a confinement is applied or probed
         try:
             libc = ctypes.CDLL(None, use_errno=True)
         except OSError as exc:
@@ -117,7 +117,7 @@ def _libc():
 
 
 def _failed(what):
-    import ctypes
+    import ctypes  # libc, through ctypes: loaded only where a confinement is applied or probed
     code = ctypes.get_errno()
     return Unconfinable("%s failed: %s" % (what, os.strerror(code) if code else "unknown error"))
 
@@ -133,7 +133,7 @@ def landlock_abi():
     """The kernel's Landlock ABI version; Unconfinable (why) where it has none."""
     if not sys.platform.startswith("linux"):
         raise Unconfinable("Landlock is a Linux feature")
-    import ctypes
+    import ctypes  # libc, through ctypes: loaded only where a confinement is applied or probed
     abi = _libc().syscall(ctypes.c_long(SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
                           ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
     if abi < 0:
@@ -164,7 +164,7 @@ def _rights(abi):
 
 def landlock(writable):
     """Deny this process and all it starts every write outside `writable` (folders)."""
-    import ctypes
+    import ctypes  # libc, through ctypes: loaded only where a confinement is applied or probed
 
     class RulesetAttr(ctypes.Structure):
         _fields_ = [("handled_access_fs", ctypes.c_uint64)]
@@ -210,7 +210,7 @@ def landlock(writable):
 
 
 def _no_new_privileges():
-    import ctypes
+    import ctypes  # libc, through ctypes: loaded only where a confinement is applied or probed
     if _libc().prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
                      ctypes.c_ulong(0)) != 0:
         raise _failed("prctl(PR_SET_NO_NEW_PRIVS)")
@@ -244,7 +244,7 @@ def mount_namespace(writable):
     """Give this process a mount namespace of its own where only `writable` (and /dev/shm) can be
     written: each is bound onto itself (a mount of its own, writable), then every other mount is
     remounted read-only. Device files stay writable on a read-only mount."""
-    import ctypes
+    import ctypes  # libc, through ctypes: loaded only where a confinement is applied or probed
     libc = _libc()
     if libc.unshare(ctypes.c_int(CLONE_NEWNS)) != 0:
         code = ctypes.get_errno()

@@ -37,6 +37,7 @@ def _exception(log, message=None):
 
 
 def _import(log):
+    # the planted fault itself: an import of a module no environment has
     import tensorflow_not_installed_planted_fault  # noqa: F401
 
 

@@ -26,6 +26,7 @@ Which Keras "the Keras version" is follows the environment's API, as in
 
 Python 3.5 syntax, standard library only.
 """
+import importlib.util
 import os
 import re
 import sys
@@ -120,7 +121,6 @@ def bundled_keras_version(tf_version):
     if imported:
         return imported
     try:
-        import importlib.util
         found = importlib.util.find_spec("tensorflow")  # a top-level name: found, not run
     except (ImportError, ValueError):
         return None

@@ -23,7 +23,9 @@ import hashlib
 import json
 import os
 
+from .compat import Unsupported, metric
 from .protocol import DIVERGE_ARRAYS, DIVERGE_LAYERS, DIVERGE_REFERENCE, INPUTS_DIR, OUTPUT_DIR
+from .user import Feed, _batches
 
 STEPS = (1.0, 0.5)  # SGD learning rates of the two gradient readings
 _RANDOM_KEYS = ("dropout", "recurrent_dropout")
@@ -103,7 +105,7 @@ def _one_step(trainable, xs, ys):
 
 
 def _reference(outdir):
-    import numpy as np
+    import numpy as np  # deferred: numpy is the stack's, imported with the framework
     path = os.path.join(outdir, INPUTS_DIR, DIVERGE_REFERENCE, DIVERGE_ARRAYS)
     with np.load(path, allow_pickle=False) as data:
         ref = dict((k, data[k]) for k in data.files)
@@ -113,7 +115,7 @@ def _reference(outdir):
 
 
 def _write(out, doc, arrays):
-    import numpy as np
+    import numpy as np  # deferred: numpy is the stack's, imported with the framework
     np.savez(os.path.join(out, DIVERGE_ARRAYS), **arrays)
     with open(os.path.join(out, DIVERGE_LAYERS), "w") as fh:
         json.dump(doc, fh, indent=1, sort_keys=True)
@@ -210,7 +212,7 @@ def _weight_name(variable):
 
 # -- the follower's weights: the reference's, layer by layer ------------------------------
 def _map(layers, docs, ref):
-    import numpy as np
+    import numpy as np  # deferred: numpy is the stack's, imported with the framework
     theirs = ref["layers"]
     if len(theirs) != len(layers):
         raise NotComparable(
@@ -237,22 +239,20 @@ def _names(docs, shown=8):
 # -- what is measured ---------------------------------------------------------------------
 def _batch(train, rows):
     """The first `rows` rows of the training data (arrays), or the first batch of a feed."""
-    import numpy as np
-    from .user import Feed, _batches
+    import numpy as np  # deferred: numpy is the stack's, imported with the framework
     if isinstance(train, Feed):
         first = next(iter(_batches(train.source)))
         x, y = first[0], first[1]
     else:
         x, y = train[0][:rows], train[1][:rows]
     if isinstance(x, (list, tuple, dict)) or isinstance(y, (list, tuple, dict)):
-        from .compat import Unsupported
         raise Unsupported("diverge compares models with one input array and one label array")
     return np.asarray(x), np.asarray(y)
 
 
 def _forward(stack, model, layers, x, arrays):
     """Each layer's output on `x` (inference mode), where a layer has one output tensor."""
-    import numpy as np
+    import numpy as np  # deferred: numpy is the stack's, imported with the framework
     tensors, notes = [], {}
     for i, layer in enumerate(layers):
         try:
@@ -281,8 +281,6 @@ def _curve(stack, plan, trainable, train, loss, spec, how):
     (the ordinary run of the cell says what a remainder does). The floor's run (`reorder`) takes
     each batch's rows in reverse: the same training, its sums added in another order, so the
     curves' own scatter -- float rounding, amplified by training -- is measured, not assumed."""
-    from .compat import metric
-    from .user import Feed
     epochs = int(how.get("epochs") or spec["epochs"])
     trainable.compile(optimizer=stack.adam(float(spec["workload"].get("learning_rate", 0.001))),
                       loss=plan.loss(loss), metrics=["accuracy"], **plan.compile_options)
@@ -302,7 +300,6 @@ def _curve(stack, plan, trainable, train, loss, spec, how):
 
 
 def _digest(train):
-    from .user import Feed
     if isinstance(train, Feed):
         return None
     h = hashlib.sha256()

@@ -33,6 +33,7 @@ ARGV_SHOWN = 200  # characters of a leftover's command line kept in the report
 def become_subreaper():
     """Ask the kernel for the cell's orphans; False where it cannot (not Linux)."""
     try:
+        # libc, through ctypes, loaded in a cell's subreaper only: a warm launcher imports this module and forks
         import ctypes
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except Exception:  # noqa: BLE001 - no prctl: a wrapper that still ends its own children

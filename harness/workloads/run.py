@@ -12,14 +12,15 @@ import sys
 import time
 import traceback
 
-from .protocol import EVENTS_FILE, EXIT_ERROR, EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, STANDBY_FILE, WORKLOAD_FILE
+from . import compat, confine, user
+from .compat import Unsupported, metric
 from .events import EventLog, write_json_atomic
+from .protocol import EVENTS_FILE, EXIT_ERROR, EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, STANDBY_FILE, WORKLOAD_FILE
 
 T_PROCESS = time.time()
 
 
 def _epoch_logger(stack, log, record, n_train):
-    from .compat import metric
     Base = stack.callback_base()
 
     class EpochLogger(Base):
@@ -86,8 +87,6 @@ def _stand_by(outdir, log, record):
 def _confine(record):
     """Confine this process's writes as the host asked (workloads/confine.py), before anything of
     the user's runs: a cell that cannot be confined as asked is `unsupported` and runs nothing."""
-    from . import confine
-    from .compat import Unsupported
     try:
         applied = confine.from_environ()
     except confine.Unconfinable as exc:
@@ -107,22 +106,24 @@ def _idle(workload, log):
 def _train(spec, log, record, outdir):
     workload = spec["workload"]
     if workload["model"] in ("script", "user"):
-        from . import user
         user.prepare_environ(spec, outdir)
         if workload["model"] == "script":  # the user's script is the cell: no stack imported here
             _stand_by(outdir, log, record)  # where its GPU work begins is the script's own business
             user.run_script(spec, log, record, outdir)
             return
     if workload["model"] == "fault":  # before any third-party import: a bare Python is enough
+        # deferred: faults imports ctypes at its top, which only a planted fault needs
         from . import faults
         faults.plant(workload["fault"], log, workload.get("message"))
     if workload["model"] == "idle":
         _stand_by(outdir, log, record)
         _idle(workload, log)
         return
-    from . import ahead, compat, engagement, models, wrappers
-    stack = compat.load(spec)
+    # the stack's side, which a fault, idle or script cell never imports: models imports numpy
+    # (workloads/data.py), and a cell compiles each module from source (its bytecode is off)
+    from . import ahead, engagement, models, wrappers
     from .warmth import Watch
+    stack = compat.load(spec)
     warmth = Watch(stack)
     record["timing"]["import_seconds"] = round(time.time() - T_PROCESS, 4)
     _phase(record, "imports")
@@ -137,14 +138,13 @@ def _train(spec, log, record, outdir):
     record["placement"] = plan.devices
     with plan.scope():
         if workload["model"] == "user":
-            from . import user
             model, (train, val), loss = user.factory(stack, workload, spec)
         else:
             model, (train, val), loss = models.build(stack, workload, int(spec["seed"]))
         _phase(record, "data_and_model")
         record["parameters"] = int(model.count_params())
         if workload.get("diverge"):  # `harness diverge`: the model layer by layer, not a training run
-            from . import layerwise
+            from . import layerwise  # a diverge cell's only: the others need not compile it
             _stand_by(outdir, log, record)
             layerwise.run(stack, plan, spec, model, train, loss, log, record, outdir)
             return
@@ -178,8 +178,7 @@ def _train(spec, log, record, outdir):
 
 
 def _user_feed(data):
-    from .user import Feed  # the user's own batched data (standard library only: cheap to import)
-    return isinstance(data, Feed)
+    return isinstance(data, user.Feed)
 
 
 def _inputs(stack, train, val, batch, feed, seed):
@@ -270,7 +269,6 @@ def _chain(exc, limit=10):
 def _user_where(spec, exc):
     if spec["workload"].get("code") is None:
         return None
-    from . import user
     return getattr(exc, "where", None) or user.where_of(exc, user.code_dir(spec))
 
 
@@ -294,7 +292,6 @@ def main(argv):
         _confine(record)
         _train(spec, log, record, outdir)
     except Exception as exc:  # noqa: BLE001 - every exception is evidence, recorded below
-        from .compat import Unsupported
         if isinstance(exc, Unsupported):
             record["outcome"] = "unsupported"
             record["reason"] = str(exc)

@@ -12,10 +12,12 @@ import importlib
 import inspect
 import json
 import os
+import platform
 import runpy
 import sys
 import traceback
 
+from . import installed
 from .protocol import ENV_INPUT, ENV_METRICS, ENV_OUTPUT, ENV_SPEC, INPUTS_DIR, METRICS_FILE, OUTPUT_DIR
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds `workloads` and `user`
@@ -159,7 +161,7 @@ def _default_loss(model, y, where):
     on with "`target` and `output` must have the same shape". Only labels that are whole
     numbers within the output's classes are taken as ids; other labels that do not fit the
     output are refused here with the key that settles it."""
-    import numpy as np
+    import numpy as np  # deferred: a script cell imports this module, and numpy is the stack's
     out = getattr(model, "output_shape", None)
     if y is None or not isinstance(out, tuple) or not out or not isinstance(out[-1], int):
         return "categorical_crossentropy"
@@ -230,7 +232,7 @@ def _feed(source, what, where):
     if hasattr(source, "output_types") and not hasattr(source, "element_spec"):
         raise UserCodeError("the %s data is a TF 1.x tf.data.Dataset: a dataset feed is read eagerly (TF 2, "
                             "Keras 3); on TF 1.x return arrays or a keras.utils.Sequence" % what, where)
-    import numpy as np
+    import numpy as np  # deferred: a script cell imports this module, and numpy is the stack's
     rows, first = 0, None
     try:
         for batch in _batches(source):
@@ -256,7 +258,7 @@ def _as_splits(data, where):
     mapping with "train" and "validation", or (x, y) alone (the last 20% become validation).
     Each of train and validation may instead be a batched feed (tf.data.Dataset, Sequence /
     PyDataset): a Feed, passed to fit as it is."""
-    import numpy as np
+    import numpy as np  # deferred: a script cell imports this module, and numpy is the stack's
     if isinstance(data, dict):
         if "train" not in data or "validation" not in data:
             raise UserCodeError("data returned a mapping without 'train' and 'validation'", where)
@@ -325,8 +327,6 @@ def _seen_without_importing(spec):
     environment records (``installed.stack_versions``), so the report labels the environment
     one way. Nothing is imported here: a script that did not import TensorFlow must not pay
     for it, and a broken stack must not hide the script's end."""
-    import platform
-    from . import installed
     seen = {"python": platform.python_version()}
     try:
         seen.update(installed.stack_versions(spec))

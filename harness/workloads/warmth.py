@@ -37,6 +37,7 @@ class Watch(object):
         self.counting = False
         if jax:
             try:
+                # the framework: a cell on JAX has imported it; any other never reaches this
                 from jax import monitoring
                 monitoring.register_event_listener(self._event)
                 self.listening = True
@@ -59,6 +60,7 @@ class Watch(object):
         self.traces_at_fit = self.traces
 
     def report(self):
+        # deferred: workloads.data imports numpy at its top, and numpy is the stack's to import
         from . import data
         out = {"launch": os.environ.get(ENV_LAUNCH) or "fresh", "data": list(data.SOURCES),
                "compile_cache": None}

@@ -15,8 +15,10 @@ It is the harness's own script, but it reads nothing of the harness: what a user
 would do, on Keras 2.2 (standalone, TF 1), tf.keras 2.x, tf-keras and Keras 3 on any backend.
 Python 3.5 syntax, like every file that runs inside an environment.
 """
+import importlib.util
 import json
 import os
+import shutil
 import sys
 import traceback
 
@@ -40,9 +42,10 @@ SAMPLES = 64
 
 def keras_module():
     if API in ("tf.keras", "tf_keras"):
+        # inside the cell, the framework is imported where it is chosen: the stack's API names which Keras
         import tensorflow as tf
         return tf.keras
-    import keras
+    import keras  # as above: the framework, deferred to where the API chose it
     return keras
 
 
@@ -73,6 +76,7 @@ def keras_major():
 def tensorflow(found=[]):  # noqa: B006 - the one import, asked once
     if not found:
         try:
+            # inside the cell, the framework is imported when asked: a Keras 3 stack on JAX or torch has none
             import tensorflow as tf
         except Exception:  # noqa: BLE001 - no TensorFlow in this stack (Keras 3 on JAX or torch)
             tf = None
@@ -110,7 +114,6 @@ def users_custom_objects(folder):
     path = os.path.join(folder, "custom_objects.py")
     if not os.path.isfile(path):
         return {}
-    import importlib.util
     spec = importlib.util.spec_from_file_location("custom_objects", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -387,7 +390,6 @@ def offer(out, source, custom=None):
     with their layers' code, when given, beside it -- but without reference inputs or predictions:
     each reader predicts on inputs drawn with one seed from the model's own input shape, and the
     host compares the readers."""
-    import shutil
     name = os.path.basename(source.rstrip(os.sep))
     fmt = "savedmodel" if os.path.isdir(source) else next(
         (f for suffix, f in FORMAT_OF if name.lower().endswith(suffix)), "h5")

@@ -207,17 +207,8 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
                       "run the same command again once those have finished")
     failed = prepare_environments(todo, engine, store, console)
     if failed:  # recorded here: a node could not do better
-        life = Lifecycle(store, engine.name, str(matrix.path), matrix.sha256)
-        life.stage()  # its hash goes into the results' provenance, as a local run's does
-        for cell in [c for c in todo if c.environment.name in failed]:
-            claim = store.claim(cell.id)
-            if claim is None:
-                continue  # a live process records it
-            try:
-                written = life.unavailable(cell, failed[cell.environment.name])
-            finally:
-                claim.release()
-            console.print(f"[yellow]{written.status:>11}[/] {shown(cell.id)}", highlight=False)
+        unavailable = [c for c in todo if c.environment.name in failed]
+        _record_unavailable(matrix, engine, store, unavailable, failed, console)
         todo = [c for c in todo if c.environment.name not in failed]
         if not todo:
             return 0
@@ -246,6 +237,31 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
     write_json(tmp / "submission.json", meta)
     os.replace(tmp, sub_dir)  # the submission appears whole or not at all
 
+    submitted = _hand_to_sbatch(sub_dir, arrays, opts, console)
+    console.print(f"submission {sub_dir}")
+    return submitted
+
+
+def _record_unavailable(matrix: Matrix, engine: Engine, store: ResultStore, cells: list[Cell],
+                        failed: dict[str, EnvironmentUnavailable], console: Console) -> None:
+    """Write the result of each cell whose environment could not be prepared here: `unavailable`,
+    as a local run records it (a live process that holds a cell's claim records it instead)."""
+    life = Lifecycle(store, engine.name, str(matrix.path), matrix.sha256)
+    life.stage()  # its hash goes into the results' provenance, as a local run's does
+    for cell in cells:
+        claim = store.claim(cell.id)
+        if claim is None:
+            continue  # a live process records it
+        try:
+            written = life.unavailable(cell, failed[cell.environment.name])
+        finally:
+            claim.release()
+        console.print(f"[yellow]{written.status:>11}[/] {shown(cell.id)}", highlight=False)
+
+
+def _hand_to_sbatch(sub_dir: Path, arrays: list[Array], opts: SlurmOptions, console: Console) -> int:
+    """Submit the written arrays one by one, each job id written down before a signal can land;
+    how many cells were submitted. A refusal is written down too and ends the submission."""
     submitted = 0
     for arr in arrays:
         argv = ["sbatch", "--parsable", *opts.sbatch_args, str(sub_dir / f"array-{arr.index}.sh")]
@@ -262,7 +278,6 @@ def submit(matrix: Matrix, cells: list[Cell], engine: Engine, results_root: Path
         res = arr.resources
         console.print(f"submitted array {job}: {len(arr.cells)} cell(s), {' '.join(res.directives())}"
                       + (f", {opts.throttle} at a time" if opts.throttle else ""))
-    console.print(f"submission {sub_dir}")
     return submitted
 
 

@@ -21,6 +21,7 @@ from harness.engines.base import Engine
 from harness.errors import EnvironmentUnavailable, EnvironmentUnsupported, UserError
 from harness.host.gpumon import GpuMonitor
 from harness.host.resources import Pool, discover
+from harness.index.releases import Resolver
 from harness.matrix.release_cells import derived_cell
 from harness.results import record
 from harness.results.result import Result
@@ -46,9 +47,8 @@ def run_task(sub_dir: Path, offset: int) -> int:
         return 2
     cell_id = cells[line]
     try:
-        # version ranges: as the submission recorded them beside the results (nodes may be offline)
-        from harness.index.releases import Resolver
         base = meta.get("matrix_dir") if isinstance(meta.get("matrix_dir"), str) else None
+        # version ranges: as the submission recorded them beside the results (nodes may be offline)
         m = matrix_mod.load(sub_dir / Path(meta["matrix_file"]).name,
                             resolver=Resolver(sub_dir.parents[2], offline=True), base=base)  # the user's code paths
     except UserError as exc:
