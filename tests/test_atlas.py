@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from harness.atlas.records import FIELDS, SCHEMA, from_csv
+from harness.errors import UserError
 from harness.results.store import iter_results
 
 from .conftest import ROOT, as_from_a_terminal, harness
@@ -238,7 +239,7 @@ def test_publish_writes_the_data_one_record_per_cell(published):
     saw and, for the reseeded repeats, each its own seed) and atlas.csv (the same records, the
     fields as its header)."""
     data = json.loads((published / "atlas.json").read_text())
-    assert data["schema"] == SCHEMA == 2 and data["fields"] == list(FIELDS)
+    assert data["schema"] == SCHEMA == 3 and data["fields"] == list(FIELDS)
     recs = data["records"]
     assert len(recs) == CELLS and all(list(r) == list(FIELDS) for r in recs)
     assert {(r["matrix"], r["environment"]) for r in recs} == ENVIRONMENTS
@@ -860,8 +861,9 @@ def test_a_speed_shift_is_a_candidate_until_run_side_by_side_then_confirmed_or_r
 
 @QUICK
 def test_a_stack_two_matrices_measured_is_one_row_whose_records_keep_their_matrix():
-    """One stack (the same versions) measured by two matrices is one row: the second's records join the
-    first's columns as more repeats, and a repro command names the matrix that ran the record it quotes."""
+    """One stack (the same versions) measured by two matrices is one row, under the matrix that measured
+    most of it: the other's records join its columns as more repeats, and a repro command names the
+    matrix that ran the record it quotes."""
     from harness.atlas import changes, rows
 
     pins = {"workload": "gru-2x32", "model": "gru", "wrapper": "none", "python": "3.12.1", "tensorflow": "2.17.1",
@@ -875,7 +877,7 @@ def test_a_stack_two_matrices_measured_is_one_row_whose_records_keep_their_matri
                     environment="tf2.17.1-keras3", cell="tf2.17.1-keras3/gru-2x32/mirrored-c2/b128/r0",
                     status="error", family="exception: ValueError", **{**pins, "wrapper": "mirrored"}, devices=2)]
     table = rows.build(recs)
-    assert [r.key for r in table] == ["atlas-keras3/tf2.17.1-keras3.6.0"]
+    assert [r.key for r in table] == ["atlas-tf2-keras3/tf2.17.1-keras3"]
     assert len(table[0].entries["gru-2x32 none-c1"].records) == 2
     said = changes._status_evidence(table[0], "gru-2x32 mirrored-c2", "broke")
     assert any("matrices/atlas/tf2-keras3.yaml 'tf2.17.1-keras3/" in e.get("command", "") for e in said), said
@@ -898,6 +900,53 @@ def test_a_change_between_rows_names_every_package_that_moved_and_the_defaults_a
     assert "numpy moved too (1.18.5 -> 1.19.5)" in broke.detail, broke.detail
     assert "tensorflow 2.0.0 changed the GRU's defaults (reset_after" in broke.detail, broke.detail
     assert "keras moved" not in broke.detail  # tf.keras moves with TensorFlow: not another package
+
+
+@QUICK
+def test_a_model_whose_changed_defaults_are_pinned_on_both_sides_is_the_release_alone():
+    """A column whose cells pinned the GRU's TF 1 defaults (`layer_args`) on 1.15.5 and on 2.0.4 built
+    the same model on both: its change is the release's own, and says nothing of another model; the
+    plain column between the same rows still does. A pin on one side only is not the same model."""
+    from harness.atlas import changes, records, rows
+
+    tf1 = {"reset_after": False, "recurrent_activation": "hard_sigmoid", "implementation": 1}
+
+    def rec(env, tf, workload, status, pinned):
+        return _record(matrix="atlas-tf", environment=env, cell=f"{env}/{workload}/make_parallel-c2/b128/r0",
+                       workload=workload, model="gru", wrapper="make_parallel", devices=2, status=status,
+                       python="3.7.17", tensorflow=tf, keras="2.2.4-tf", keras_api="tf.keras", numpy="1.18.5",
+                       family="exception: InvalidArgumentError" if status == "error" else "",
+                       layer_args=records.pinned_args(pinned))
+    table = rows.build([rec("tf1.15.5", "1.15.5", "gru-2x32", "ok", {}),
+                        rec("tf2.0.4", "2.0.4", "gru-2x32", "error", {}),
+                        rec("tf1.15.5", "1.15.5", "gru-2x32-tf1args", "ok", tf1),
+                        rec("tf2.0.4", "2.0.4", "gru-2x32-tf1args", "error", tf1),
+                        rec("tf1.15.5", "1.15.5", "gru-2x32-half", "ok", tf1),
+                        rec("tf2.0.4", "2.0.4", "gru-2x32-half", "error", {"reset_after": False})])
+    broke = {c.column.split()[0]: c.detail for c in changes.find(table) if c.kind == "broke"}
+    assert "another model" in broke["gru-2x32"], broke
+    assert "with them pinned on both (gru-2x32-tf1args): ok -> error" in broke["gru-2x32"], broke
+    assert "another model" not in broke["gru-2x32-tf1args"] and "not this release alone" not in \
+        broke["gru-2x32-tf1args"], broke
+    assert "another model" in broke["gru-2x32-half"], broke
+    assert records.layer_args(table[0].entries["gru-2x32-tf1args make_parallel-c2"].records[0]) == tf1
+
+
+@QUICK
+def test_atlas_data_of_the_schema_before_layer_args_still_reads(tmp_path):
+    """Schema 3 added `layer_args` at the end of a record: a schema-2 file reads, the field empty."""
+    from harness.atlas import records
+
+    old = [{k: v for k, v in _record(matrix="m", environment="e", cell="e/gru/none-c1/b128/r0").items()
+            if k != "layer_args"}]
+    path = tmp_path / "atlas.json"
+    path.write_text(json.dumps({"schema": 2, "fields": [f for f in FIELDS if f != "layer_args"], "about": {},
+                                "records": old}))
+    got, _ = records.read(path)
+    assert got[0]["layer_args"] == "" and records.layer_args(got[0]) == {}
+    path.write_text(json.dumps({"schema": 1, "fields": [], "about": {}, "records": []}))
+    with pytest.raises(UserError, match=str(path)):
+        records.read(path)
 
 
 @QUICK

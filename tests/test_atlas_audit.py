@@ -157,6 +157,24 @@ def test_each_planted_contradiction_is_found_and_named(tmp_path, check, plant):
     assert all(f["where"] and f["what"] for f in found), "each finding names its place and what contradicts"
 
 
+def test_a_change_across_changed_defaults_is_like_for_like_only_where_both_sides_pinned_them(tmp_path):
+    """Across TF 2.0 (the GRU's defaults changed), a change in a column whose cells pinned TF 1's
+    defaults on both rows is the release's own; the same change in the plain column, unsaid, is named."""
+    tf1 = records.pinned_args({"reset_after": False, "recurrent_activation": "hard_sigmoid", "implementation": 1})
+    recs = []
+    for env, tf, speed in (("tf1.15.5", "1.15.5", 100.0), ("tf2.0.4", "2.0.4", 200.0)):
+        for workload, pinned in (("gru-2x32", ""), ("gru-2x32-tf1args", tf1)):
+            recs.append(_record("atlas-tf", env, f"{workload}/none-c1", tensorflow=tf, keras="2.2.4-tf",
+                                python="3.7.17", numpy="1.18.5", samples_per_sec=speed, workload=workload,
+                                layer_args=pinned))
+    changes = [{"id": f"c{i}", "line": "keras2", "column": f"{w} none-c1", "kind": "faster",
+                "before": "atlas-tf/tf1.15.5", "after": "atlas-tf/tf2.0.4", "detail": f"{w} none-c1: samples/s x2.00",
+                "size": 2.0} for i, w in enumerate(("gru-2x32", "gru-2x32-tf1args"))]
+    _, found = _audit(_atlas(tmp_path / "atlas", recs, changes))
+    named = [f["where"] for f in found if f["check"] == "like-for-like" and "defaults" in f["what"]]
+    assert len(named) == 1 and "c0" in named[0], found
+
+
 def test_a_facts_file_without_a_source_is_refused_with_its_name(tmp_path):
     recs, changes, evidence = _clean()
     data = _atlas(tmp_path / "atlas", recs, changes, evidence)

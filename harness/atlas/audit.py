@@ -75,6 +75,12 @@ class _Atlas:
         pins = {s: self.pins(s) for s in self.stacks}
         self.stack_count = len({tuple(p.items()) if p.get("tensorflow") or p.get("keras") else s
                                 for s, p in pins.items()})
+        # one stack however many matrices measured it: its names together, all its records
+        merged: dict[tuple, list[str]] = defaultdict(list)
+        for s, p in pins.items():
+            merged[tuple(p.items()) if p.get("tensorflow") or p.get("keras") else (s,)].append(s)
+        self.merged = {", ".join(sorted(names)): [r for n in names for r in self.stacks[n]]
+                       for names in merged.values()}
 
     def evidence(self, change: dict) -> dict:
         path = self.data.parent / "evidence" / f"{change.get('id')}.json"
@@ -87,6 +93,13 @@ class _Atlas:
         """The stack's pins as its records saw them (a cell decided before launch records none)."""
         recs = self.stacks.get(stack) or []
         return {k: next((r[k] for r in recs if r.get(k) not in ("", None)), "") for k in rows.PINS} if recs else {}
+
+    def pinned(self, stack: str, column: str) -> dict:
+        """The layer arguments the cells of `column` pinned on that stack -- in whichever matrix measured
+        the column (two matrices that measured one stack are one row)."""
+        want = self.pins(stack)
+        return next((records.layer_args(r) for s, recs in self.stacks.items() if self.pins(s) == want
+                     for r in recs if rows.column(r) == column), {})
 
 
 def _counts(a: _Atlas) -> list[Finding]:
@@ -156,7 +169,7 @@ def _devices(a: _Atlas) -> list[Finding]:
 
 
 def _duplicates(a: _Atlas) -> list[Finding]:
-    """Two row pages for one stack. A stack that two matrices measured has its page under the first
+    """Two row pages for one stack. A stack that two matrices measured has its page under one
     matrix only (`rows.build`); without a rows folder beside the data, every stack would be a row."""
     pages = {p.stem for p in (a.data.parent / "rows").glob("*.md")}
     by_pins: dict[tuple, list[str]] = defaultdict(list)
@@ -200,7 +213,8 @@ def _like_for_like(a: _Atlas, facts: list[dict]) -> list[Finding]:
                                + ", ".join(f"{k} moved too ({x or '-'} -> {y or '-'})" for k, x, y in unsaid)
                                + " and the change does not say so"))
         model = (c.get("column") or "").split("-")[0]
-        for fact in defaults_crossed(facts, {k: (before.get(k), after.get(k)) for k in before}, model):
+        pinned = (a.pinned(c["before"], c.get("column") or ""), a.pinned(c["after"], c.get("column") or ""))
+        for fact in defaults_crossed(facts, {k: (before.get(k), after.get(k)) for k in before}, model, pinned):
             if not any(name in detail for name in fact.get("names", ())):
                 out.append(Finding("like-for-like", where, f"across {fact['package']} {fact['release']}, which "
                                    f"changed the {model.upper()}'s defaults ({', '.join(fact.get('names', ()))}): "
@@ -256,8 +270,8 @@ def _facts(a: _Atlas, facts: list[dict]) -> list[Finding]:
             out += [Finding("facts", f"{a.data}: {m}/{e}", f"says {fact['field']} {said!r}; {fact['says']} {tag}")
                     for m, e, said in wrong]
         elif fact["kind"] in ("removed", "available"):
-            for stack, recs in a.stacks.items():
-                if not _in(fact, a.pins(stack)):
+            for stack, recs in a.merged.items():
+                if not _in(fact, a.pins(stack.split(", ")[0])):
                     continue
                 got = Counter(r["status"] for r in recs if r["wrapper"] == fact["wrapper"]
                               and not host_limited(r.get("family") or ""))

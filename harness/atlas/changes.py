@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 from harness import status as st
 from harness.atlas.facts import defaults_crossed, load_facts
+from harness.atlas.records import layer_args
 from harness.atlas.rows import Row, lines, moved_besides, twins
 from harness.watch import changes as ch
 
@@ -112,11 +113,40 @@ def _not_alone(found: list[Change], table: list[Row], facts: list[dict]) -> None
         old, new = dict(before.pins), dict(after.pins)
         said = [f"{k} moved too ({a or '-'} -> {b or '-'})" for k, a, b in moved_besides(c.line, old, new)]
         model = c.column.split("-")[0]
-        said += [f"another model: {f['package']} {f['release']} changed the {model.upper()}'s defaults "
-                 f"({', '.join(f.get('names', ()))})"
-                 for f in defaults_crossed(facts, {k: (old.get(k), new.get(k)) for k in old}, model)]
+        for f in defaults_crossed(facts, {k: (old.get(k), new.get(k)) for k in old}, model,
+                                  (_pinned(before, c.column), _pinned(after, c.column))):
+            said.append(f"another model: {f['package']} {f['release']} changed the {model.upper()}'s defaults "
+                        f"({', '.join(f.get('names', ()))})" + _with_them_pinned(c, before, after, f))
         if said:
             c.detail += " -- not this release alone: " + "; ".join(said)
+
+
+def _with_them_pinned(c: Change, before: Row, after: Row, fact: dict) -> str:
+    """What the same layers with the changed defaults pinned on both rows measured, where a column
+    of the same model and parallelism pinned them (a matrix's `layer_args`): the release's own part
+    of the change, beside it."""
+    names, parallel = fact.get("names", ()), c.column.split(" ", 1)[-1]
+    for col, entry in after.entries.items():
+        other = before.entries.get(col)
+        if col == c.column or other is None or col.split(" ", 1)[-1] != parallel or \
+                entry.records[0]["model"] != other.records[0]["model"] or \
+                not col.startswith(c.column.split(" ", 1)[0]):
+            continue
+        pins = (_pinned(before, col), _pinned(after, col))
+        if not all(n in pins[0] and n in pins[1] and pins[0][n] == pins[1][n] for n in names):
+            continue
+        held = f"; with them pinned on both ({col.split(' ', 1)[0]}): {other.status} -> {entry.status}"
+        a, b = other.spread("samples_per_sec"), entry.spread("samples_per_sec")
+        if c.kind in ("faster", "slower") and a and b:
+            held += f", samples/s x{b[0] / a[0]:.2f} (candidate: rows run apart)"
+        return held
+    return ""
+
+
+def _pinned(row: Row, column: str) -> dict:
+    """The layer arguments the row's cells of that column pinned ({} when none, or no such cells)."""
+    entry = row.entries.get(column)
+    return layer_args(entry.records[0]) if entry and entry.records else {}
 
 
 def _boundary(table: list[Row]) -> list[Change]:

@@ -40,12 +40,19 @@ def load_facts(path: Path = FACTS) -> list[dict]:
     return facts
 
 
-def defaults_crossed(facts: list[dict], package_moves: dict[str, tuple], model: str) -> list[dict]:
+def defaults_crossed(facts: list[dict], package_moves: dict[str, tuple], model: str,
+                     pinned: tuple[dict, dict] = ({}, {})) -> list[dict]:
     """The `defaults` facts a change crosses: a release of a package that moved between the two
-    rows (``{package: (before, after)}`` as versions), whose notes changed `model`'s defaults."""
+    rows (``{package: (before, after)}`` as versions), whose notes changed `model`'s defaults --
+    unless the cells on both sides pinned every one of those arguments to the same value
+    (`pinned`: each side's `layer_args`): then both built the same model, and the change is the
+    release's own."""
     out = []
     for fact in facts:
         if fact["kind"] != "defaults" or model not in fact.get("models", ()):
+            continue
+        names = fact.get("names", ())
+        if names and all(n in pinned[0] and n in pinned[1] and pinned[0][n] == pinned[1][n] for n in names):
             continue
         lo, hi = (parse_version(v) for v in package_moves.get(fact["package"], (None, None)))
         at = parse_version(fact["release"])

@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness import status as st
+from harness.atlas import records
 from harness.atlas.changes import Change, grouped
 from harness.atlas.rows import LINES, Row, columns, parse_version, twins
 
@@ -116,7 +117,7 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
         f"**{_count(sum(1 for c in found if c.before), 'change')}** between neighbouring releases, "
         f"**{_count(sum(1 for c in found if not c.before), 'finding')}** within one row. Data: "
         f"[{folder}/atlas.json]({folder}/atlas.json) and [{folder}/atlas.csv]({folder}/atlas.csv) "
-        "(one record per run of a cell; schema 2, [its fields](reference/atlas-data.md)), "
+        f"(one record per run of a cell; schema {records.SCHEMA}, [its fields](reference/atlas-data.md)), "
         f"[{folder}/changes.json]({folder}/changes.json); new rows and changes as an "
         f"[Atom feed]({folder}/feed.xml).",
         "",
@@ -135,35 +136,14 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
         "Chance is 0.25 (four classes).",
         "",
     ]
-    if cost:
-        parts += ["What the run cost, from its log (`atlas-run.jsonl`: every course of each environment -- a "
-                  "row extended later, with more seeds, counts each of its runs -- its builds and its cells; peak "
-                  "disk: the largest environment with its own uv cache, the most the run holds at once). The "
-                  "host did other work beside it part of the time, so the times are an upper bound for a quiet "
-                  "host of its size.", "",
-                  "| environments | cells | hours | environments/hour | cells/hour | build (median s) | "
-                  "per environment (median s) | peak disk (GB) |", "|---|---|---|---|---|---|---|---|",
-                  f"| {cost.get('environments')} | {cost.get('cells')} | {cost.get('hours')} | "
-                  f"{cost.get('environments_per_hour')} | {cost.get('cells_per_hour')} | "
-                  f"{cost.get('build_seconds_median')} | {cost.get('seconds_per_environment_median')} | "
-                  f"{cost.get('peak_disk_gb')} |", ""]
+    parts += _cost_section(about.get("runs") or ([cost] if cost else []))
     parts += ["## The table", "", "Each entry: the status; for `ok`, the validation accuracy (median of the "
               "repeats [their range]) and the steady samples/s. The stack's name leads to its page (every "
               "seed's value, the versions it ran, the command that runs it again), a superscript to the "
               "failure family below.", "",
               STYLE, "", _filters(), "", _table(table, cols, families, folder), "", _script(), ""]
     parts += _changes_section(table, found, folder)
-    parts += ["## Failure families and reasons", ""]
-    cells_of = defaultdict(list)
-    for row in table:
-        for col, entry in row.entries.items():
-            if entry.family in families and entry.status != st.OK:
-                cells_of[entry.family].append(f"{row.label} {col}")
-    for family, number in families.items():
-        where = cells_of[family]
-        parts.append(f'<p id="family-{number}"><sup>{number}</sup> {html.escape(family)} '
-                     f'<small>({len(where)} cells; first: {html.escape(where[0]) if where else "-"})</small></p>')
-        parts.append("")
+    parts += _families_section(table, families)
     parts += _notes_section(checks, table, folder)
     if plots:
         parts += ["## Plots", ""]
@@ -183,6 +163,41 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
               "knows between them and the newest row of their line (`--target tensorflow==2.21` for another).",
               ""]
     return "\n".join(parts)
+
+
+def _cost_section(runs: list[dict]) -> list[str]:
+    """What each run cost, as its log measured it; nothing where the data carries no log."""
+    if not runs:
+        return []
+    return ["What each run cost, from its log (`atlas-run.jsonl`: every course of each environment -- a "
+            "row extended later, with more seeds, counts each of its runs -- its builds and its cells; peak "
+            "disk: the largest environment with its own uv cache, the most the run holds at once). A run "
+            "measures a slice (a matrix added, rows measured again); the first line without a start is "
+            "the run before runs were listed. The host did other work beside some runs, so the times are "
+            "an upper bound for a quiet host of its size.", "",
+            "| run started | environments | cells | hours | environments/hour | cells/hour | build (median s) | "
+            "per environment (median s) | peak disk (GB) |", "|---|---|---|---|---|---|---|---|---|",
+            *(f"| {(c.get('started') or '-')[:16].replace('T', ' ')} | {c.get('environments')} | {c.get('cells')} | "
+              f"{c.get('hours')} | {c.get('environments_per_hour')} | {c.get('cells_per_hour')} | "
+              f"{c.get('build_seconds_median')} | {c.get('seconds_per_environment_median')} | "
+              f"{c.get('peak_disk_gb')} |" for c in runs), ""]
+
+
+def _families_section(table: list[Row], families: dict[str, int]) -> list[str]:
+    """Each failure family once, under the number the table's superscripts link to, with how many
+    cells it holds and the first of them."""
+    parts = ["## Failure families and reasons", ""]
+    cells_of = defaultdict(list)
+    for row in table:
+        for col, entry in row.entries.items():
+            if entry.family in families and entry.status != st.OK:
+                cells_of[entry.family].append(f"{row.label} {col}")
+    for family, number in families.items():
+        where = cells_of[family]
+        parts.append(f'<p id="family-{number}"><sup>{number}</sup> {html.escape(family)} '
+                     f'<small>({len(where)} cells; first: {html.escape(where[0]) if where else "-"})</small></p>')
+        parts.append("")
+    return parts
 
 
 def _two_device_seeds(table) -> str:

@@ -89,7 +89,7 @@ def describe(recs: list[dict], course: list[dict], previous: dict | None = None)
     environments and cells per hour, the whole run's time and its peak disk (from the run log;
     kept from the previous publication when this results folder has none)."""
     previous = previous or {}
-    cost = _cost(course) or previous.get("cost") or {}
+    now = _cost(course)
     return {
         "cells": len(recs),  # records: a cell's repeats are records of it
         "distinct_cells": len({records.cell_of(r) for r in recs}),
@@ -98,8 +98,21 @@ def describe(recs: list[dict], course: list[dict], previous: dict | None = None)
         "hosts": sorted({r["host"] for r in recs if r["host"]}),
         "days": sorted({r["day"] for r in recs if r["day"]}),
         "harness_commits": sorted({r["harness_commit"] for r in recs if r["harness_commit"]}),
-        "cost": cost,
+        "cost": now or previous.get("cost") or {},
+        "runs": _runs(now, course, previous),
     }
+
+
+def _runs(now: dict, course: list[dict], previous: dict) -> list[dict]:
+    """Every run's cost, the newest last: the atlas grows by runs of a slice (a matrix added, rows
+    measured again), so what one run cost is not what the atlas cost. A run is known by its first
+    cell's start: publishing the same results folder again replaces its entry, never adds one. A
+    publication from before this list had its last run's cost only: that entry has no start."""
+    runs = list(previous.get("runs") or ([previous["cost"]] if previous.get("cost") else []))
+    if now:
+        started = min((e.get("started") or "" for e in course), default="")
+        runs = [r for r in runs if not started or r.get("started") != started] + [{"started": started, **now}]
+    return runs
 
 
 def _cost(course: list[dict]) -> dict:

@@ -23,13 +23,14 @@ from harness.files.paths import read_json
 from harness.results.result import Result
 from harness.results.store import SPEC, read_all
 
-SCHEMA = 2
+SCHEMA = 3
+READS = (2, 3)  # schema 3 added `layer_args` at the end; a schema-2 file reads with it empty
 FIELDS = (
     "schema", "matrix", "matrix_file", "environment", "cell", "workload", "model", "wrapper", "devices", "repeat",
     "training_seed", "status", "family",
     "python", "tensorflow", "keras", "keras_api", "backend", "numpy", "jax", "torch",
     "val_accuracy", "chance", "epochs", "samples_per_sec", "samples_per_sec_min", "samples_per_sec_max",
-    "devices_trained", "cutoff", "engine", "host", "harness_commit", "day",
+    "devices_trained", "cutoff", "engine", "host", "harness_commit", "day", "layer_args",
 )
 ARCHES = ("x86_64", "aarch64", "arm64", "ppc64le", "s390x")
 NUMBERS = {"devices": int, "repeat": int, "training_seed": int, "epochs": int, "devices_trained": int,
@@ -88,7 +89,20 @@ def record(folder: Path, result: Result, matrix: str) -> dict:
         "host": _host(cpus, host.get("platform") or ""),
         "harness_commit": (prov.get("harness_commit") or "")[:12],
         "day": (result.started or "")[:10],
+        "layer_args": pinned_args(workload.get("layer_args")),
     }
+
+
+def pinned_args(args) -> str:
+    """The recurrent layers' arguments a cell's workload pinned, as one canonical JSON text
+    (sorted keys; "" when none): the cell built its layers with exactly these (`models.rnn`)."""
+    return json.dumps(args, sort_keys=True, separators=(",", ":")) if args else ""
+
+
+def layer_args(record: dict) -> dict:
+    """A record's pinned layer arguments back as a dict ({} when none)."""
+    text = record.get("layer_args") or ""
+    return json.loads(text) if text else {}
 
 
 def _host(cpus, platform: str) -> str:
@@ -144,9 +158,10 @@ def read(path: Path) -> tuple[list[dict], dict]:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: not a readable atlas data file ({type(exc).__name__})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("records"), list):
+    if not isinstance(data, dict) or data.get("schema") not in READS or not isinstance(data.get("records"), list):
         found = data.get("schema") if isinstance(data, dict) else None
-        raise UserError(f"{path}: atlas data of schema {found!r}; this harness reads schema {SCHEMA}")
+        raise UserError(f"{path}: atlas data of schema {found!r}; this harness reads schema "
+                        f"{' or '.join(map(str, READS))}")
     records = [r for r in data["records"] if isinstance(r, dict)]
     return [{k: r.get(k, "") for k in FIELDS} for r in records], data.get("about") or {}
 

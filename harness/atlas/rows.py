@@ -234,13 +234,14 @@ def build(records: list[dict]) -> list[Row]:
 
 
 def _one_per_stack(found: list[Row]) -> list[Row]:
-    """A stack that two matrices measured is one row to a reader: the later matrix's records join
-    the first's row as more repeats of its columns (each record keeps its own matrix and cell id,
-    so a repro command still names the matrix that ran it). A row none of whose cells launched
-    has no versions, and is never taken for another."""
+    """A stack that two matrices measured is one row to a reader: the smaller matrix's records join
+    the row of the matrix that measured most of it (its own page and key stay where a reader found
+    them when a variant's columns are added), as more columns or more repeats (each record keeps its
+    own matrix and cell id, so a repro command still names the matrix that ran it). A row none of
+    whose cells launched has no versions, and is never taken for another."""
     first: dict[tuple, Row] = {}
     out = []
-    for row in sorted(found, key=lambda r: r.key):
+    for row in sorted(found, key=lambda r: (-sum(len(e.records) for e in r.entries.values()), r.key)):
         kept = first.get(row.pins) if (row.stack.get("tensorflow") or row.stack.get("keras")) else None
         if kept is None:
             first[row.pins] = row

@@ -46,12 +46,20 @@ WORKLOAD_LIMITS: dict[str, tuple] = {
     "seconds": (0.0, 86_400.0),      # an idle cell: [0, a day]
 }
 WIDTHS_LIMITS = (1, 65_536)
+# The recurrent layers' arguments a matrix may pin (`layer_args:` of an rnn workload): the ones whose
+# defaults a release changed (TF 2.0: reset_after, recurrent_activation, implementation), so a
+# change between two releases can be measured on the same model; GRU and LSTM only (the CuDNN
+# layers take none of them). A value the stack's layer refuses is that cell's error, as it would be
+# in the user's code.
+RNN_LAYER_ARGS: dict[str, type] = {"reset_after": bool, "recurrent_activation": str, "activation": str,
+                                   "implementation": int, "unroll": bool, "use_bias": bool}
+RNN_ARG_CELLS = ("gru", "lstm")
 MAX_WIDTHS = 64
 
 # Keys each workload model accepts (beyond name/model), with their types.
 MODEL_KEYS: dict[str, dict[str, type | tuple]] = {
     "rnn": {"cell": str, "layers": int, "units": int, "dense": int, "dropout": float,
-            "timesteps": int, "features": int, "classes": int, "samples": int},
+            "timesteps": int, "features": int, "classes": int, "samples": int, "layer_args": dict},
     "convnet": {"height": int, "width": int, "channels": int, "classes": int, "samples": int,
                 "dense": int, "noise": float},
     "maxing": {"height": int, "width": int, "channels": int, "classes": int, "samples": int,

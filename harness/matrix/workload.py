@@ -17,6 +17,8 @@ from harness.matrix.schema import (
     MAX_WIDTHS,
     MODEL_DEFAULTS,
     MODEL_KEYS,
+    RNN_ARG_CELLS,
+    RNN_LAYER_ARGS,
     WIDTHS_LIMITS,
     WORKLOAD_LIMITS,
 )
@@ -53,6 +55,8 @@ def _workload(check: _Checker, where: str, raw: dict) -> Workload | None:
     code = _user_code(check, where, model, params) if model in ("user", "script") else None
     if model == "rnn" and params["cell"] not in RNN_CELLS:
         check.problem(f"{where}.cell", f"expected one of {', '.join(RNN_CELLS)}, got {_show(params['cell'])}")
+    if model == "rnn" and "layer_args" in params:
+        _layer_args(check, f"{where}.layer_args", params["cell"], params["layer_args"])
     if model == "fault" and params.get("fault") not in FAULTS:
         check.problem(f"{where}.fault", f"expected one of {', '.join(FAULTS)}, got {_show(params.get('fault'))}")
     if "trap" in params and params["trap"] not in TRAPS:
@@ -83,6 +87,24 @@ def _workload(check: _Checker, where: str, raw: dict) -> Workload | None:
     if len(check.problems) > before:
         return None
     return Workload(name=name, model=model, params=params, code=code)
+
+
+ACTIVATION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def _layer_args(check: _Checker, where: str, cell: str, args: dict) -> None:
+    """`layer_args:` names only arguments in `RNN_LAYER_ARGS`, each of its type, on a GRU or LSTM."""
+    if cell not in RNN_ARG_CELLS:
+        check.problem(where, f"layer arguments are for the {' and '.join(RNN_ARG_CELLS)} cells, not {_show(cell)}")
+        return
+    for key, value in args.items():
+        kind = RNN_LAYER_ARGS.get(key) if isinstance(key, str) else None
+        if kind is None:
+            check.problem(f"{where}.{key}", f"expected one of {', '.join(RNN_LAYER_ARGS)}")
+        elif not _is_type(value, kind):
+            check.problem(f"{where}.{key}", f"expected {kind.__name__}, got {_show(value)}")
+        elif kind is str and not ACTIVATION_NAME.fullmatch(value):
+            check.problem(f"{where}.{key}", f"expected an activation's name (letters, digits, _), got {_show(value)}")
 
 
 def _user_code(check: _Checker, where: str, model: str, params: dict) -> usercode.Code | None:

@@ -15,14 +15,18 @@ def _classifier_head(layers, x, dense, classes, dropout):
 
 
 def rnn(stack, w, seed):
-    """Seed 000: stacked recurrent layers (default 4 x GRU-512) + Dense-128 + softmax."""
+    """Seed 000: stacked recurrent layers (default 4 x GRU-512) + Dense-128 + softmax.
+
+    `layer_args` pins the recurrent layers' arguments (the matrix checks their names), so two
+    releases whose defaults differ can build the same model."""
     layers = stack.keras.layers
     Cell = stack.rnn_layer(w.get("cell", "gru"))
     n_layers = int(w.get("layers", 4))
+    pinned = dict((str(k), v) for k, v in (w.get("layer_args") or {}).items())
     inputs = layers.Input(shape=(int(w["timesteps"]), int(w["features"])))
     x = inputs
     for i in range(n_layers):
-        x = Cell(int(w.get("units", 512)), return_sequences=i < n_layers - 1)(x)
+        x = Cell(int(w.get("units", 512)), return_sequences=i < n_layers - 1, **pinned)(x)
     outputs = _classifier_head(layers, x, int(w.get("dense", 128)), int(w["classes"]), w.get("dropout", 0))
     model = stack.keras.models.Model(inputs, outputs)
     splits = data.sequences(int(w["samples"]), int(w["timesteps"]), int(w["features"]),
