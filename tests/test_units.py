@@ -190,7 +190,7 @@ def test_a_group_goes_back_to_the_slot_its_launcher_holds(tmp_path):
     cores would find no launcher there."""
     import threading
 
-    from harness.launch.warmplan import Plan
+    from harness.launch.launcher import Plan
     from harness.run.executors.local import Hooks, execute
 
     env = Environment("e", "3.11", "2.15.0")
@@ -363,8 +363,7 @@ def test_one_process_launcher_serves_every_gpu_set_of_its_group(tmp_path):
     import sys
     from pathlib import Path
 
-    from harness.launch.launcher import Launcher
-    from harness.launch.warmplan import Plan
+    from harness.launch.launcher import Launcher, Plan
     from harness.launch.warmserver import Server
 
     env = Environment("e", "3.11", keras="3.15.1", backend="jax", device="gpu")
@@ -404,7 +403,7 @@ def test_the_launchers_of_the_next_gpu_groups_start_while_a_cell_trains():
     environment with two or more cells to come, once: their launchers import beside it instead
     of while the group's first cell holds its GPUs. A group with one cell left, another
     environment's group and CPU cells get none."""
-    from harness.launch.warmplan import Plan
+    from harness.launch.launcher import Plan
 
     env, other_env = (Environment(n, "3.11", keras="3.15.1", backend="jax", device="gpu") for n in ("e", "f"))
 

@@ -262,7 +262,7 @@ class ProcessEngine(Engine):
         return proc.returncode, proc.stdout, proc.stderr
 
     def _launch_ahead(self, prepared: Prepared, cell: Cell, ctx: RunContext, workloads_root: Path) -> None:
-        """Start the launchers of this environment's next GPU groups now (warmplan.Plan.ahead),
+        """Start the launchers of this environment's next GPU groups now (launcher.Plan.ahead),
         with the variables their cells will get. Their GPUs are not known yet, and a shared
         launcher is keyed without them (launch.shares_gpus); the GPU model that keys their
         compile caches is this cell's. A wrong guess costs an import, never a cell: a cell whose

@@ -5,7 +5,7 @@ A number taken while the harness itself imported a stack or built a
 virtualenv on the same machine is not one taken on a quiet machine, even when
 the two never shared a core (they share memory bandwidth, caches and the
 disk). The scheduler keeps the harness's own work off a measured cell's cores
-(warmplan.Plan); this registry says what still ran *at the same time*, so each
+(launcher.Plan); this registry says what still ran *at the same time*, so each
 result can record it (``warmth.beside``) and a reader can tell the two apart.
 
 One registry per harness process: the activities of a run are the ones its

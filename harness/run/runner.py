@@ -37,8 +37,8 @@ from harness.host import beside, resources
 from harness.host.gpumon import GpuMonitor
 from harness.host.resources import Pool, Slot
 from harness.launch import durations
+from harness.launch.launcher import Plan
 from harness.launch.standby import Standby
-from harness.launch.warmplan import Plan
 from harness.matrix import Matrix
 from harness.report.analysis import Group
 from harness.report.tables import group_summary
@@ -106,7 +106,7 @@ class Runner:
             self.console.print(f"[yellow]quarantined[/] {shown(note)}", highlight=False)
 
     def _plan(self, todo: list[Cell]) -> Plan | None:
-        """The warm launchers' schedule over every cell this run has still to run (warmplan.Plan):
+        """The warm launchers' schedule over every cell this run has still to run (launcher.Plan):
         every engine has launchers (a container engine's are containers); only a warm run has one."""
         if not self.engine.warm:
             return None

@@ -10,7 +10,7 @@ fill the gaps (largest-first packing keeps the makespan short), and among
 cells of one size the longest start first, by what an earlier run measured
 (``durations.py``; cells never measured first of all, then the matrix's order).
 
-On a warm run the schedule also decides the warm launchers (``warmplan.Plan``):
+On a warm run the schedule also decides the warm launchers (``launcher.Plan``):
 one starts only for a group of two or more cells still to run, its import
 takes the slot of the first of them, and the group's other CPU cells are held
 back (their slots go to other cells) until it has imported. Where a launcher
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 from harness.cells import Cell, Environment
 from harness.host.resources import Pool, Slot, gpus_needed
+from harness.launch.launcher import Plan
 from harness.launch.standby import Relay, Standby
-from harness.launch.warmplan import Plan
 from harness.results.store import Claim, ResultStore
 
 
@@ -78,7 +78,7 @@ class _Preparer(threading.Thread):
 
 def execute(cells: list[Cell], store: ResultStore, pool: Pool, hooks: Hooks, plan: Plan | None = None) -> None:
     """Run `cells` (already known to need running) with the pool's resources; `plan`: the warm
-    launchers' schedule (warmplan.Plan) on a warm run of a process engine, else None."""
+    launchers' schedule (launcher.Plan) on a warm run of a process engine, else None."""
     _Schedule(cells, store, pool, hooks, plan).run()
 
 
@@ -127,7 +127,7 @@ class _Schedule:
         started_any = False
         self.waiting = 0
         self.deferred = False
-        for lenient in (False, True):  # warmplan.Plan's home slots: a busy home defers a cell one pass
+        for lenient in (False, True):  # launcher.Plan's home slots: a busy home defers a cell one pass
             if lenient and not self.deferred:
                 break
             for cell in list(self.pending):
