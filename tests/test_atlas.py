@@ -833,6 +833,36 @@ def test_a_row_that_contradicts_a_release_note_is_named():
 
 
 @QUICK
+def test_explain_bisects_in_the_before_rows_environment_where_an_end_does_not_install_in_the_afters():
+    """TF 2.1.4 has no wheels for the Python of TF 2.2.3's row: a bisect in the after-row's environment
+    cannot judge its old end (`unavailable`), so explain plans it again in the before-row's
+    environment, where both releases install; an end skipped for another reason is the answer."""
+    from harness.atlas import changes, explain, rows
+
+    def rec(env, tf, python):
+        return _record(matrix="atlas-tf2", matrix_file="matrices/atlas/tf2.yaml", environment=env,
+                       cell=f"{env}/gru-2x32/none-c1/b128/r0", workload="gru-2x32", model="gru", wrapper="none",
+                       status="ok", python=python, tensorflow=tf, keras="2.3.0-tf", keras_api="tf.keras",
+                       numpy="1.18.5", samples_per_sec=100.0 if tf < "2.2" else 300.0, samples_per_sec_min=90.0
+                       if tf < "2.2" else 280.0, samples_per_sec_max=110.0 if tf < "2.2" else 320.0)
+    table = rows.build([rec("tf2.1.4-tensorflow", "2.1.4", "3.7.16"), rec("tf2.2.3", "2.2.3", "3.8.18")])
+    change = changes.Change("keras2", "gru-2x32 none-c1", "faster", "atlas-tf2/tf2.1.4-tensorflow",
+                            "atlas-tf2/tf2.2.3", "samples/s x3.00", 3.0)
+    by_key = {r.key: r for r in table}
+    after, before = (explain.plan(change, by_key, nightly=False, side=side) for side in ("after", "before"))
+    assert after[after.index("--cell") + 1] == "tf2.2.3/gru-2x32/none-c1/*", after
+    assert before[before.index("--cell") + 1] == "tf2.1.4-tensorflow/gru-2x32/none-c1/*", before
+    assert before[before.index("--old") + 1:before.index("--old") + 4] == ["2.1.4", "--new", "2.2.3"]
+
+    def kept(why_old: str) -> dict:
+        return {"versions": ["2.1.4", "2.2.0", "2.2.3"],
+                "tested": {"2.1.4": {"verdict": "skip", "why": why_old}, "2.2.3": {"verdict": "good", "why": ""}}}
+    assert explain._an_end_not_installed(kept("unavailable: no wheel for cp38"))
+    assert not explain._an_end_not_installed(kept("flaky: 1 ok, 2 error"))
+    assert not explain._an_end_not_installed({"versions": [], "tested": {}})
+
+
+@QUICK
 def test_a_speed_shift_is_a_candidate_until_run_side_by_side_then_confirmed_or_refuted(tmp_path):
     """A speed shift between rows starts as a candidate; `explain`'s record for it (both releases in
     one session) makes it confirmed when the bisect found the newer end the worse for a slow-down (the

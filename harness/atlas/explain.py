@@ -6,8 +6,9 @@ as evidence the pages link.
 The atlas measures the newest patch of each minor; a change between two rows therefore lies
 somewhere among the releases between them. The bisect runs the after-row's cell with each release
 of the package that differs between the rows (TensorFlow on the Keras 2 line, Keras on the Keras 3
-lines, unless only the other moved), in the after-row's environment, each release resolved as of
-its own day, and writes its record; that record is copied to ``EVIDENCE/<change id>.json`` with the
+lines, unless only the other moved), in the after-row's environment -- or, where an end does not
+install there (a Python its release has no wheels for), in the before-row's -- each release resolved
+as of its own day, and writes its record; that record is copied to ``EVIDENCE/<change id>.json`` with the
 command that made it, so the next `publish` links it and anyone can run the command again.
 
 A speed shift between rows is a candidate (the rows ran at different moments on a shared host):
@@ -53,9 +54,11 @@ KEPT = ("package", "versions", "direction", "first_bad", "last_good", "first_goo
         "problem", "warnings", "nightly", "tested")
 
 
-def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool) -> list[str] | None:
+def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool,
+         side: str = "after") -> list[str] | None:
     """The harness's arguments that explain a change: `diverge` for a two-device finding, else
-    `bisect` between the two rows; None when there is nothing to run (no two sides, a gain)."""
+    `bisect` between the two rows, in the `side` row's environment; None when there is nothing to
+    run (no two sides, a gain)."""
     if change.kind in ("devices", "devices-seed"):
         row = by_key.get(change.after)
         if row is None or change.size is None:  # "trained on fewer devices": nothing to compare
@@ -68,8 +71,9 @@ def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool) 
     if package is None:
         return None
     workload, parallelism = change.column.split(" ", 1)
-    entry = after.entries.get(change.column)
-    matrix, environment = entry.origin if entry else (after.matrix_file, after.environment)
+    home = after if side == "after" else before
+    entry = home.entries.get(change.column)
+    matrix, environment = entry.origin if entry else (home.matrix_file, home.environment)
     cell = f"{environment}/{workload}/{parallelism}/*"
     if change.kind == "accuracy" and (change.size or 1) >= 1:
         return None  # an accuracy gain: nothing dropped to bisect for
@@ -106,10 +110,14 @@ def explain(data: Path, evidence: Path, results: Path, console: Console, *, only
             continue
         said = command_line(argv)
         console.print(shown(f"{change.kind} {change.column} at {change.after}: {said}"), highlight=False)
-        after = by_key[change.after]
-        entry = after.entries.get(change.column)  # the matrix that measured the column: its results folder
-        matrix = entry.matrix if entry else after.matrix
-        kept = (_diverge if argv[0] == "diverge" else _bisect)(argv, results, out, matrix)
+        kept = _run(argv, by_key[change.after], change, results, out)
+        if argv[0] == "bisect" and kept is not None and _an_end_not_installed(kept):
+            other = plan(change, by_key, nightly=nightly, side="before")
+            if other is not None and other != argv:
+                argv, said = other, command_line(other)
+                console.print(shown(f"  an end does not install in the after-row's environment; in the "
+                                    f"before-row's: {said}"), highlight=False)
+                kept = _run(argv, by_key[change.before or ""], change, results, out)
         if kept is None:  # it could not answer (said above); no evidence, the next explain tries again
             console.print(f"[red]no record[/] for {shown(change.id)}", highlight=False)
             continue
@@ -119,6 +127,21 @@ def explain(data: Path, evidence: Path, results: Path, console: Console, *, only
         explained += 1
     console.print(f"atlas explain: {explained} change(s) explained; evidence under {evidence}", highlight=False)
     return explained
+
+
+def _run(argv: list[str], home: rows.Row, change: changes.Change, results: Path, out: Path) -> dict | None:
+    """Run the plan in the results folder of the matrix that measured the column on `home`."""
+    entry = home.entries.get(change.column)
+    matrix = entry.matrix if entry else home.matrix
+    return (_diverge if argv[0] == "diverge" else _bisect)(argv, results, out, matrix)
+
+
+def _an_end_not_installed(kept: dict) -> bool:
+    """A bisect whose end could not be judged because it did not install there (`unavailable`:
+    no wheel for that Python, say) -- a fact of the environment, not of the release."""
+    versions = kept.get("versions") or []
+    tested = [(kept.get("tested") or {}).get(v) or {} for v in versions[:1] + versions[-1:]]
+    return any(t.get("verdict") == "skip" and "unavailable" in str(t.get("why")) for t in tested)
 
 
 def command_line(argv: list[str]) -> str:
