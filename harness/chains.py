@@ -14,7 +14,11 @@ the consumer cell then
   engine (a container mounts only the cell's folder) and a repro bundle see
   the same thing;
 - is ``unavailable``, with the reason, when its producer did not end ``ok``
-  (it is tried again on the next run, like any unavailable cell).
+  (it is tried again on the next run, like any unavailable cell) -- unless the
+  need says ``optional: true``: then the consumer runs with what the other
+  producers left, and its ``needs`` record says which producer handed nothing
+  and why (a grid whose every reader reads every writer loses one writer's
+  column for a writer that fails, not every reader).
 
 The link is recorded in both results (``needs`` in the consumer's, ``feeds``
 in the producer's). ``after:`` (same forms) is the link without the files:
@@ -55,12 +59,14 @@ def parse_needs(check, where: str, raw, files: bool = True) -> list[dict]:
         if not isinstance(item, dict):
             check.problem(at, f"expected a workload name or {{workload: NAME, environment: NAME}}, got {item!r:.60}")
             continue
-        check.keys(at, item, {"workload": str, "environment": str, "as": str}, required=("workload",))
+        check.keys(at, item, {"workload": str, "environment": str, "as": str, "optional": bool},
+                   required=("workload",))
         for key in ("workload", "environment", "as"):
             if isinstance(item.get(key), str):
                 check.name(f"{at}.{key}", item[key])
         out.append({"workload": item.get("workload"), "environment": item.get("environment"),
-                    "as": item.get("as") or item.get("workload"), "files": files})
+                    "as": item.get("as") or item.get("workload"), "files": files,
+                    **({"optional": True} if item.get("optional") is True else {})})
     return out
 
 
@@ -106,12 +112,12 @@ def link(check, cells: list) -> list:
                               f"no cell of workload '{need['workload']}' in environment '{env}' "
                               "(check the names, include and exclude)")
                 continue
-            wanted.append((producer.id, need["as"], need.get("files", True)))
+            wanted.append((producer.id, need["as"], need.get("files", True), need.get("optional", False)))
         if wanted:
             edges[cell.id] = wanted
     if check.problems:
         return cells
-    order = _topological(check, [c.id for c in cells], {k: [(p, a) for p, a, _ in v] for k, v in edges.items()})
+    order = _topological(check, [c.id for c in cells], {k: [(p, a) for p, a, _, _ in v] for k, v in edges.items()})
     if order is None:
         return cells
     final = {c.id: c for c in cells}
@@ -119,10 +125,11 @@ def link(check, cells: list) -> list:
     for cid in order:
         if cid not in edges:
             continue
-        needs = tuple({"cell": pid, "as": as_, "spec_sha256": spec_sha256(final[pid]), **({} if files else
-                       {"files": False})} for pid, as_, files in edges[cid])
+        needs = tuple({"cell": pid, "as": as_, "spec_sha256": spec_sha256(final[pid]),
+                       **({} if files else {"files": False}), **({"optional": True} if optional else {})}
+                      for pid, as_, files, optional in edges[cid])
         final[cid] = replace(final[cid], needs=needs)
-        for pid, _, _ in edges[cid]:
+        for pid, _, _, _ in edges[cid]:
             feeds[pid].append(cid)
     for pid, consumers in feeds.items():
         final[pid] = replace(final[pid], feeds=tuple(consumers))
@@ -214,11 +221,13 @@ def hand_over(cell, run_dir: Path, work: Path) -> None:
     for need in cell.needs:
         producer_dir = run_dir / need["cell"]
         result = load_folder(producer_dir)  # through the result model: a wrong-shaped file is no result
-        if not isinstance(result, Result):
-            raise Broken(f"needs {need['cell']}, which has no result (run it too)")
-        if result.status != status.OK:
-            failure = result.failure_text
-            raise Broken(f"needs {need['cell']}, which ended {result.status}" + (f": {failure}" if failure else ""))
+        why = _unusable(need, result)
+        if why and need.get("optional"):  # the consumer runs with the others; its record says what is missing
+            handed.append({"cell": need["cell"], "as": need["as"], "status": getattr(result, "status", None),
+                           "files": None, "missing": why})
+            continue
+        if why:
+            raise Broken(why)
         if names.problem(need["as"]):
             raise Broken(f"needs {need['cell']} as {need['as']!r}, not a valid name")
         source = producer_dir / OUTPUT_DIR
@@ -243,6 +252,16 @@ def hand_over(cell, run_dir: Path, work: Path) -> None:
                        "code_sha256": ((result.get("code") or {}).get("sha256")),
                        "finished": result.finished})
     write_json(work / NEEDS_FILE, handed)
+
+
+def _unusable(need: dict, result) -> str:
+    """Why a producer's result cannot feed its consumer ('' when it can)."""
+    if not isinstance(result, Result):
+        return f"needs {need['cell']}, which has no result (run it too)"
+    if result.status != status.OK:
+        failure = result.failure_text
+        return f"needs {need['cell']}, which ended {result.status}" + (f": {failure}" if failure else "")
+    return ""
 
 
 def result_fields(cell, work: Path) -> dict:

@@ -23,7 +23,9 @@ def matrix_text(stacks: Path, names: list[str]) -> str:
     raw = read(stacks)
     workloads = [{"name": WRITER, "script": str(SCRIPT), "path": str(SCRIPTS), "args": [WRITER]}]
     if names:
-        needs = [{"workload": WRITER, "environment": name, "as": name} for name in names]
+        # optional: a writer that fails (a stack that no longer installs, say) costs its own column,
+        # never every reader -- each reader reads the writers that wrote
+        needs = [{"workload": WRITER, "environment": name, "as": name, "optional": True} for name in names]
         workloads.append({"name": READER, "script": str(SCRIPT), "path": str(SCRIPTS), "args": [READER],
                           "needs": needs})
     doc = {

@@ -13,6 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from harness import status
 from harness.errors import UserError
 from harness.portability import judge
@@ -53,6 +55,8 @@ def gather(results: Path) -> Gathered:
         days.add((r.started or "")[:10])
         commits.add((prov.get("harness_commit") or "")[:12])
         if r.cell.split("/")[1] != READER:
+            if r.status != status.OK:  # a writer that wrote nothing: its column is empty, and said why
+                got.missing.append(f"{r.cell}: {r.status} ({(r.reason or r.failure_text or '')[:160]})")
             continue
         reader = r.cell.split("/")[0]
         found = folder / OUTPUT_DIR / LOADS
@@ -120,13 +124,25 @@ def _difference(r: dict) -> str:
     return f"largest difference {r['max_abs_diff']:.3g} (floor {r['floor']:.3g})"
 
 
+def _era(stack: dict, name: str) -> tuple:
+    """A stack's place in time, oldest first: its TensorFlow, then its Keras (a stack without
+    TensorFlow, Keras 3 on JAX or torch, after every one with it); the name breaks a tie."""
+    def version(text) -> tuple:
+        try:
+            parsed = Version(str(text))
+        except InvalidVersion:
+            return (1,)
+        return (0, parsed)
+    return version(stack.get("tensorflow")), version(stack.get("keras")), name
+
+
 def page(records: list[dict], missing: list[str], about: dict | None = None) -> str:
     models = sorted({r["model"] for r in records})
     stacks = {}
     for r in records:
         stacks[r["writer"]] = r["writer_stack"]
         stacks[r["reader"]] = r["reader_stack"]
-    names = sorted(stacks)
+    names = sorted(stacks, key=lambda n: _era(stacks[n], n))
     lines = ["# Saved on one release, loaded on another", "",
              "Each stack wrote the same models (" + ", ".join(models) + "), trained a little; every stack loaded "
              "every file by each way its users would try and predicted on the writer's inputs. "
@@ -167,7 +183,10 @@ def page(records: list[dict], missing: list[str], about: dict | None = None) -> 
     if not families:
         lines.append("None.")
     if missing:
-        lines += ["", "## Readers without observations", ""] + [f"- {m}" for m in missing]
+        lines += ["", "## Cells that left nothing to judge", "",
+                  "A writer listed here wrote no file (it has no row); a reader listed here loaded nothing "
+                  "(its column is empty).",
+                  ""] + [f"- {m}" for m in missing]
     if about:
         listed = {k: ", ".join(about.get(k) or ["?"]) for k in ("hosts", "engines", "days", "harness_commits")}
         lines += ["", "## How it was obtained", "",
