@@ -35,7 +35,7 @@ else:  # read: the producers' folders that hold files (inputs/<as>/, beside each
 
 
 def test_an_optional_need_whose_producer_failed_hands_nothing_and_the_consumer_runs(tmp_path):
-    python = "%d.%d" % sys.version_info[:2]
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "chain.py").write_text(SCRIPT)
     (tmp_path / "m.yaml").write_text(textwrap.dedent(f"""\
