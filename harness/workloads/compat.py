@@ -68,7 +68,7 @@ def running_api(module, version):
         return "tf_keras"
     if top == "tensorflow":
         return "tf.keras"
-    if _major(version) >= 3:
+    if major(version) >= 3:
         return "keras3"
     return "standalone" if module == "keras" else "tf.keras"
 
@@ -87,7 +87,8 @@ def keras_mismatch(asked_api, asked_version, module, version):
         API_LABELS.get(ran, ran), version, module)
 
 
-def _major(version):
+def major(version):
+    """A version's major number (0 when it has none: a missing or odd version)."""
     try:
         return int(str(version).split(".")[0])
     except ValueError:
@@ -183,7 +184,7 @@ class Stack(object):
 
     @property
     def tf1(self):
-        return self.tf is not None and _major(self.tf.__version__) == 1
+        return self.tf is not None and major(self.tf.__version__) == 1
 
     def _tf1_session(self):
         tf = self.tf

@@ -14,6 +14,8 @@ import os
 import re
 import sys
 
+from .compat import major
+
 # The CUDA libraries each framework links against; the version each must have
 # comes from the framework's build info (see _wanted).
 FAMILIES = {
@@ -28,13 +30,6 @@ SYSTEM_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/
 # cuBLAS, cuFFT, cuRAND, cuSOLVER and cuSPARSE all report their version this way.
 PROPERTY_GETTERS = {"cublas": "cublasGetProperty", "cufft": "cufftGetProperty", "curand": "curandGetProperty",
                     "cusolver": "cusolverGetProperty", "cusparse": "cusparseGetProperty"}
-
-
-def _major(version):
-    try:
-        return int(str(version).split(".")[0])
-    except ValueError:
-        return 0
 
 
 def first_line(exc):
@@ -260,7 +255,7 @@ def check_libraries(families, built):
     (RTLD_GLOBAL), which is how the frameworks themselves order it."""
     dirs = _search_dirs()
     found = []
-    cuda_major = _major(built.get("cuda"))
+    cuda_major = major(built.get("cuda"))
     if built.get("needed"):  # the framework's own binaries say exactly which libraries it links
         named = set(n.split(".so")[0][len("lib"):] for n in built["needed"])
         families = [f for f in families if f in named]
