@@ -72,15 +72,13 @@ class _Atlas:
         for r in self.records:
             self.stacks[f"{r['matrix']}/{r['environment']}"].append(r)
         # a stack is its pins: two matrices that measured one are one stack (a row without versions, alone)
-        pins = {s: self.pins(s) for s in self.stacks}
-        self.stack_count = len({tuple(p.items()) if p.get("tensorflow") or p.get("keras") else s
-                                for s, p in pins.items()})
-        # one stack however many matrices measured it: its names together, all its records
+        self._pins = {s: self._read_pins(s) for s in self.stacks}
+        # one stack however many matrices measured it (a row without versions, alone): its names, all its records
         merged: dict[tuple, list[str]] = defaultdict(list)
-        for s, p in pins.items():
+        for s, p in self._pins.items():
             merged[tuple(p.items()) if p.get("tensorflow") or p.get("keras") else (s,)].append(s)
-        self.merged = {", ".join(sorted(names)): [r for n in names for r in self.stacks[n]]
-                       for names in merged.values()}
+        self.merged = {tuple(sorted(names)): [r for n in names for r in self.stacks[n]] for names in merged.values()}
+        self.stack_count = len(self.merged)
 
     def evidence(self, change: dict) -> dict:
         path = self.data.parent / "evidence" / f"{change.get('id')}.json"
@@ -90,16 +88,18 @@ class _Atlas:
             return {}
 
     def pins(self, stack: str) -> dict:
-        """The stack's pins as its records saw them (a cell decided before launch records none)."""
-        recs = self.stacks.get(stack) or []
+        """The stack's pins as its records saw them (read once)."""
+        return self._pins.get(stack, {})
+
+    def _read_pins(self, stack: str) -> dict:
+        recs = self.stacks.get(stack) or []  # a cell decided before launch records none: the others say
         return {k: next((r[k] for r in recs if r.get(k) not in ("", None)), "") for k in rows.PINS} if recs else {}
 
     def pinned(self, stack: str, column: str) -> dict:
         """The layer arguments the cells of `column` pinned on that stack -- in whichever matrix measured
         the column (two matrices that measured one stack are one row)."""
-        want = self.pins(stack)
-        return next((records.layer_args(r) for s, recs in self.stacks.items() if self.pins(s) == want
-                     for r in recs if rows.column(r) == column), {})
+        recs = next((recs for names, recs in self.merged.items() if stack in names), [])
+        return next((records.layer_args(r) for r in recs if rows.column(r) == column), {})
 
 
 def _counts(a: _Atlas) -> list[Finding]:
@@ -270,8 +270,9 @@ def _facts(a: _Atlas, facts: list[dict]) -> list[Finding]:
             out += [Finding("facts", f"{a.data}: {m}/{e}", f"says {fact['field']} {said!r}; {fact['says']} {tag}")
                     for m, e, said in wrong]
         elif fact["kind"] in ("removed", "available"):
-            for stack, recs in a.merged.items():
-                if not _in(fact, a.pins(stack.split(", ")[0])):
+            for names, recs in a.merged.items():
+                stack = ", ".join(names)
+                if not _in(fact, a.pins(names[0])):
                     continue
                 got = Counter(r["status"] for r in recs if r["wrapper"] == fact["wrapper"]
                               and not host_limited(r.get("family") or ""))

@@ -26,7 +26,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 
 from harness import status as st
-from harness.atlas.facts import defaults_crossed, load_facts
+from harness.atlas.facts import defaults_crossed, load_facts, pinned_alike
 from harness.atlas.records import layer_args
 from harness.atlas.rows import Row, lines, moved_besides, twins
 from harness.watch import changes as ch
@@ -132,8 +132,7 @@ def _with_them_pinned(c: Change, before: Row, after: Row, fact: dict) -> str:
                 entry.records[0]["model"] != other.records[0]["model"] or \
                 not col.startswith(c.column.split(" ", 1)[0]):
             continue
-        pins = (_pinned(before, col), _pinned(after, col))
-        if not all(n in pins[0] and n in pins[1] and pins[0][n] == pins[1][n] for n in names):
+        if not pinned_alike(names, _pinned(before, col), _pinned(after, col)):
             continue
         held = f"; with them pinned on both ({col.split(' ', 1)[0]}): {other.status} -> {entry.status}"
         a, b = other.spread("samples_per_sec"), entry.spread("samples_per_sec")

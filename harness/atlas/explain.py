@@ -31,6 +31,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import status
 from harness.atlas import changes, drive, records, rows
 from harness.environments.installer import CACHE_VARIABLE
 from harness.errors import UserError
@@ -141,7 +142,7 @@ def _an_end_not_installed(kept: dict) -> bool:
     no wheel for that Python, say) -- a fact of the environment, not of the release."""
     versions = kept.get("versions") or []
     tested = [(kept.get("tested") or {}).get(v) or {} for v in versions[:1] + versions[-1:]]
-    return any(t.get("verdict") == "skip" and "unavailable" in str(t.get("why")) for t in tested)
+    return any(t.get("verdict") == "skip" and str(t.get("why") or "").startswith(status.UNAVAILABLE) for t in tested)
 
 
 def command_line(argv: list[str]) -> str:

@@ -40,6 +40,11 @@ def load_facts(path: Path = FACTS) -> list[dict]:
     return facts
 
 
+def pinned_alike(names, before: dict, after: dict) -> bool:
+    """Whether both sides pinned every one of `names` (layer arguments), each to the same value."""
+    return all(n in before and n in after and before[n] == after[n] for n in names)
+
+
 def defaults_crossed(facts: list[dict], package_moves: dict[str, tuple], model: str,
                      pinned: tuple[dict, dict] = ({}, {})) -> list[dict]:
     """The `defaults` facts a change crosses: a release of a package that moved between the two
@@ -51,8 +56,7 @@ def defaults_crossed(facts: list[dict], package_moves: dict[str, tuple], model: 
     for fact in facts:
         if fact["kind"] != "defaults" or model not in fact.get("models", ()):
             continue
-        names = fact.get("names", ())
-        if names and all(n in pinned[0] and n in pinned[1] and pinned[0][n] == pinned[1][n] for n in names):
+        if fact.get("names") and pinned_alike(fact["names"], *pinned):
             continue
         lo, hi = (parse_version(v) for v in package_moves.get(fact["package"], (None, None)))
         at = parse_version(fact["release"])
