@@ -119,7 +119,7 @@ def walk() -> dict:
         with select_engine("local", pythons={python: sys.executable}, console=console) as engine:
             runner = Runner(m, engine, folder / "results", console)
             with Tracer() as tracer:
-                results = runner.run(m.cells)
+                results = runner.complete(m.cells)
         console.file.close()
     statuses = sorted({r.status for r in results})
     reach = _reach(import_graph())

@@ -42,7 +42,7 @@ def fault_cells() -> list[Cell]:
 def run_faults(engine, tmp_path) -> dict[str, dict]:
     cells = fault_cells()
     m = Matrix(path=tmp_path / "faults.yaml", name="faults", description="", sha256="", cells=cells)
-    results = Runner(m, engine, tmp_path / "results", Console(quiet=True)).run(cells)
+    results = Runner(m, engine, tmp_path / "results", Console(quiet=True)).complete(cells)
     return {r["workload"].removeprefix("fault-"): r for r in results}
 
 
@@ -97,7 +97,8 @@ def test_a_fault_of_the_harness_around_a_cell_is_that_cells_result_and_the_run_g
                   parallelism=Parallelism(), batch_size=1, epochs=1, repeat=0, limits=limits)
              for name in ("bare", "broken")]
     m = Matrix(path=tmp_path / "m.yaml", name="harness-fault", description="", sha256="", cells=cells)
-    results = {r["environment"]: r for r in Runner(m, Planted(), tmp_path / "results", Console(quiet=True)).run(cells)}
+    runner = Runner(m, Planted(), tmp_path / "results", Console(quiet=True))
+    results = {r["environment"]: r for r in runner.complete(cells)}
     assert set(results) == {"bare", "broken"}, "no cell is lost"
     assert results["bare"]["status"] == "crash", "the healthy environment's cell ran as it would have"
     faulted = results["broken"]

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.matrix import load
 from harness.portability import grid, judge, publish
@@ -62,26 +63,55 @@ def test_each_file_is_judged_by_one_rule_against_the_floor_its_writers_own_stack
 @QUICK
 def test_the_page_and_the_csv_say_every_verdict(tmp_path):
     loads = _loads(None, _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.3}))
-    records = judge.records(loads, {"A": "A/load/none-c1/b128/r0", "B": "B/load/none-c1/b128/r0"})
+    records = judge.records(loads, {("A", "A"): "A/load-A/none-c1/b128/r0", ("B", "A"): "B/load-A/none-c1/b128/r0"})
     text = publish.page(records, missing=["C/load/none-c1/b128/r0: error (planted)"])
     assert "## h5" in text and "| `A` |" in text and f"`{publish.MARK[judge.DIFFERS]}`" in text
     assert "`A` -> `B`, gru, h5 by `load_model`: largest difference 0.3" in text   # the worst case, loudly
     assert "C/load/none-c1/b128/r0" in text                                       # a reader that left nothing
     rows = list(csv.DictReader(io.StringIO(publish.as_csv(records))))
     assert {(r["writer"], r["reader"], r["verdict"]) for r in rows} == {("A", "A", "same"), ("A", "B", "differs")}
-    assert rows[0]["cell"].endswith("/load/none-c1/b128/r0")
+    assert rows[0]["cell"] == "A/load-A/none-c1/b128/r0"   # the pair's cell: its evidence
 
 
 @QUICK
-def test_the_grid_is_a_matrix_whose_readers_need_every_writer(tmp_path):
-    made = grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml")
-    m = load(made)
+def test_the_grid_is_a_matrix_with_a_reader_cell_per_pair_so_a_new_stack_costs_a_row_and_a_column(tmp_path):
+    stacks = Path("matrices/portability/stacks.yaml").resolve()
+    m = load(grid.write(stacks, tmp_path / "grid.yaml"))
     names = [e.name for e in m.environments]
-    readers = [c for c in m.cells if c.workload.name == grid.READER]
-    assert len(readers) == len(names) >= 2
-    for cell in readers:   # every reader is handed every writer's files, its own included (the floor)
-        assert sorted(n["cell"].split("/")[0] for n in cell.needs) == sorted(names)
-        assert sorted(n["as"] for n in cell.needs) == sorted(names)
+    readers = [c for c in m.cells if grid.is_reader(c.workload.name)]
+    assert len(readers) == len(names) ** 2 and len(names) >= 2
+    pairs = set()
+    for cell in readers:   # each reader cell is handed one writer's files, its own stack's too (the floor)
+        [need] = cell.needs
+        writer = need["cell"].split("/")[0]
+        assert need["as"] == writer and cell.workload.name == grid.reader_workload(writer)
+        pairs.add((cell.environment.name, writer))
+    assert pairs == {(r, w) for r in names for w in names}
+    # one stack more: every cell of the smaller grid is still a cell of the larger, by the same id
+    raw = yaml.safe_load(stacks.read_text())
+    raw["environments"].append({"python": "3.11", "keras": "3.14.0", "backend": "jax"})
+    (tmp_path / "more.yaml").write_text(yaml.safe_dump(raw))
+    grown = load(grid.write(tmp_path / "more.yaml", tmp_path / "grown.yaml"))
+    assert {c.id for c in m.cells} < {c.id for c in grown.cells}
+    assert len(grown.cells) - len(m.cells) == 2 * len(names) + 2   # its writer, its column, its row
+
+
+@QUICK
+def test_a_slice_of_the_grid_is_its_stacks_writers_and_the_pairs_between_them_and_the_page_says_what_is_missing(
+        tmp_path):
+    m = load(grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml"))
+    chosen = grid.among(m.cells, ["tf2.1*"])
+    stacks = {c.environment.name for c in chosen}
+    assert stacks == {"tf2.10.1", "tf2.13.1", "tf2.14.1", "tf2.15", "tf2.16.2-keras3.3.3", "tf2.18-keras3.6.0"}
+    assert len(chosen) == len(stacks) + len(stacks) ** 2    # their writers, and every pair between them
+    assert all(n["cell"].split("/")[0] in stacks for c in chosen for n in c.needs)
+    # one pair read of four: the page says so, and marks the pairs not read yet
+    loads = _loads(None, _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.0}))
+    text = publish.page(judge.records({"A": loads["A"]}), missing=[])
+    assert "pairs read so far" not in text and f"`{publish.NOT_RUN}` |" not in text   # the whole grid
+    loads["B"]["writers"]["B"] = loads["B"]["writers"]["A"]   # B read its own files; A has not read B's yet
+    text = publish.page(judge.records(loads), missing=[])
+    assert "3 of 4 pairs read so far" in text and f"| `B` | `{publish.NOT_RUN}` | `=` |" in text
 
 
 @QUICK
@@ -153,7 +183,7 @@ def test_two_stacks_write_read_and_judge_every_file_resume_and_check_a_users_own
     assert data["schema"] == publish.SCHEMA and not data["missing"]
     assert {data["stacks"][r["writer"]]["keras"] for r in records} == {"2.15.0", "3.15.1"}   # read from what ran
     for (w, rd, _, fmt), r in by.items():
-        assert r["verdict"] in judge.VERDICTS and r["cell"] == f"{rd}/load/none-c1/b128/r0"
+        assert r["verdict"] in judge.VERDICTS and r["cell"] == f"{rd}/{grid.reader_workload(w)}/none-c1/b128/r0"
         if w == rd and fmt in ("h5", "keras", "weights-h5"):   # a stack loads its own files the same
             assert r["verdict"] == judge.SAME, r
     # a SavedModel and a TF checkpoint need TensorFlow: Keras 3 on JAX cannot know them, and says so untried
@@ -163,8 +193,8 @@ def test_two_stacks_write_read_and_judge_every_file_resume_and_check_a_users_own
     assert all(by[(tf, k3, m, "h5")]["verdict"] in judge.VERDICTS for m in ("gru", "lstm", "convnet", "custom"))
     page = (tmp_path / "out" / "portability.md").read_text()
     assert "## h5" in page and f"`{tf}`" in page and f"`{k3}`" in page
-    again = harness(*run, timeout=600)   # resumable: every cell has its result, nothing runs again
-    assert again.returncode == 0 and "4 of 4 cells already have results" in again.stdout, again.stdout[-2000:]
+    again = harness(*run, timeout=600)   # resumable: 2 writers and 4 pairs have their results, nothing runs again
+    assert again.returncode == 0 and "6 of 6 cells already have results" in again.stdout, again.stdout[-2000:]
     # a user's own file: the tf.keras 2.15 model with a custom layer, its layer's code in a file of the
     # user's; loaded on both stacks, compared against the stack that wrote it
     [written] = (tmp_path / "r").glob(f"*/{tf}/save/*/*/*/artifacts/custom/model.h5")

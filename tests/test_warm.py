@@ -257,7 +257,7 @@ def test_planted_faults_give_the_same_statuses_and_signatures_warm(tmp_path):
     cells = [replace(c, repeat=k) for k in (0, 1) for c in fault_cells()]
     m = Matrix(path=tmp_path / "faults.yaml", name="faults", description="", sha256="", cells=cells)
     with VenvEngine() as engine:
-        results = Runner(m, engine, tmp_path / "results", Console(quiet=True)).run(cells)
+        results = Runner(m, engine, tmp_path / "results", Console(quiet=True)).complete(cells)
     for k in (0, 1):
         check({r["workload"].removeprefix("fault-"): r for r in results if r["repeat"] == k})
     warm = {r["workload"] for r in results if r["warmth"]["launch"] == "warm"}

@@ -14,6 +14,7 @@ from harness.index import releases
 from harness.options.engine import add_engine_args, pythons
 from harness.options.shared import DEFAULT_MATRIX, DEFAULT_RESULTS, add_slurm_args, positive
 from harness.options.slurm import SlurmOptions
+from harness.run.selection import select
 
 
 def add(sub) -> None:
@@ -58,7 +59,6 @@ def command(args, console: Console) -> int:
     # the verb's work is imported when the verb runs, so the CLI starts without it
     from harness.investigate import bisect, bisect_ends
     from harness.investigate.bisect_judge import Criteria
-    from harness.run.runner import select
 
     nightly = bisect_ends.checked(args)
     old, new, said = bisect_ends.ends(args)

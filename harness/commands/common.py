@@ -16,6 +16,7 @@ from harness.errors import UserError
 from harness.index import releases
 from harness.options.engine import pythons
 from harness.options.shared import DEFAULT_RESULTS
+from harness.run.selection import select
 from harness.terminal import shown
 
 
@@ -48,10 +49,6 @@ def load(args, console: Console | None = None) -> matrix_mod.Matrix:
 
 def load_selected(args, console: Console) -> tuple[matrix_mod.Matrix, list]:
     """The matrix and its cells that --only selects; none is a user's error (exit 2)."""
-    # deferred: the runner loads the report with it, and every verb's module imports this one as the CLI
-    # starts (`list` needs no runner)
-    from harness.run.runner import select
-
     m = load(args, console)
     cells = select(m.cells, args.only)
     if not cells:

@@ -55,7 +55,7 @@ def command(args, console: Console) -> int:
         engine.warm = not args.fresh
         runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
                         gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
-        results = runner.run(cells)
+        results = runner.complete(cells)
     console.print()
     print(visible("\n".join(text_table(t) for t in tables.summary(results)), lines=True))
     missed = [r for r in results if r.met is False]

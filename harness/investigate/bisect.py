@@ -201,7 +201,7 @@ class _Rounds:
         if self.slurm is None:
             runner = Runner(self.matrix, self.engine, self.results_root, self.console, rerun=rerun)
             self.runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c, rerun))
-            return {r.cell: r for r in runner.run(cells)}
+            return {r.cell: r for r in runner.complete(cells)}
         got, submitted = _on_slurm(self.matrix, cells, {c.id: self.cells_for.derived[c.id] for c in cells},
                                    self.engine, self.results_root, self.console, self.slurm, rerun, self.engine_args)
         self.runs["ran"] += submitted

@@ -39,7 +39,8 @@ from harness.investigate import layerdiff
 from harness.names import file_name
 from harness.report.divergence import PAGE, RECORD, write_page
 from harness.results.result import Result
-from harness.run.runner import Runner, select
+from harness.run.runner import Runner
+from harness.run.selection import select
 from harness.terminal import shown
 from harness.workloads.protocol import DIVERGE_REFERENCE
 
@@ -127,7 +128,7 @@ def run(m, a: Cell, b: Cell, engine, out: Path, console: Console, *, rows: int |
     started = time.monotonic()
     runner = Runner(dataclasses.replace(m, cells=p.cells), engine, cells_root, console,
                     rerun=frozenset({"all"}) if rerun else frozenset())
-    results = {r.cell: r for r in runner.run(p.cells)}
+    results = {r.cell: r for r in runner.complete(p.cells)}
     seconds = time.monotonic() - started
     run_dir = cells_root / m.name
     sides = {}

@@ -192,7 +192,7 @@ class Trials:
 
     def run(self, source: str, alone: bool = False, trial: bool = True) -> tuple[Result | None, Result | None]:
         good, bad = self.cells(source, alone, trial)
-        got = {r.cell: r for r in self.runner.run([good, bad])}
+        got = {r.cell: r for r in self.runner.complete([good, bad])}
         self.tally.cell_runs += 2
         results = got.get(good.id), got.get(bad.id)
         for r in results:

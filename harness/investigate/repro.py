@@ -103,9 +103,9 @@ def reproduce(cell: Cell, m: Matrix, engine: Engine, out: Path, repeat: int, con
                         matrix_label=str(m.path))
         if live:
             with LiveLog(attempts_root / attempt.name, console):
-                done = runner.run(run_cells)
+                done = runner.complete(run_cells)
         else:
-            done = runner.run(run_cells)
+            done = runner.complete(run_cells)
         results += [r for r in done if r.cell == cell.id]
     # The environment's provenance (image, venv, base) is in every result the engine could run.
     prov = next((r.provenance for r in results if r.status != status.UNAVAILABLE), None)

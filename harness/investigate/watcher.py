@@ -97,7 +97,7 @@ class Watch:
                 console.print("  no release yet in " + ", ".join(shown(r) for r in m.resolver.not_yet)
                               + ": those environments wait for one", highlight=False)
             if new:
-                Runner(m, self.engine(), self.results, console, jobs=self.args.jobs).run(new)
+                Runner(m, self.engine(), self.results, console, jobs=self.args.jobs).complete(new)
             lines = []
             for cell in m.cells:
                 result = self.store.existing(cell)

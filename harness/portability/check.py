@@ -88,9 +88,9 @@ def compare(results: Path, order: list[str], writer: str | None) -> dict:
         formats = (offered.get("models") or {}).get(USER) or {}
         fmt, entry = next(iter(formats.items()), (None, {"unknown": "the file was not handed to this reader"}))
         loaded = [t for t in entry.get("tried") or [] if t.get("loaded")]
-        predictions = next((folders[reader] / "artifacts" / t["predictions"] for t in loaded if t.get("predictions")),
-                           None)
-        seen[reader] = {"format": fmt, "entry": entry, "loaded": loaded, "cell": cells[reader],
+        folder = folders[(reader, USER)]
+        predictions = next((folder / "artifacts" / t["predictions"] for t in loaded if t.get("predictions")), None)
+        seen[reader] = {"format": fmt, "entry": entry, "loaded": loaded, "cell": cells[(reader, USER)],
                         "custom_error": offered.get("custom_error"),
                         "predictions": np.load(predictions) if predictions else None}
     loading = [r for r in order if r in seen and seen[r]["predictions"] is not None]

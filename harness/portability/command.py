@@ -33,8 +33,11 @@ def add(sub) -> None:
                                    "Exit 0; 1 when cells were left without a result or not ok; 2 for bad input.")
     acts = p.add_subparsers(dest="action", required=True)
     r = acts.add_parser("run", help="write and read every pair; resumable (finished cells are kept)")
-    r.add_argument("stacks", nargs="?", default=STACKS, metavar="STACKS",
+    r.add_argument("stacks_file", nargs="?", default=STACKS, metavar="STACKS",
                    help=f"a YAML file whose 'environments:' are the stacks, as a matrix's (default: {STACKS})")
+    r.add_argument("--stacks", action="append", metavar="GLOB",
+                   help="only the stacks whose name matches, as writers and as readers (repeatable): a slice of a "
+                        "large grid; every finished pair is kept, and a later slice reads only what is missing")
     r.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
     add_engine_args(r)
     add_resource_args(r)
@@ -75,18 +78,23 @@ def command(args, console: Console) -> int:
 
 def _run(args, console: Console) -> int:
     results = Path(args.results)
-    matrix = grid.write(Path(args.stacks), results / "grid.yaml")
+    matrix = grid.write(Path(args.stacks_file), results / "grid.yaml")
     m = load(matrix)
-    console.print(f"{len(m.environments)} stacks: {len(m.environments)} writers, then {len(m.environments)} readers "
-                  f"of {len(m.environments)} writers' files each (matrix: {shown(str(matrix))})", highlight=False)
+    cells = grid.among(m.cells, args.stacks)
+    if not cells:
+        raise UserError(f"--stacks {' '.join(args.stacks)}: no stack of {args.stacks_file} has such a name "
+                        f"(its stacks: {', '.join(e.name for e in m.environments)})")
+    writers = [c for c in cells if c.workload.name == grid.WRITER]
+    console.print(f"{len(writers)} stacks of {len(m.environments)}: {len(writers)} writers, then a reader per pair: "
+                  f"{len(cells) - len(writers)} cells (matrix: {shown(str(matrix))})", highlight=False)
     with engine_for(args, console) as engine:
-        done = _runner(m, engine, results, args, console).run(m.cells)
+        done = _runner(m, engine, results, args, console).complete(cells)
     bad = [r for r in done if r.status != OK]
     for r in bad:
         console.print(f"[yellow]{shown(r.cell)}[/]: {r.status} ({shown((r.reason or r.failure_text)[:200])})",
                       highlight=False)
     console.print(f"then: python -m harness portability publish --results {shown(str(results))}", highlight=False)
-    return 1 if bad or len(done) < len(m.cells) else 0
+    return 1 if bad or len(done) < len(cells) else 0
 
 
 def _runner(m, engine, results: Path, args, console: Console):
@@ -112,7 +120,7 @@ def _check(args, console: Console) -> int:
     m = load(matrix)
     order = [e.name for e in m.environments]
     with engine_for(args, console) as engine:
-        _runner(m, engine, results, args, console).run(m.cells)
+        _runner(m, engine, results, args, console).complete(m.cells)
         answer = check.compare(results / m.name, order, args.writer)
         console.print(f"{shown(model.name)}, against {shown(answer['reference'] or 'no stack that loads it')}:",
                       highlight=False)

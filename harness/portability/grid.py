@@ -1,8 +1,15 @@
-"""The portability grid as an ordinary matrix: a writer and a reader cell per stack, each reader
-handed every writer's files (chains' ``needs:``), so one warm process per reader loads them all."""
+"""The portability grid as an ordinary matrix: a writer cell per stack, and a reader cell per
+(reader, writer) pair, handed that writer's files (chains' ``needs:``).
+
+One cell per pair, not one reader cell reading every writer: a new release then costs its own row
+and column (2N + 1 cells) and every finished pair is kept, where a reader of all writers would be a
+new cell -- all of it run again -- each time the grid grows. The pairs stay cheap: a reader's cells
+fork from its stack's warm launcher, which has imported the framework once; a pair whose writer
+wrote nothing is decided from the writer's result, without launching."""
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 
 import yaml
@@ -14,6 +21,17 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 SCRIPT = SCRIPTS / "portable.py"
 WRITER, READER = "save", "load"
 NAME = "portability"
+STACKS_KEYS = ("name", "description", "environments", "timeouts", "releases")
+
+
+def reader_workload(writer: str) -> str:
+    """The workload that reads `writer`'s files, on every stack."""
+    return f"{READER}-{writer}"
+
+
+def is_reader(workload: str) -> bool:
+    """A reader's workload: the grid's per-writer ones, or a check's single `load`."""
+    return workload == READER or workload.startswith(READER + "-")
 
 
 def matrix_text(stacks: Path, names: list[str]) -> str:
@@ -22,20 +40,30 @@ def matrix_text(stacks: Path, names: list[str]) -> str:
     floor a difference is judged against. With no names yet, the writers alone."""
     raw = read(stacks)
     workloads = [{"name": WRITER, "script": str(SCRIPT), "path": str(SCRIPTS), "args": [WRITER]}]
-    if names:
-        # optional: a writer that fails (a stack that no longer installs, say) costs its own column,
-        # never every reader -- each reader reads the writers that wrote
-        needs = [{"workload": WRITER, "environment": name, "as": name, "optional": True} for name in names]
-        workloads.append({"name": READER, "script": str(SCRIPT), "path": str(SCRIPTS), "args": [READER],
-                          "needs": needs})
+    for name in names:
+        workloads.append({"name": reader_workload(name), "script": str(SCRIPT), "path": str(SCRIPTS),
+                          "args": [READER], "needs": [{"workload": WRITER, "environment": name, "as": name}]})
     doc = {
         "name": raw.get("name") or NAME,
         "description": raw.get("description") or f"model files saved on each stack of {stacks.name}, loaded on each",
         "environments": raw["environments"],
         "workloads": workloads,
         "timeouts": raw.get("timeouts") or {"wall": 900, "progress": 600},
+        **({"releases": raw["releases"]} if "releases" in raw else {}),
     }
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def among(cells: list, patterns: list[str] | None) -> list:
+    """The grid's cells within the stacks `patterns` name (globs on a stack's name): their writers,
+    and the pairs both of whose ends they name -- a slice of the grid that later slices extend."""
+    if not patterns:
+        return list(cells)
+
+    def named(stack: str) -> bool:
+        return any(fnmatch.fnmatchcase(stack, p) for p in patterns)
+    return [c for c in cells if named(c.environment.name)
+            and all(named(need["cell"].split("/")[0]) for need in c.needs)]
 
 
 def read(stacks: Path) -> dict:
@@ -45,10 +73,10 @@ def read(stacks: Path) -> dict:
         raise UserError(f"{stacks}: cannot read the stacks file ({type(exc).__name__})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("environments"), list) or not raw["environments"]:
         raise UserError(f"{stacks}: environments: a list of stacks (as a matrix's environments) is required")
-    unknown = sorted(set(raw) - {"name", "description", "environments", "timeouts"})
+    unknown = sorted(set(raw) - set(STACKS_KEYS))
     if unknown:
-        raise UserError(f"{stacks}: {unknown[0]}: not a key of a stacks file (name, description, environments, "
-                        "timeouts); the workloads are the grid's own")
+        raise UserError(f"{stacks}: {unknown[0]}: not a key of a stacks file ({', '.join(STACKS_KEYS)}); "
+                        "the workloads are the grid's own")
     return raw
 
 

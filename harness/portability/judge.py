@@ -58,9 +58,9 @@ def judge(entry: dict, floor: float) -> dict:
     return {"verdict": REFUSES, "errors": {t["way"]: t.get("error") for t in tried}}
 
 
-def records(loads: dict[str, dict], cells: dict[str, str] | None = None) -> list[dict]:
-    """Every (writer, reader, model, format) judged, in a stable order. `cells`: reader name ->
-    the reader cell's id, kept in each record as its evidence."""
+def records(loads: dict[str, dict], cells: dict[tuple[str, str], str] | None = None) -> list[dict]:
+    """Every (writer, reader, model, format) judged, in a stable order. `cells`: (reader, writer)
+    -> the id of the cell that read that writer's files, kept in each record as its evidence."""
     own = floors(loads)
     out = []
     for reader in sorted(loads):
@@ -76,7 +76,7 @@ def records(loads: dict[str, dict], cells: dict[str, str] | None = None) -> list
                               "ways": entry.get("tried") or []}
                     if measured is None and writer != reader:
                         record["floor_note"] = "the writer's own stack loads it no way: the least floor"
-                    if cells and reader in cells:
-                        record["cell"] = cells[reader]
+                    if cells and (reader, writer) in cells:
+                        record["cell"] = cells[(reader, writer)]
                     out.append(record)
     return out

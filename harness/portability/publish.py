@@ -18,24 +18,26 @@ from packaging.version import InvalidVersion, Version
 from harness import status
 from harness.errors import UserError
 from harness.portability import judge
-from harness.portability.grid import READER
+from harness.portability.grid import WRITER, is_reader
 from harness.results.store import scan
 from harness.workloads.protocol import OUTPUT_DIR
 
 SCHEMA = 1
 LOADS = "loads.json"
 MARK = {judge.SAME: "=", judge.DIFFERS: "≠", judge.REFUSES: "✗", judge.UNKNOWN: "·"}
+NOT_RUN = "…"   # a pair the grid has not read yet (a grid grows a row and a column at a time)
 CSV_FIELDS = ("writer", "reader", "model", "format", "verdict", "way", "max_abs_diff", "floor", "writer_keras",
               "writer_tensorflow", "reader_keras", "reader_tensorflow", "cell")
 
 
 @dataclass
 class Gathered:
-    """What a grid's (or a check's) results folder holds: each reader's observations, its cell and
-    folder, the readers that left none (and why), and how the cells were run."""
+    """What a grid's (or a check's) results folder holds: each reader's observations (every writer
+    it read, merged over its cells), the cell and folder of each (reader, writer) pair, the cells
+    that left nothing (and why), and how the cells were run."""
     loads: dict[str, dict] = field(default_factory=dict)
-    cells: dict[str, str] = field(default_factory=dict)
-    folders: dict[str, Path] = field(default_factory=dict)
+    cells: dict[tuple[str, str], str] = field(default_factory=dict)
+    folders: dict[tuple[str, str], Path] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     about: dict = field(default_factory=dict)
 
@@ -43,6 +45,7 @@ class Gathered:
 def gather(results: Path) -> Gathered:
     got = Gathered()
     seconds, engines, hosts, days, commits = [], set(), set(), set(), set()
+    failed_writers, unread = set(), []
     for folder, r in scan(results):
         if not hasattr(r, "cell"):
             continue
@@ -54,21 +57,37 @@ def gather(results: Path) -> Gathered:
         hosts.add(_host(prov))
         days.add((r.started or "")[:10])
         commits.add((prov.get("harness_commit") or "")[:12])
-        if r.cell.split("/")[1] != READER:
-            if r.status != status.OK:  # a writer that wrote nothing: its column is empty, and said why
-                got.missing.append(f"{r.cell}: {r.status} ({(r.reason or r.failure_text or '')[:160]})")
+        stack, workload = r.cell.split("/")[:2]
+        if not is_reader(workload):
+            if workload == WRITER and r.status != status.OK:  # it wrote nothing: its row is empty, and said why
+                failed_writers.add(stack)
+                got.missing.append(_why(r))
             continue
-        reader = r.cell.split("/")[0]
         found = folder / OUTPUT_DIR / LOADS
         if r.status != status.OK or not found.is_file():
-            got.missing.append(f"{r.cell}: {r.status} ({(r.reason or r.failure_text or '')[:160]})")
+            unread.append(r)
             continue
-        got.loads[reader] = json.loads(found.read_text())
-        got.cells[reader], got.folders[reader] = r.cell, folder
+        loads = json.loads(found.read_text())
+        mine = got.loads.setdefault(stack, {"stack": loads.get("stack") or {}, "writers": {}})
+        mine["writers"].update(loads.get("writers") or {})
+        for writer in loads.get("writers") or {}:
+            got.cells[(stack, writer)], got.folders[(stack, writer)] = r.cell, folder
+    # a pair whose writer wrote nothing was decided without launching: the writer's line says why
+    got.missing += [_why(r) for r in unread if _writer_of(r) not in failed_writers]
     got.about = {"cell_seconds": round(sum(seconds), 1), "cells": len(seconds),
                  **{k: sorted(v - {""}) for k, v in (("engines", engines), ("hosts", hosts), ("days", days),
                                                       ("harness_commits", commits))}}
     return got
+
+
+def _why(r) -> str:
+    return f"{r.cell}: {r.status} ({(r.reason or r.failure_text or '')[:160]})"
+
+
+def _writer_of(r) -> str | None:
+    """The stack whose files a reader cell was handed (its need's producer)."""
+    needs = r.get("needs") or []
+    return needs[0]["cell"].split("/")[0] if needs and isinstance(needs[0], dict) and needs[0].get("cell") else None
 
 
 def _host(prov: dict) -> str:
@@ -136,6 +155,14 @@ def _era(stack: dict, name: str) -> tuple:
     return version(stack.get("tensorflow")), version(stack.get("keras")), name
 
 
+def _progress(names: list[str], read: set) -> list[str]:
+    """How much of the grid is read: said above the tables while pairs are missing."""
+    wanted = len(names) ** 2
+    if len(read) >= wanted:
+        return []
+    return [f"**{len(read)} of {wanted} pairs read so far** (a resumed `portability run` reads the rest).", ""]
+
+
 def page(records: list[dict], missing: list[str], about: dict | None = None) -> str:
     models = sorted({r["model"] for r in records})
     stacks = {}
@@ -149,18 +176,24 @@ def page(records: list[dict], missing: list[str], about: dict | None = None) -> 
              f"A cell lists one mark per model in that order: `{MARK[judge.SAME]}` loads and predicts the same "
              f"(within the floor its writer's own stack measured, at least {judge.FLOOR:g}), "
              f"`{MARK[judge.DIFFERS]}` **loads but predicts differently**, `{MARK[judge.REFUSES]}` refuses, "
-             f"`{MARK[judge.UNKNOWN]}` a format the reader cannot know; blank: not written by that stack.", "",
+             f"`{MARK[judge.UNKNOWN]}` a format the reader cannot know; blank: not written by that stack; "
+             f"`{NOT_RUN}`: this pair not read yet.", "",
              "Stacks: " + "; ".join(f"`{n}` ({_stack(stacks[n])})" for n in names), ""]
     by = {(r["writer"], r["reader"], r["model"], r["format"]): r for r in records}
+    read = {(r["writer"], r["reader"]) for r in records}
+    lines += _progress(names, read)
     for fmt in sorted({r["format"] for r in records}):
         lines += [f"## {fmt}", "", "| writer \\ reader | " + " | ".join(f"`{n}`" for n in names) + " |",
                   "|---|" + "---|" * len(names)]
         for w in names:
             row = []
             for rd in names:
+                if (w, rd) not in read:
+                    row.append(f"`{NOT_RUN}`")
+                    continue
                 marks = "".join(MARK[by[(w, rd, m, fmt)]["verdict"]] if (w, rd, m, fmt) in by else " " for m in models)
                 row.append(marks.strip() and f"`{marks}`")
-            if any(row):
+            if any(r and r != f"`{NOT_RUN}`" for r in row):
                 lines.append(f"| `{w}` | " + " | ".join(row) + " |")
         lines.append("")
     differs = [r for r in records if r["verdict"] == judge.DIFFERS]
@@ -190,7 +223,8 @@ def page(records: list[dict], missing: list[str], about: dict | None = None) -> 
     if about:
         listed = {k: ", ".join(about.get(k) or ["?"]) for k in ("hosts", "engines", "days", "harness_commits")}
         lines += ["", "## How it was obtained", "",
-                  f"`harness portability run` then `publish`: {about.get('cells')} cells (a writer and a reader per "
-                  f"stack), {about.get('cell_seconds', 0) / 60:.1f} min of cell time in all, on {listed['hosts']} "
-                  f"with the {listed['engines']} engine, {listed['days']}, harness {listed['harness_commits']}."]
+                  f"`harness portability run` then `publish`: {about.get('cells')} cells (a writer per stack, a "
+                  f"reader per pair), {about.get('cell_seconds', 0) / 60:.1f} min of cell time in all, on "
+                  f"{listed['hosts']} with the {listed['engines']} engine, {listed['days']}, "
+                  f"harness {listed['harness_commits']}."]
     return "\n".join(lines) + "\n"

@@ -10,7 +10,6 @@ decides what they run in."""
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import socket
@@ -46,13 +45,8 @@ from harness.results.result import Result
 from harness.results.store import Claim, ResultStore
 from harness.run.executors.local import Hooks, execute
 from harness.run.lifecycle import Lifecycle, stage_workloads  # noqa: F401 - re-exported
+from harness.run.selection import Selection, pending
 from harness.terminal import shown
-
-
-def select(cells: Iterable[Cell], patterns: list[str] | None) -> list[Cell]:
-    if not patterns:
-        return list(cells)
-    return [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) or c.id.startswith(p) for p in patterns)]
 
 
 class Runner:
@@ -74,32 +68,46 @@ class Runner:
         self._compiled: set[str] = set()       # this run's cells that left their programs in the cache
         self._cached: set[str] = set()         # cells whose programs an earlier run left there
 
-    def run(self, cells: list[Cell]) -> list[Result]:
+    def complete(self, cells: list[Cell]) -> list[Result]:
+        """Run what `cells` still need (`selection.pending`), then return the result of every one
+        of them that has one, judged again against its expectation: the usual way to run a matrix."""
         removed, ended = self.store.clean_partials()
         if removed:
             self.console.print(f"removed {removed} half-written cell folder(s) left by an interrupted run"
                                + (f"; ended {ended} cell process group(s) it left running" if ended else ""))
-        todo = chains.with_consumers([c for c in cells if self.store.needs_run(c, self.rerun)], cells)
+        chosen = pending(self.store, cells, self.rerun)
         self._notes()
-        stale = [c for c in todo if self.store.existing(c) and self.store.is_stale(c)]
-        if stale:
-            self.console.print(f"{len(stale)} cell(s) changed since their stored result and run again")
-        skipped = len(cells) - len(todo)
-        if skipped:
-            self.console.print(f"{skipped} of {len(cells)} cells already have results in {self.store.run_dir} "
-                               "and are skipped (--rerun STATUS to run them again)")
-        if todo:
-            self.life.stage(usercode.codes_of(todo))  # the user's code travels with the workloads
-            plan = self._plan(todo)
-            for wave in chains.waves(todo):  # producers before the cells that need their files
-                self._run_all(wave, plan)
-        results = []
+        self._tell(chosen)
+        self.run(chosen.todo)
+        return self.results(cells)
+
+    def run(self, cells: list[Cell]) -> None:
+        """Run exactly `cells` (what a selection chose), producers before the cells that need
+        their files, each on its own resources; its results are in the store."""
+        if not cells:
+            return
+        self.life.stage(usercode.codes_of(cells))  # the user's code travels with the workloads
+        plan = self._plan(cells)
+        for wave in chains.waves(cells):
+            self._run_all(wave, plan)
+
+    def results(self, cells: list[Cell]) -> list[Result]:
+        """The stored result of each of `cells` that has one, its expectation judged again (a
+        `same_as` peer may have run since)."""
+        out = []
         for cell in cells:
             result = self.store.existing(cell)
             if result:
-                results.append(self.life.rejudge(cell, result))
+                out.append(self.life.rejudge(cell, result))
         self._notes()
-        return results
+        return out
+
+    def _tell(self, chosen: Selection) -> None:
+        if chosen.stale:
+            self.console.print(f"{len(chosen.stale)} cell(s) changed since their stored result and run again")
+        if chosen.skipped:
+            self.console.print(f"{chosen.skipped} of {len(chosen.asked)} cells already have results in "
+                               f"{self.store.run_dir} and are skipped (--rerun STATUS to run them again)")
 
     def _notes(self) -> None:
         for note in self.store.take_notes():

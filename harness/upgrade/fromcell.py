@@ -14,6 +14,7 @@ from packaging.utils import canonicalize_name
 
 from harness.cells import Cell, Environment, Workload
 from harness.errors import UserError
+from harness.run.selection import select as chosen
 from harness.upgrade.project import Pins
 
 # The project form's inputs: none of them goes with --matrix (None / [] / False: not given)
@@ -36,10 +37,6 @@ def check_form(args) -> bool:
 
 def select(m, pattern: str) -> list[Cell]:
     """The cells `pattern` names (as `run --cell`), all of one environment."""
-    # deferred: the runner loads the report with it, and `harness upgrade`'s verb module imports this one
-    # as the CLI starts
-    from harness.run.runner import select as chosen
-
     cells = chosen(m.cells, [pattern])
     if not cells:
         shown = ", ".join(c.id for c in m.cells[:3]) + (", ..." if len(m.cells) > 3 else "")

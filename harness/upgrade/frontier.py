@@ -221,7 +221,7 @@ def run_cells(m, cells: list[Cell], engine, results: Path, console: Console, run
     if runs is not None:
         runs["cells"] += len(cells)
         runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c))
-    return {r.cell: r for r in runner.run(cells)}
+    return {r.cell: r for r in runner.complete(cells)}
 
 
 def frontier(search: Search, current: str, target: str, newest: str) -> tuple[Answer, bisect_search.Found | None]:
