@@ -17,15 +17,17 @@ from packaging.version import InvalidVersion, Version
 
 from harness import status
 from harness.errors import UserError
-from harness.portability import judge
+from harness.portability import changes, judge, pages
 from harness.portability.grid import WRITER, is_reader
+from harness.portability.table import LINE_NAMES, MARK, NOT_RUN, html_tables
+from harness.report import atom
 from harness.results.store import scan
 from harness.workloads.protocol import OUTPUT_DIR
 
 SCHEMA = 1
+CHANGES, FEED = "changes.json", "feed.xml"
+NS = "tag:tfkeras-harness.portability,2026:"
 LOADS = "loads.json"
-MARK = {judge.SAME: "=", judge.DIFFERS: "≠", judge.REFUSES: "✗", judge.UNKNOWN: "·"}
-NOT_RUN = "…"   # a pair the grid has not read yet (a grid grows a row and a column at a time)
 CSV_FIELDS = ("writer", "reader", "model", "format", "verdict", "way", "max_abs_diff", "floor", "writer_keras",
               "writer_tensorflow", "reader_keras", "reader_tensorflow", "cell")
 
@@ -45,13 +47,14 @@ class Gathered:
 def gather(results: Path) -> Gathered:
     got = Gathered()
     seconds, engines, hosts, days, commits = [], set(), set(), set(), set()
-    failed_writers, unread = set(), []
+    failed_writers, unread, kinds = set(), [], {False: 0, True: 0}
     for folder, r in scan(results):
         if not hasattr(r, "cell"):
             continue
         total = (r.timing or {}).get("total_seconds")
         if isinstance(total, (int, float)):
             seconds.append(total)
+            kinds[is_reader(r.cell.split("/")[1])] += 1
         prov = r.provenance or {}
         engines.add(r.engine or "")
         hosts.add(_host(prov))
@@ -72,9 +75,16 @@ def gather(results: Path) -> Gathered:
         mine["writers"].update(loads.get("writers") or {})
         for writer in loads.get("writers") or {}:
             got.cells[(stack, writer)], got.folders[(stack, writer)] = r.cell, folder
-    # a pair whose writer wrote nothing was decided without launching: the writer's line says why
-    got.missing += [_why(r) for r in unread if _writer_of(r) not in failed_writers]
-    got.about = {"cell_seconds": round(sum(seconds), 1), "cells": len(seconds),
+    # a pair whose writer wrote nothing was decided without launching: the writer's line says why;
+    # a reader that cannot run (its stack does not install) is one line, not one per writer
+    grouped: dict[tuple, list] = defaultdict(list)
+    for r in unread:
+        if _writer_of(r) not in failed_writers:
+            grouped[(r.cell.split("/")[0], r.status, (r.reason or r.failure_text or "")[:160])].append(r)
+    for (stack, word, why), cells in grouped.items():
+        got.missing.append(_why(cells[0]) if len(cells) == 1 else
+                           f"{stack} (reader), {len(cells)} pairs: {word} ({why})")
+    got.about = {"cell_seconds": round(sum(seconds), 1), "cells": len(seconds), "reader_cells": kinds[True],
                  **{k: sorted(v - {""}) for k, v in (("engines", engines), ("hosts", hosts), ("days", days),
                                                       ("harness_commits", commits))}}
     return got
@@ -103,13 +113,38 @@ def publish(results: Path, out: Path) -> dict:
                         + (f" ({got.missing[0]})" if got.missing else "") + "; run it first: portability run STACKS")
     records = judge.records(got.loads, got.cells)
     out.mkdir(parents=True, exist_ok=True)
-    stacks = {**{r["writer"]: r["writer_stack"] for r in records}, **{r["reader"]: r["reader_stack"] for r in records}}
+    stacks, names = stacks_of(records)
+    found = changes.find(records, names, stacks)
     data = {"schema": SCHEMA, "missing": got.missing, "about": got.about, "stacks": stacks,
             "records": [{k: v for k, v in r.items() if k not in ("writer_stack", "reader_stack")} for r in records]}
     (out / "portability.json").write_text(compact(data))
     (out / "portability.csv").write_text(as_csv(records))
-    (out / "portability.md").write_text(page(records, got.missing, got.about))
+    (out / "portability.md").write_text(page(records, got.missing, got.about, found))
+    (out / CHANGES).write_text(compact({"schema": SCHEMA, "records": [c.as_dict() for c in found]}))
+    (out / FEED).write_text(_feed(names, stacks, found, got.about))
+    folder = out / pages.STACKS
+    folder.mkdir(exist_ok=True)
+    for old in folder.glob("*.md"):   # a stack no longer in the grid has no page
+        old.unlink()
+    for name in names:
+        (out / pages.link(name)).write_text(pages.stack_page(name, names, records, stacks, found))
     return data
+
+
+def stacks_of(records: list[dict]) -> tuple[dict[str, dict], list[str]]:
+    """Every stack the records name (as writer or reader) -> its versions; and their names, oldest first."""
+    stacks = {**{r["writer"]: r["writer_stack"] for r in records}, **{r["reader"]: r["reader_stack"] for r in records}}
+    return stacks, sorted(stacks, key=lambda n: _era(stacks[n], n))
+
+
+def _feed(names: list[str], stacks: dict[str, dict], found: list[changes.Change], about: dict) -> str:
+    """An entry per stack in the grid and per change, dated by the grid's newest run."""
+    day = (about.get("days") or ["1970-01-01"])[-1]
+    entries = [atom.Entry(day, f"{NS}stack:{n}", f"in the grid: {n}", pages.link(n), _stack(stacks[n]))
+               for n in names]
+    entries += [atom.Entry(day, f"{NS}change:{c.id}", f"{c.moved} {c.after}: {c.was} -> {c.now}",
+                           pages.link(c.after), c.sentence()) for c in found]
+    return atom.feed("tfkeras-harness: model files across releases", f"{NS}feed", entries)
 
 
 def compact(data: dict) -> str:
@@ -155,6 +190,21 @@ def _era(stack: dict, name: str) -> tuple:
     return version(stack.get("tensorflow")), version(stack.get("keras")), name
 
 
+def _changes_section(found: list[changes.Change]) -> list[str]:
+    out = ["## Changes along each line", "",
+           "Two neighbouring releases of one line (readers: the same file judged otherwise; writers: the same "
+           "reader judging their files otherwise). The grid's resolution is its stacks: `harness bisect` on the "
+           "stack's package narrows a change to its patch release.", ""]
+    by_line: dict[str, list[changes.Change]] = defaultdict(list)
+    for c in found:
+        by_line[c.line].append(c)
+    for name, members in by_line.items():
+        out += [f"### {LINE_NAMES.get(name, name)}", ""]
+        out += [f"- {c.sentence()}" for c in members]
+        out.append("")
+    return out if found else out + ["None.", ""]
+
+
 def _progress(names: list[str], read: set) -> list[str]:
     """How much of the grid is read: said above the tables while pairs are missing."""
     wanted = len(names) ** 2
@@ -163,39 +213,28 @@ def _progress(names: list[str], read: set) -> list[str]:
     return [f"**{len(read)} of {wanted} pairs read so far** (a resumed `portability run` reads the rest).", ""]
 
 
-def page(records: list[dict], missing: list[str], about: dict | None = None) -> str:
+def page(records: list[dict], missing: list[str], about: dict | None = None,
+         found: list[changes.Change] | None = None) -> str:
     models = sorted({r["model"] for r in records})
-    stacks = {}
-    for r in records:
-        stacks[r["writer"]] = r["writer_stack"]
-        stacks[r["reader"]] = r["reader_stack"]
-    names = sorted(stacks, key=lambda n: _era(stacks[n], n))
+    stacks, names = stacks_of(records)
     lines = ["# Saved on one release, loaded on another", "",
              "Each stack wrote the same models (" + ", ".join(models) + "), trained a little; every stack loaded "
-             "every file by each way its users would try and predicted on the writer's inputs. "
+             "every file by each way its users would try and predicted on the writer's inputs. A table per "
+             "format, writers down and readers across; the filters show one format, model, verdict or line "
+             "of writers or readers, and each mark's title says what happened. "
              f"A cell lists one mark per model in that order: `{MARK[judge.SAME]}` loads and predicts the same "
              f"(within the floor its writer's own stack measured, at least {judge.FLOOR:g}), "
              f"`{MARK[judge.DIFFERS]}` **loads but predicts differently**, `{MARK[judge.REFUSES]}` refuses, "
              f"`{MARK[judge.UNKNOWN]}` a format the reader cannot know; blank: not written by that stack; "
              f"`{NOT_RUN}`: this pair not read yet.", "",
-             "Stacks: " + "; ".join(f"`{n}` ({_stack(stacks[n])})" for n in names), ""]
-    by = {(r["writer"], r["reader"], r["model"], r["format"]): r for r in records}
+             "Stacks (each links to its page: its files on every reader, every file on it): "
+             + "; ".join(f"[`{n}`]({pages.link(n)}) ({_stack(stacks[n])})" for n in names), "",
+             f"Data: [portability.json](portability.json) (schema {SCHEMA}), [portability.csv](portability.csv), "
+             f"[{CHANGES}]({CHANGES}); [Atom feed]({FEED}).", ""]
     read = {(r["writer"], r["reader"]) for r in records}
     lines += _progress(names, read)
-    for fmt in sorted({r["format"] for r in records}):
-        lines += [f"## {fmt}", "", "| writer \\ reader | " + " | ".join(f"`{n}`" for n in names) + " |",
-                  "|---|" + "---|" * len(names)]
-        for w in names:
-            row = []
-            for rd in names:
-                if (w, rd) not in read:
-                    row.append(f"`{NOT_RUN}`")
-                    continue
-                marks = "".join(MARK[by[(w, rd, m, fmt)]["verdict"]] if (w, rd, m, fmt) in by else " " for m in models)
-                row.append(marks.strip() and f"`{marks}`")
-            if any(r and r != f"`{NOT_RUN}`" for r in row):
-                lines.append(f"| `{w}` | " + " | ".join(row) + " |")
-        lines.append("")
+    lines += ["## The grid", "", html_tables(records, names, stacks), ""]
+    lines += _changes_section(found if found is not None else changes.find(records, names, stacks))
     differs = [r for r in records if r["verdict"] == judge.DIFFERS]
     lines += ["## Loads, but predicts differently", ""]
     lines += [f"- `{r['writer']}` -> `{r['reader']}`, {r['model']}, {r['format']} by `{r['way']}`: " + _difference(r)
@@ -223,8 +262,9 @@ def page(records: list[dict], missing: list[str], about: dict | None = None) -> 
     if about:
         listed = {k: ", ".join(about.get(k) or ["?"]) for k in ("hosts", "engines", "days", "harness_commits")}
         lines += ["", "## How it was obtained", "",
-                  f"`harness portability run` then `publish`: {about.get('cells')} cells (a writer per stack, a "
-                  f"reader per pair), {about.get('cell_seconds', 0) / 60:.1f} min of cell time in all, on "
+                  f"`harness portability run` then `publish`: {about.get('cells')} cells ("
+                  f"{about.get('cells', 0) - about.get('reader_cells', 0)} writers, {about.get('reader_cells', 0)} "
+                  f"readers), {about.get('cell_seconds', 0) / 60:.1f} min of cell time in all, on "
                   f"{listed['hosts']} with the {listed['engines']} engine, {listed['days']}, "
                   f"harness {listed['harness_commits']}."]
     return "\n".join(lines) + "\n"

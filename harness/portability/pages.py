@@ -1,0 +1,41 @@
+"""A page per stack: what becomes of the files it wrote on every reader, and what it makes of
+every writer's files -- the two questions a user of that one release asks ("I saved on 2.10:
+where does it load?", "I am on 2.16: which of my old files load?"). Linked from the grid's page
+and from each change in the feed."""
+
+from __future__ import annotations
+
+from harness.names import file_name
+from harness.portability.changes import READER, WRITER, Change
+from harness.portability.table import MARK
+
+STACKS = "stacks"   # the pages' folder, beside portability.md
+
+
+def link(name: str) -> str:
+    return f"{STACKS}/{file_name(name)}.md"
+
+
+def stack_page(name: str, names: list[str], records: list[dict], stacks: dict[str, dict],
+               found: list[Change]) -> str:
+    models = sorted({r["model"] for r in records})
+    formats = sorted({r["format"] for r in records})
+    s = stacks[name]
+    lines = [f"# `{name}`", "", ", ".join(f"{k} {v}" for k, v in sorted(s.items()) if v), "",
+             f"Marks per model ({', '.join(models)}), as on [the grid](../portability.md): "
+             f"`{MARK['same']}` same, `{MARK['differs']}` **loads but predicts differently**, `{MARK['refuses']}` "
+             f"refuses, `{MARK['unknown']}` cannot know the format.", ""]
+    for title, mine, other in ((f"Files written by `{name}`, on each reader", "writer", "reader"),
+                               (f"Every writer's files, read by `{name}`", "reader", "writer")):
+        lines += [f"## {title}", "", f"| {other} | " + " | ".join(formats) + " |", "|---|" + "---|" * len(formats)]
+        by = {(r[other], r["model"], r["format"]): r["verdict"] for r in records if r[mine] == name}
+        for o in names:
+            row = ["".join(MARK[by[(o, m, f)]] if (o, m, f) in by else " " for m in models).strip() for f in formats]
+            if any(row):
+                lines.append(f"| [`{o}`]({file_name(o)}.md) | " + " | ".join(f"`{c}`" if c else "" for c in row) + " |")
+        lines.append("")
+    mine = [c for c in found if name in (c.before, c.after)]
+    lines += ["## Changes at this release", ""]
+    lines += [f"- {'as reader' if c.moved == READER else 'as writer' if c.moved == WRITER else c.moved}: "
+              f"{c.sentence()}" for c in mine if c.after == name] or ["None along its line."]
+    return "\n".join(lines) + "\n"
