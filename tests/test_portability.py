@@ -263,8 +263,11 @@ def test_check_refuses_what_is_no_model_file_in_one_line(tmp_path):
 def test_two_stacks_write_read_and_judge_every_file_resume_and_check_a_users_own_file(tmp_path):
     (tmp_path / "stacks.yaml").write_text(TWO)
     run = ("portability", "run", str(tmp_path / "stacks.yaml"), "--engine", "venv", "--results", str(tmp_path / "r"))
-    proc = harness(*run, timeout=1800)
+    proc = harness(*run, "--stacks", "tf*", timeout=1800)   # a slice first: tf2.15's writer and its own pair
+    assert proc.returncode == 0 and "1 stacks of 2: 1 writers" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = harness(*run, timeout=1800)   # the whole grid: the slice's two cells are kept, the other four run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "2 of 6 cells already have results" in proc.stdout, proc.stdout[-3000:]
     proc = harness("portability", "publish", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "out" / "portability.json").read_text())

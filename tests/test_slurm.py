@@ -403,3 +403,21 @@ def test_a_task_cancelled_while_pending_is_said_to_be_cancelled():
     started = merge("", "517_1|CANCELLED by 0|node1|00:00:04|0:15\n")
     assert missing_why("517_1", task_state(started, "517_1")) == "CANCELLED (task 517_1) without a result"
     assert "no record" in missing_why("518_0", task_state({}, "518_0"))
+
+
+def test_the_portability_grid_runs_as_array_tasks_writers_first_then_readers(slurm, tmp_path):
+    """`portability run --executor slurm`: the writers go first, the readers wait for their files
+    and go with the next call, and what the tasks left publishes as a local grid does."""
+    (tmp_path / "stacks.yaml").write_text(ENV)
+    results = tmp_path / "r"
+    run = ("portability", "run", str(tmp_path / "stacks.yaml"), "--engine", "venv", "--results", str(results),
+           "--executor", "slurm")
+    first = harness(*run, check=True)
+    assert "held back" in first.stdout, first.stdout   # the reader needs the writer's files
+    wait(results / "grid.yaml", results)
+    harness(*run, check=True)
+    assert "finished 2 (ok 2)" in wait(results / "grid.yaml", results)
+    harness("portability", "publish", "--results", str(results), "--out", str(tmp_path / "out"), check=True)
+    records = json.loads((tmp_path / "out" / "portability.json").read_text())["records"]
+    assert {(r["writer"], r["reader"]) for r in records} == {("tf2.15", "tf2.15")}
+    assert all(r["verdict"] == "same" for r in records if r["format"] in ("h5", "keras", "weights-h5")), records

@@ -13,8 +13,9 @@ from rich.console import Console
 from harness.commands.common import engine_for
 from harness.errors import UserError
 from harness.matrix import load
-from harness.options.engine import add_engine_args
-from harness.options.shared import add_resource_args
+from harness.options.engine import add_engine_args, pythons
+from harness.options.shared import add_resource_args, add_slurm_args
+from harness.options.slurm import SlurmOptions
 from harness.portability import grid, judge, publish
 from harness.status import OK
 from harness.terminal import shown
@@ -41,6 +42,8 @@ def add(sub) -> None:
     r.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
     add_engine_args(r)
     add_resource_args(r)
+    add_slurm_args(r, "Slurm job arrays: the writers first; run it again once they are done, and the readers "
+                      "go (each waits for its writer's files)")
     c = acts.add_parser("check", help="your own model file, loaded on every stack: loads? predicts the same?")
     c.add_argument("model", metavar="FILE", help="an HDF5 model (.h5), a .keras archive, or a SavedModel folder")
     c.add_argument("stacks", nargs="?", default=STACKS, metavar="STACKS",
@@ -87,6 +90,8 @@ def _run(args, console: Console) -> int:
     writers = [c for c in cells if c.workload.name == grid.WRITER]
     console.print(f"{len(writers)} stacks of {len(m.environments)}: {len(writers)} writers, then a reader per pair: "
                   f"{len(cells) - len(writers)} cells (matrix: {shown(str(matrix))})", highlight=False)
+    if args.executor == "slurm":
+        return _submit(args, m, cells, results, console)
     with engine_for(args, console) as engine:
         done = _runner(m, engine, results, args, console).complete(cells)
     bad = [r for r in done if r.status != OK]
@@ -95,6 +100,24 @@ def _run(args, console: Console) -> int:
                       highlight=False)
     console.print(f"then: python -m harness portability publish --results {shown(str(results))}", highlight=False)
     return 1 if bad or len(done) < len(cells) else 0
+
+
+def _submit(args, m, cells, results: Path, console: Console) -> int:
+    """The grid as Slurm job arrays, as `run --executor slurm` submits any matrix: the cells whose
+    producers have their results go now, the others wait for the next call."""
+    # only with --executor slurm: the submitter is imported when it submits, so the CLI starts without it
+    from harness.run.executors.slurm.submit import submit
+
+    opts = SlurmOptions.merged(m.slurm, args)
+    with engine_for(args, console) as engine:
+        submit(m, cells, engine, results, opts, console,
+               engine_args={"pythons": pythons(args.python), "ca_bundle": args.ca_bundle})
+    slice_ = "".join(f" --stacks '{g}'" for g in args.stacks or [])
+    console.print(f"follow it with: python -m harness status {shown(str(results / 'grid.yaml'))} --results "
+                  f"{shown(str(results))}; once the writers are done, the same command again submits the readers"
+                  f"{shown(slice_)}; then: python -m harness portability publish --results {shown(str(results))}",
+                  highlight=False)
+    return 0
 
 
 def _runner(m, engine, results: Path, args, console: Console):
