@@ -287,6 +287,7 @@ def test_two_stacks_write_read_and_judge_every_file_resume_and_check_a_users_own
     assert all(by[(tf, k3, m, "h5")]["verdict"] in judge.VERDICTS for m in ("gru", "lstm", "convnet", "custom"))
     page = (tmp_path / "out" / "portability.md").read_text()
     assert 'data-format="h5"' in page and f">{tf}</th>" in page and f">{k3}</th>" in page
+    assert "One stack more on this grid of 2: its writer and 5 reader cells" in page   # its cost, from its cells
     again = harness(*run, timeout=600)   # resumable: 2 writers and 4 pairs have their results, nothing runs again
     assert again.returncode == 0 and "6 of 6 cells already have results" in again.stdout, again.stdout[-2000:]
     # a user's own file: the tf.keras 2.15 model with a custom layer, its layer's code in a file of the

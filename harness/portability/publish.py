@@ -47,20 +47,22 @@ class Gathered:
 def gather(results: Path) -> Gathered:
     got = Gathered()
     seconds, engines, hosts, days, commits = [], set(), set(), set(), set()
-    failed_writers, unread, kinds = set(), [], {False: 0, True: 0}
+    failed_writers, unread, names = set(), [], set()
+    kinds: dict[bool, list[float]] = {False: [], True: []}   # is a reader -> its cells' seconds
     for folder, r in scan(results):
         if not hasattr(r, "cell"):
             continue
         total = (r.timing or {}).get("total_seconds")
         if isinstance(total, (int, float)):
             seconds.append(total)
-            kinds[is_reader(r.cell.split("/")[1])] += 1
+            kinds[is_reader(r.cell.split("/")[1])].append(total)
         prov = r.provenance or {}
         engines.add(r.engine or "")
         hosts.add(_host(prov))
         days.add((r.started or "")[:10])
         commits.add((prov.get("harness_commit") or "")[:12])
         stack, workload = r.cell.split("/")[:2]
+        names.add(stack)
         if not is_reader(workload):
             if workload == WRITER and r.status != status.OK:  # it wrote nothing: its row is empty, and said why
                 failed_writers.add(stack)
@@ -84,10 +86,22 @@ def gather(results: Path) -> Gathered:
     for (stack, word, why), cells in grouped.items():
         got.missing.append(_why(cells[0]) if len(cells) == 1 else
                            f"{stack} (reader), {len(cells)} pairs: {word} ({why})")
-    got.about = {"cell_seconds": round(sum(seconds), 1), "cells": len(seconds), "reader_cells": kinds[True],
+    got.about = {"cell_seconds": round(sum(seconds), 1), "cells": len(seconds), "reader_cells": len(kinds[True]),
+                 "stacks": len(names),
+                 "writer_seconds": _spread(kinds[False]), "reader_seconds": _spread(kinds[True]),
                  **{k: sorted(v - {""}) for k, v in (("engines", engines), ("hosts", hosts), ("days", days),
                                                       ("harness_commits", commits))}}
     return got
+
+
+def _spread(values: list[float]) -> dict | None:
+    """Median, min and max of cells' seconds (None when there are none)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return {"median": round(median, 1), "min": round(ordered[0], 1), "max": round(ordered[-1], 1)}
 
 
 def _why(r) -> str:
@@ -190,6 +204,19 @@ def _era(stack: dict, name: str) -> tuple:
     return version(stack.get("tensorflow")), version(stack.get("keras")), name
 
 
+def _cost(about: dict) -> list[str]:
+    """What a cell took (median, min-max, from the cells' own timings) and so what one stack more
+    costs: its writer and its row and column of pairs, 2N + 1 readers on a grid of N stacks."""
+    w, r = about.get("writer_seconds"), about.get("reader_seconds")
+    if not w or not r:
+        return []
+    stacks = about.get("stacks") or 0
+    more = w["median"] + (2 * stacks + 1) * r["median"]
+    return ["", f"A writer cell took {w['median']:g} s (median; {w['min']:g}-{w['max']:g}), a reader cell "
+                f"{r['median']:g} s ({r['min']:g}-{r['max']:g}). One stack more on this grid of {stacks}: its "
+                f"writer and {2 * stacks + 1} reader cells, about {more / 60:.1f} min of cell time."]
+
+
 def _changes_section(found: list[changes.Change]) -> list[str]:
     out = ["## Changes along each line", "",
            "Two neighbouring releases of one line (readers: the same file judged otherwise; writers: the same "
@@ -267,4 +294,5 @@ def page(records: list[dict], missing: list[str], about: dict | None = None,
                   f"readers), {about.get('cell_seconds', 0) / 60:.1f} min of cell time in all, on "
                   f"{listed['hosts']} with the {listed['engines']} engine, {listed['days']}, "
                   f"harness {listed['harness_commits']}."]
+        lines += _cost(about)
     return "\n".join(lines) + "\n"
