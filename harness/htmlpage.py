@@ -26,3 +26,41 @@ def e(text: object) -> str:
 def page(title: str, body: str) -> str:
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{e(title)}</title>"
             f"<style>{CSS}</style></head>\n<body>\n<h1>{e(title)}</h1>\n{body}\n</body></html>\n")
+
+
+# The filter bar of a published table (the atlas's, the portability grid's): each <select> lists the
+# values its filter reads, and the choice lives in the address's fragment (#name=value&...), so a link
+# shows what its sender chose. `filterBar(selects, values, apply)`: `values(name)` lists a filter's
+# values, `apply(want)` shows what `want` ({name: value}, the filters set) asks.
+FILTER_BAR_JS = """function filterBar(selects, values, apply) {
+  selects.forEach(function (s) {
+    values(s.dataset.filter).forEach(function (v) {
+      var o = document.createElement("option"); o.value = v; o.textContent = v; s.appendChild(o);
+    });
+  });
+  function chosen() {
+    var want = {};
+    selects.forEach(function (s) { if (s.value) { want[s.dataset.filter] = s.value; } });
+    return want;
+  }
+  function fromHash() {
+    var said = {};
+    location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+      var p = kv.split("="); if (p.length === 2) { said[decodeURIComponent(p[0])] = decodeURIComponent(p[1]); }
+    });
+    selects.forEach(function (sel) { sel.value = said[sel.dataset.filter] || ""; });
+    apply(chosen());
+  }
+  selects.forEach(function (s) {
+    s.addEventListener("change", function () {
+      var parts = [];
+      selects.forEach(function (x) {
+        if (x.value) { parts.push(x.dataset.filter + "=" + encodeURIComponent(x.value)); }
+      });
+      history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname);
+      apply(chosen());
+    });
+  });
+  window.addEventListener("hashchange", fromHash);
+  fromHash();
+}"""

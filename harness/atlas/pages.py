@@ -20,6 +20,7 @@ from harness import status as st
 from harness.atlas import records
 from harness.atlas.changes import Change, grouped
 from harness.atlas.rows import LINES, Row, columns, parse_version, twins
+from harness.htmlpage import FILTER_BAR_JS
 
 ROWS = "rows"
 # The pages' commands are exercised by the atlas's tests (the docs' convention: tests/test_docs.py)
@@ -255,13 +256,12 @@ def _table(table: list[Row], cols: list[str], families: dict[str, int], folder: 
 
 
 def _script() -> str:
-    """The filters: options from the rows' data, state in the address's fragment."""
-    return """<script>
+    """The filters: options from the rows' data, state in the address's fragment (`FILTER_BAR_JS`)."""
+    return "<script>\n" + FILTER_BAR_JS + """
 (function () {
   var table = document.getElementById("atlas-table"), box = document.getElementById("atlas-filters");
   if (!table || !box) { return; }
   var rows = Array.prototype.slice.call(table.tBodies[0].rows);
-  var selects = Array.prototype.slice.call(box.querySelectorAll("select"));
   function values(name) {
     var seen = {};
     if (name === "workload") {
@@ -271,21 +271,7 @@ def _script() -> str:
     }
     return Object.keys(seen).sort(function (a, b) { return a.localeCompare(b, undefined, {numeric: true}); });
   }
-  selects.forEach(function (s) {
-    values(s.dataset.filter).forEach(function (v) {
-      var o = document.createElement("option"); o.value = v; o.textContent = v; s.appendChild(o);
-    });
-  });
-  function state() {
-    var out = {};
-    location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
-      var p = kv.split("="); if (p.length === 2) { out[decodeURIComponent(p[0])] = decodeURIComponent(p[1]); }
-    });
-    return out;
-  }
-  function apply() {
-    var want = {};
-    selects.forEach(function (s) { if (s.value) { want[s.dataset.filter] = s.value; } });
+  function apply(want) {
     var shown = 0;
     rows.forEach(function (r) {
       if (r.classList.contains("line")) { r.hidden = !!want.line && r.dataset.line !== want.line; return; }
@@ -305,23 +291,7 @@ def _script() -> str:
     });
     table.dataset.shown = String(shown);
   }
-  function fromHash() {
-    var s = state();
-    selects.forEach(function (sel) { sel.value = s[sel.dataset.filter] || ""; });
-    apply();
-  }
-  selects.forEach(function (s) {
-    s.addEventListener("change", function () {
-      var parts = [];
-      selects.forEach(function (x) {
-        if (x.value) { parts.push(x.dataset.filter + "=" + encodeURIComponent(x.value)); }
-      });
-      history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname);
-      apply();
-    });
-  });
-  window.addEventListener("hashchange", fromHash);
-  fromHash();
+  filterBar(Array.prototype.slice.call(box.querySelectorAll("select")), values, apply);
 })();
 </script>"""
 

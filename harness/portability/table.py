@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 
+from harness.htmlpage import FILTER_BAR_JS
 from harness.portability import judge
 
 MARK = {judge.SAME: "=", judge.DIFFERS: "≠", judge.REFUSES: "✗", judge.UNKNOWN: "·"}
@@ -103,12 +104,11 @@ table.pg span.v-refuses { color: #b03030; font-weight: bold; }
 table.pg span.v-differs { background: #ffd8a8; color: #8a3b00; font-weight: bold; }
 </style>"""
 
-SCRIPT = """<script>
+SCRIPT = "<script>\n" + FILTER_BAR_JS + """
 (function () {
   var box = document.getElementById("pg-filters");
   if (!box) { return; }
   var blocks = Array.prototype.slice.call(document.querySelectorAll("div.pg"));
-  var selects = Array.prototype.slice.call(box.querySelectorAll("select"));
   var sources = {
     format: function () { return blocks.map(function (b) { return b.dataset.format; }); },
     model: function () { return all("span[data-model]", "model"); },
@@ -121,21 +121,7 @@ SCRIPT = """<script>
     document.querySelectorAll("div.pg " + selector).forEach(function (n) { seen[n.dataset[key]] = 1; });
     return Object.keys(seen).sort();
   }
-  selects.forEach(function (s) {
-    sources[s.dataset.filter]().forEach(function (v) {
-      var o = document.createElement("option"); o.value = v; o.textContent = v; s.appendChild(o);
-    });
-  });
-  function state() {
-    var out = {};
-    location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
-      var p = kv.split("="); if (p.length === 2) { out[decodeURIComponent(p[0])] = decodeURIComponent(p[1]); }
-    });
-    return out;
-  }
-  function apply() {
-    var want = {};
-    selects.forEach(function (s) { if (s.value) { want[s.dataset.filter] = s.value; } });
+  function apply(want) {
     blocks.forEach(function (b) {
       b.hidden = !!want.format && b.dataset.format !== want.format;
       var table = b.querySelector("table"), heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
@@ -150,16 +136,9 @@ SCRIPT = """<script>
         });
       });
     });
-    var hash = Object.keys(want).map(function (k) {
-      return encodeURIComponent(k) + "=" + encodeURIComponent(want[k]);
-    }).join("&");
-    if (location.hash.replace(/^#/, "") !== hash) { history.replaceState(null, "", hash ? "#" + hash : " "); }
   }
-  var start = state();
-  selects.forEach(function (s) {
-    if (start[s.dataset.filter]) { s.value = start[s.dataset.filter]; }
-    s.addEventListener("change", apply);
-  });
-  apply();
+  filterBar(Array.prototype.slice.call(box.querySelectorAll("select")), function (name) {
+    return sources[name]();
+  }, apply);
 })();
 </script>"""
