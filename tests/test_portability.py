@@ -276,6 +276,10 @@ def test_two_stacks_write_read_and_judge_every_file_resume_and_check_a_users_own
     tf, k3 = "tf2.15", "keras3.15.1-jax"
     assert data["schema"] == publish.SCHEMA and not data["missing"]
     assert {data["stacks"][r["writer"]]["keras"] for r in records} == {"2.15.0", "3.15.1"}   # read from what ran
+    warmth = [json.loads(p.read_text())["warmth"] for p in (tmp_path / "r").rglob("result.json")]
+    notes = " ".join(n for w in warmth for n in w["notes"])
+    assert any(w["launch"] == "warm" for w in warmth), warmth   # the harness's own script forks from a launcher
+    assert "own interpreter" not in notes, notes                 # never held fresh as a user's script is
     for (w, rd, _, fmt), r in by.items():
         assert r["verdict"] in judge.VERDICTS and r["cell"] == f"{rd}/{grid.reader_workload(w)}/none-c1/b128/r0"
         if w == rd and fmt in ("h5", "keras", "weights-h5"):   # a stack loads its own files the same

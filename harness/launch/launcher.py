@@ -95,7 +95,7 @@ def fresh_because(cell: Cell) -> str | None:
     model = cell.workload.model
     if model in BARE_WORKLOADS:
         return None
-    if model == "script" and not is_trial(cell):
+    if model == "script" and not is_trial(cell) and not ships_with_harness(cell):
         return "a script is its own interpreter's __main__: it starts fresh"
     if model not in FORKABLE and model != "script":  # a trial script imports its environment's stack
         return "a workload the harness does not know the imports of starts fresh"
@@ -112,6 +112,24 @@ def is_trial(cell: Cell) -> bool:
     the forked child), and a launcher starts for it even alone in its run: more follow. Only the
     reduction's answer is then checked fresh, as every other script cell runs."""
     return bool(cell.workload.params.get("trial"))
+
+
+# The harness's own package: a script inside it (the portability grid's writer and reader) is
+# written to run forked -- it imports its environment's stack first and sets nothing before it.
+HARNESS_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def ships_with_harness(cell: Cell) -> bool:
+    """Whether the cell's script is one of the harness's own (its folder inside the harness's
+    package), which forks from its stack's launcher as a built-in model does; a user's never is."""
+    code = cell.workload.code
+    if code is None:
+        return False
+    try:
+        Path(code.source).resolve().relative_to(HARNESS_PACKAGE)
+    except ValueError:
+        return False
+    return True
 
 
 def forks(cell: Cell, why: Callable[[Cell], str | None] = fresh_because) -> bool:
