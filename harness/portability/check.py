@@ -8,7 +8,7 @@ copy on; the user's folder is only read. With no reference
 inputs, each reader predicts on sixteen inputs drawn with one seed from the model's own input
 shape, so the readers compare with each other: against the writer's stack when it loads its own
 file, else the first stack that loads it. The user's layers come from `--custom FILE.py` (every
-class and function it defines, as `custom_objects=`)."""
+class and function it defines, as `custom_objects=`), their inputs from `--inputs FILE.npy`."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ OFFER = "offer"
 USER = "user"   # the writer's and the model's name in the readers' observations
 
 
-def digest(model: Path, custom: Path | None) -> str:
-    """What the user's file (and their layers) hold, checked first: a cell's spec names it, so an
-    edited file is a new check while the same file resumes."""
+def digest(model: Path, custom: Path | None, inputs: Path | None = None) -> str:
+    """What the user's file (and their layers and inputs) hold, checked first: a cell's spec names
+    it, so an edited file is a new check while the same file resumes."""
     if not model.exists():
         raise UserError(f"{model}: no such file or folder")
     if model.is_dir() and not (model / "saved_model.pb").is_file():
@@ -42,16 +42,20 @@ def digest(model: Path, custom: Path | None) -> str:
             h.update(path.relative_to(model.parent).as_posix().encode() + path.read_bytes())
     if custom is not None:
         h.update(custom.read_bytes())
+    if inputs is not None:
+        if not inputs.is_file() or inputs.suffix != ".npy":
+            raise UserError(f"{inputs}: --inputs takes a NumPy array file (.npy) of the model's inputs")
+        h.update(b"inputs" + inputs.read_bytes())
     return h.hexdigest()[:16]
 
 
 def matrix_text(stacks: Path, model: Path, custom: Path | None, content: str, names: list[str],
-                writer: str | None) -> str:
+                writer: str | None, inputs: Path | None = None) -> str:
     """The check's matrix: the writer's stack offers the file (the harness's own script reads it
     where the user keeps it, and hands a copy on), every stack reads it."""
     raw = grid.read(stacks)
     offerer = writer or (names[0] if names else None)
-    args = [OFFER, str(model), content, *([str(custom)] if custom else [])]
+    args = [OFFER, str(model), content, str(custom) if custom else "-", str(inputs) if inputs else "-"]
     workloads = [{"name": OFFER, "script": str(grid.SCRIPT), "path": str(grid.SCRIPTS), "args": args}]
     doc = {"name": "portability-check", "description": f"{model.name} loaded on each stack of {stacks.name}",
            "environments": raw["environments"], "workloads": workloads,
@@ -64,14 +68,15 @@ def matrix_text(stacks: Path, model: Path, custom: Path | None, content: str, na
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def write_matrix(stacks: Path, model: Path, custom: Path | None, writer: str | None, out: Path) -> Path:
+def write_matrix(stacks: Path, model: Path, custom: Path | None, writer: str | None, out: Path,
+                 inputs: Path | None = None) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    content = digest(model, custom)
-    out.write_text(matrix_text(stacks, model, custom, content, [], None))
+    content = digest(model, custom, inputs)
+    out.write_text(matrix_text(stacks, model, custom, content, [], None, inputs))
     names = [env.name for env in load(out).environments]
     if writer is not None and writer not in names:
         raise UserError(f"--writer {writer}: no such stack in {stacks} (its stacks: {', '.join(names)})")
-    out.write_text(matrix_text(stacks, model, custom, content, names, writer))
+    out.write_text(matrix_text(stacks, model, custom, content, names, writer, inputs))
     return out
 
 

@@ -50,6 +50,9 @@ def add(sub) -> None:
                    help=f"the stacks to load it on, as for run (default: {STACKS})")
     c.add_argument("--writer", metavar="STACK", help="the stack that wrote it (its name in STACKS): the reference")
     c.add_argument("--custom", metavar="FILE.py", help="a Python file that defines the model's own layers")
+    c.add_argument("--inputs", metavar="FILE.npy", help="the model's inputs to predict on, as a NumPy array (default: "
+                                                         "sixteen drawn from its input's shape: token ids for an "
+                                                         "Embedding)")
     c.add_argument("--results", default=f"{RESULTS}-check", metavar="DIR",
                    help=f"results folder (default: {RESULTS}-check)")
     c.add_argument("--out", default="bundles/portability", metavar="DIR",
@@ -136,10 +139,11 @@ def _check(args, console: Console) -> int:
     results, out = Path(args.results), Path(args.out)
     model = Path(args.model).resolve()
     custom = Path(args.custom).resolve() if args.custom else None
+    inputs = Path(args.inputs).resolve() if args.inputs else None
     if args.engine == "docker":
         raise UserError("portability check reads your file where it lies: --engine venv or local (the grid, "
                         "portability run, runs on any engine)")
-    matrix = check.write_matrix(Path(args.stacks), model, custom, args.writer, results / "check.yaml")
+    matrix = check.write_matrix(Path(args.stacks), model, custom, args.writer, results / "check.yaml", inputs)
     m = load(matrix)
     order = [e.name for e in m.environments]
     with engine_for(args, console) as engine:

@@ -120,6 +120,7 @@ def users_custom_objects(folder):
     return {name: value for name, value in vars(module).items()
             if not name.startswith("_") and callable(value) and getattr(value, "__module__", None) == "custom_objects"}
 SHAPES = {"gru": (6, 4), "lstm": (6, 4), "convnet": (8, 8, 1), "custom": (5,)}
+USER = "user"   # the name a user's own file is offered under (`offer`)
 
 
 def build(name):
@@ -260,7 +261,7 @@ def ways(fmt, name):
         out = [("tf.saved_model.load", lambda p, name: _Signature(tf, tf.saved_model.load(p)))]
         if v3 and hasattr(keras.layers, "TFSMLayer"):
             out.append(("TFSMLayer", lambda p, name: _Signature(
-                tf, keras.layers.TFSMLayer(p, call_endpoint="serving_default"), called=True)))
+                tf, keras.layers.TFSMLayer(p, call_endpoint="serving_default"), called=True, signed=_signed(tf, p))))
         if not v3 and fmt == "savedmodel":
             out.append(("load_model", lambda p, name: load(p, custom_objects=CUSTOM)))
         return out
@@ -269,6 +270,15 @@ def ways(fmt, name):
             return [(None, "a TF checkpoint restores into a model on TensorFlow 2 only")]
         return [("tf.train.Checkpoint.read", lambda p, name: _restored(tf, build(name), p))]
     return [(None, "unknown format %s" % fmt)]
+
+
+def _signed(tf, path):
+    """The SavedModel's own signatures, for the input shape a TFSMLayer does not say (None when
+    TensorFlow cannot load it: the layer may still)."""
+    try:
+        return tf.saved_model.load(path)
+    except Exception:  # noqa: BLE001 - only the inputs' shape is lost
+        return None
 
 
 def _into(model, method, path):
@@ -284,8 +294,20 @@ def _restored(tf, model, path):
 class _Signature(object):
     """A loaded SavedModel (or a TFSMLayer) called as a model is: predict on the inputs."""
 
-    def __init__(self, tf, loaded, called=False):
+    def __init__(self, tf, loaded, called=False, signed=None):
         self.tf, self.loaded, self.called = tf, loaded, called
+        self.signed = signed if signed is not None else loaded   # what holds the serving signature
+
+    def input_spec(self):
+        """(shape, dtype name) of the serving signature's first input, or (None, None)."""
+        signatures = getattr(self.signed, "signatures", None)
+        if signatures is None or "serving_default" not in signatures:
+            return None, None
+        args, kwargs = signatures["serving_default"].structured_input_signature
+        specs = [kwargs[k] for k in sorted(kwargs)] if kwargs else list(args)
+        if not specs or not hasattr(specs[0], "shape"):
+            return None, None
+        return list(specs[0].shape.as_list()), specs[0].dtype.name
 
     def predict(self, x, verbose=0):
         tensor = self.tf.constant(x)
@@ -319,8 +341,8 @@ def read(out, inputs_root):
             custom_error = family(exc)  # every file is still tried (a way that needs them then says so)
         models = {}
         for name, entry in sorted(written["models"].items()):
-            if name not in SHAPES and entry.get("inputs"):
-                continue
+            if name not in SHAPES and name != USER and entry.get("inputs"):
+                continue  # a model of the grid this reader does not know (a newer writer's): not its to judge
             x = np.load(os.path.join(folder, entry["inputs"])) if entry.get("inputs") else None
             expected = np.load(os.path.join(folder, entry["predictions"])) if entry.get("predictions") else None
             models[name] = {}
@@ -347,6 +369,10 @@ def read_one(folder, name, fmt, where, x, expected, keep):
             return {"unknown": how}
         try:
             model = how(path, name)
+        except Exception as exc:  # noqa: BLE001 - a refusal is the observation
+            tried.append({"way": way, "loaded": False, "error": family(exc), "where": _where(exc)})
+            continue
+        try:  # it loaded: what fails from here on is predicting, and said so
             inputs = x if x is not None else drawn_inputs(model)
             got = np.asarray(model.predict(inputs, verbose=0))
             entry = {"way": way, "loaded": True}
@@ -360,21 +386,42 @@ def read_one(folder, name, fmt, where, x, expected, keep):
             elif expected is not None:
                 entry["max_abs_diff"] = float(np.max(np.abs(got.astype("float64") - expected.astype("float64"))))
             tried.append(entry)
-        except Exception as exc:  # noqa: BLE001 - a refusal is the observation
-            tried.append({"way": way, "loaded": False, "error": family(exc), "where": _where(exc)})
+        except Exception as exc:  # noqa: BLE001 - loaded, but it does not predict
+            tried.append({"way": way, "loaded": False, "error": "predict: " + family(exc), "where": _where(exc)})
     return {"tried": tried}
 
 
 def drawn_inputs(model):
-    """Sixteen inputs drawn with one seed from the model's own input shape: every reader draws the
-    same ones, so their predictions compare."""
+    """Sixteen inputs drawn with one seed from the model's own input: every reader draws the same
+    ones, so their predictions compare. Token ids where the model reads them (an Embedding first,
+    or integer inputs): integers below the vocabulary's size (0 or 1 when it is not known)."""
+    shape, dtype, vocabulary = input_spec(model)
+    if shape is None:
+        raise ValueError("the model's input shape is not known here: give inputs (portability check --inputs)")
+    dims = [int(d) if d is not None else 8 for d in list(shape)[1:]]
+    rng = np.random.RandomState(SEED)
+    if vocabulary is not None or (dtype or "").startswith(("int", "uint")):
+        return rng.randint(0, vocabulary or 2, size=[16] + dims).astype(dtype or "int32")
+    return rng.normal(size=[16] + dims).astype("float32")
+
+
+def input_spec(model):
+    """(shape, dtype name, vocabulary size or None) of a model's first input."""
+    if isinstance(model, _Signature):
+        shape, dtype = model.input_spec()
+        return shape, dtype, None
     shape = getattr(model, "input_shape", None)
-    if shape is None and hasattr(model, "inputs") and model.inputs:
+    if shape is None and getattr(model, "inputs", None):
         shape = tuple(model.inputs[0].shape)
     if isinstance(shape, list):
         shape = shape[0]
-    dims = [int(d) if d is not None else 8 for d in list(shape)[1:]]
-    return np.random.RandomState(SEED).normal(size=[16] + dims).astype("float32")
+    inputs = getattr(model, "inputs", None) or []
+    dtype = getattr(getattr(inputs[0], "dtype", None), "name", None) if inputs else None
+    if inputs and isinstance(getattr(inputs[0], "dtype", None), str):
+        dtype = inputs[0].dtype
+    first = [layer for layer in getattr(model, "layers", []) if type(layer).__name__ != "InputLayer"][:1]
+    vocabulary = getattr(first[0], "input_dim", None) if first and "Embedding" in type(first[0]).__name__ else None
+    return shape, dtype, vocabulary
 
 
 def _where(exc):
@@ -385,21 +432,24 @@ def _where(exc):
 FORMAT_OF = ((".weights.h5", "weights-h5"), (".h5", "h5"), (".hdf5", "h5"), (".keras", "keras"))
 
 
-def offer(out, source, custom=None):
+def offer(out, source, custom=None, inputs=None):
     """A user's own file (`portability check`), handed to every reader as a writer's files are --
-    with their layers' code, when given, beside it -- but without reference inputs or predictions:
-    each reader predicts on inputs drawn with one seed from the model's own input shape, and the
-    host compares the readers."""
+    with their layers' code and their inputs (a .npy array), when given, beside it -- but without
+    the writer's predictions: each reader predicts on the user's inputs, else on inputs drawn with
+    one seed from the model's own input, and the host compares the readers."""
     name = os.path.basename(source.rstrip(os.sep))
     fmt = "savedmodel" if os.path.isdir(source) else next(
         (f for suffix, f in FORMAT_OF if name.lower().endswith(suffix)), "h5")
-    target = os.path.join(out, "user", name)
+    target = os.path.join(out, USER, name)
     os.makedirs(os.path.dirname(target))
     (shutil.copytree if os.path.isdir(source) else shutil.copy)(source, target)
     if custom:
         shutil.copy(custom, os.path.join(out, "custom_objects.py"))
-    written = {"stack": stack(), "models": {"user": {"files": {fmt: os.path.relpath(target, out)},
-                                                     "inputs": None, "predictions": None}}}
+    if inputs:
+        shutil.copy(inputs, os.path.join(out, "user_inputs.npy"))
+    written = {"stack": stack(), "models": {USER: {"files": {fmt: os.path.relpath(target, out)},
+                                                     "inputs": "user_inputs.npy" if inputs else None,
+                                                     "predictions": None}}}
     with open(os.path.join(out, "written.json"), "w") as f:
         json.dump(written, f, indent=1, sort_keys=True)
     print("offered %s as %s" % (name, fmt))
@@ -410,15 +460,16 @@ def main():
     out = os.environ.get("HARNESS_OUTPUT") or "."
     if mode == "save":
         save(out)
-    elif mode == "offer":  # offer PATH DIGEST [CUSTOM]: the digest names the file's content in the cell's spec
-        offer(out, sys.argv[2], sys.argv[4] if len(sys.argv) > 4 else None)
+    elif mode == "offer":  # offer PATH DIGEST CUSTOM INPUTS ('-': none): the digest names their content
+        given = [a if a != "-" else None for a in sys.argv[4:6]] + [None, None]
+        offer(out, sys.argv[2], given[0], given[1])
     elif mode == "load":
         first = os.environ.get("HARNESS_INPUT")
         if not first:
             sys.exit("load: no writer's files were handed to this cell (needs: the writers' save cells)")
         read(out, os.path.dirname(first))
     else:
-        sys.exit("usage: portable.py save | load | offer PATH DIGEST [CUSTOM]")
+        sys.exit("usage: portable.py save | load | offer PATH DIGEST CUSTOM|- INPUTS|-")
 
 
 if __name__ == "__main__":
