@@ -18,6 +18,7 @@ Python 3.5 syntax, like every file that runs inside an environment.
 import importlib.util
 import json
 import os
+import random
 import shutil
 import sys
 import traceback
@@ -150,6 +151,11 @@ def data(name):
 
 
 def seed():
+    """The writer's seeds: Python's, NumPy's, TensorFlow's -- and Keras's own helper on Keras 3
+    only, whose backends (JAX) have no global seed. Not Keras 2's `set_random_seed`: on tf-keras
+    2.16-2.18 under Python 3.12 it breaks every layer built after it (keras-team/tf-keras#803),
+    which would cost the grid those stacks' files. Readers seed nothing: loading draws no numbers."""
+    random.seed(SEED)
     np.random.seed(SEED)
     tf = tensorflow()
     if tf is not None:
@@ -157,7 +163,7 @@ def seed():
         if setter:
             setter(SEED)
     utils = getattr(keras, "utils", None)
-    if hasattr(utils, "set_random_seed"):
+    if keras_major() >= 3 and hasattr(utils, "set_random_seed"):
         utils.set_random_seed(SEED)
 
 
@@ -324,7 +330,6 @@ class _Signature(object):
 
 
 def read(out, inputs_root):
-    seed()
     found = {"stack": stack(), "writers": {}}
     for writer in sorted(os.listdir(inputs_root)):
         folder = os.path.join(inputs_root, writer)
