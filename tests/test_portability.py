@@ -61,6 +61,15 @@ def test_each_file_is_judged_by_one_rule_against_the_floor_its_writers_own_stack
     assert refused["verdict"] == judge.REFUSES and refused["errors"] == {"load_model": "TypeError: Could not locate"}
     unknown = _judged({"unknown": "Keras 2.2.4 knows no .keras archive"})
     assert unknown["verdict"] == judge.UNKNOWN and "2.2.4" in unknown["reason"]
+    # a file its writer listed and no way found (ENOENT): nothing to judge, not the reader's refusal
+    gone = _tried({"way": "load_weights", "loaded": False, "error": "FileNotFoundError: [Errno 2] Unable to "
+                   "synchronously open file (unable to open file: name = 'x/model.weights.h5', errno = 2, error "
+                   "message = 'No such file or directory')"})
+    assert judge.unwritten(gone) and ("A", "B") not in {(r["writer"], r["reader"]) for r in judge.records(
+        _loads(None, gone))}
+    op = _tried({"way": "tf.saved_model.load", "loaded": False, "error": "FileNotFoundError: Op type not "
+                 "registered 'DisableCopyOnRead'"})   # TensorFlow's NotFoundError: a refusal, the file was there
+    assert not judge.unwritten(op) and _judged(op)["verdict"] == judge.REFUSES
 
 
 @QUICK

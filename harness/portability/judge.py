@@ -58,6 +58,19 @@ def judge(entry: dict, floor: float) -> dict:
     return {"verdict": REFUSES, "errors": {t["way"]: t.get("error") for t in tried}}
 
 
+# The operating system's words for a file that is not there (ENOENT), as h5py and open() report it
+MISSING_FILE = ("No such file or directory", "unable to open file")
+
+
+def unwritten(entry: dict) -> bool:
+    """A file its writer's manifest lists, and no way found it: every way failed because the file
+    was not there (a save that wrote nothing, or a later save of the same stack that removed it).
+    Not a refusal of the reader's: nothing was there to judge."""
+    tried = entry.get("tried") or []
+    return bool(tried) and all(not t.get("loaded") and any(w in (t.get("error") or "") for w in MISSING_FILE)
+                               for t in tried)
+
+
 def records(loads: dict[str, dict], cells: dict[tuple[str, str], str] | None = None) -> list[dict]:
     """Every (writer, reader, model, format) judged, in a stable order. `cells`: (reader, writer)
     -> the id of the cell that read that writer's files, kept in each record as its evidence."""
@@ -68,6 +81,8 @@ def records(loads: dict[str, dict], cells: dict[tuple[str, str], str] | None = N
         for writer, written in sorted((found.get("writers") or {}).items()):
             for model, formats in sorted((written.get("models") or {}).items()):
                 for fmt, entry in sorted(formats.items()):
+                    if unwritten(entry):
+                        continue   # said among the cells that left nothing to judge (publish)
                     measured = own.get((writer, model, fmt))
                     floor = floor_for(measured)
                     record = {"writer": writer, "reader": reader, "model": model, "format": fmt,

@@ -126,6 +126,7 @@ def publish(results: Path, out: Path) -> dict:
         raise UserError(f"{results}: no reader of the grid has finished ok there yet"
                         + (f" ({got.missing[0]})" if got.missing else "") + "; run it first: portability run STACKS")
     records = judge.records(got.loads, got.cells)
+    got.missing += _unwritten(got.loads)
     out.mkdir(parents=True, exist_ok=True)
     stacks, names = stacks_of(records)
     found = changes.find(records, names, stacks)
@@ -143,6 +144,20 @@ def publish(results: Path, out: Path) -> dict:
     for name in names:
         (out / pages.link(name)).write_text(pages.stack_page(name, names, records, stacks, found))
     return data
+
+
+def _unwritten(loads: dict[str, dict]) -> list[str]:
+    """A line per writer, format and the readers that did not find its listed files (judge.unwritten)."""
+    found: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for reader, seen in loads.items():
+        for writer, written in (seen.get("writers") or {}).items():
+            for model, formats in (written.get("models") or {}).items():
+                for fmt, entry in formats.items():
+                    if judge.unwritten(entry):
+                        found[(writer, fmt)][reader].add(model)
+    return [f"{writer}'s {fmt} on {', '.join(sorted(readers))}: listed in the writer's manifest, and no such file "
+            f"was there when read ({', '.join(sorted(set().union(*readers.values())))}): nothing to judge"
+            for (writer, fmt), readers in sorted(found.items())]
 
 
 def stacks_of(records: list[dict]) -> tuple[dict[str, dict], list[str]]:
