@@ -24,7 +24,7 @@ from harness.report import atom
 from harness.results.store import scan
 from harness.workloads.protocol import OUTPUT_DIR
 
-SCHEMA = 1
+SCHEMA = 2   # 2: a record's `ways` only where it predicts differently
 CHANGES, FEED = "changes.json", "feed.xml"
 NS = "tag:tfkeras-harness.portability,2026:"
 LOADS = "loads.json"
@@ -131,7 +131,7 @@ def publish(results: Path, out: Path) -> dict:
     stacks, names = stacks_of(records)
     found = changes.find(records, names, stacks)
     data = {"schema": SCHEMA, "missing": got.missing, "about": got.about, "stacks": stacks,
-            "records": [{k: v for k, v in r.items() if k not in ("writer_stack", "reader_stack")} for r in records]}
+            "records": [_compact_record(r) for r in records]}
     (out / "portability.json").write_text(compact(data))
     (out / "portability.csv").write_text(as_csv(records))
     (out / "portability.md").write_text(page(records, got.missing, got.about, found))
@@ -144,6 +144,14 @@ def publish(results: Path, out: Path) -> dict:
     for name in names:
         (out / pages.link(name)).write_text(pages.stack_page(name, names, records, stacks, found))
     return data
+
+
+def _compact_record(r: dict) -> dict:
+    """A record as the data file keeps it: every way tried only where it loads but predicts
+    differently (the evidence); elsewhere the verdict, the way that worked or each way's error say
+    it, and the reader cell's loads.json holds the rest."""
+    drop = ("writer_stack", "reader_stack") + (() if r["verdict"] == judge.DIFFERS else ("ways",))
+    return {k: v for k, v in r.items() if k not in drop}
 
 
 def _unwritten(loads: dict[str, dict]) -> list[str]:
