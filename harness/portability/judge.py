@@ -15,6 +15,8 @@ differ from the writer's, or the error); here the host decides, by one rule for 
 
 from __future__ import annotations
 
+import re
+
 SAME, DIFFERS, REFUSES, UNKNOWN = "same", "differs", "refuses", "unknown"
 VERDICTS = (SAME, DIFFERS, REFUSES, UNKNOWN)
 FLOOR = 1e-5        # the least floor: last-bit differences between two releases' float32 kernels
@@ -55,7 +57,17 @@ def judge(entry: dict, floor: float) -> dict:
         if "shape" in best:
             out["shape"] = best["shape"]
         return out
-    return {"verdict": REFUSES, "errors": {t["way"]: t.get("error") for t in tried}}
+    return {"verdict": REFUSES, "errors": {t["way"]: local(t.get("error")) for t in tried}}
+
+
+# A cell's own folder, as an error names a handed file: `/…/<cell>.partial-<host>-<pid>/inputs/`
+HANDED = re.compile(r"/[^\s'\"]*?/inputs/")
+
+
+def local(error: str | None) -> str | None:
+    """An error as the published data keeps it: a handed file named from the reader's `inputs/`,
+    not by the folder of the machine and run that read it."""
+    return HANDED.sub("inputs/", error) if error else error
 
 
 # The operating system's words for a file that is not there (ENOENT), as h5py and open() report it
@@ -88,7 +100,8 @@ def records(loads: dict[str, dict], cells: dict[tuple[str, str], str] | None = N
                     record = {"writer": writer, "reader": reader, "model": model, "format": fmt,
                               **judge(entry, floor), "floor": floor,
                               "writer_stack": written.get("stack") or {}, "reader_stack": found.get("stack") or {},
-                              "ways": entry.get("tried") or []}
+                              "ways": [{**t, "error": local(t["error"])} if t.get("error") else t
+                                       for t in entry.get("tried") or []]}
                     if measured is None and writer != reader:
                         record["floor_note"] = "the writer's own stack loads it no way: the least floor"
                     if cells and (reader, writer) in cells:
