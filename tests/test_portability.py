@@ -71,8 +71,9 @@ def test_each_file_is_judged_by_one_rule_against_the_floor_its_writers_own_stack
                  "registered 'DisableCopyOnRead'"})   # TensorFlow's NotFoundError: a refusal, the file was there
     assert not judge.unwritten(op) and _judged(op)["verdict"] == judge.REFUSES
     # a handed file is named from the reader's inputs/, never by the folder of the machine that read it
-    named = _judged(_tried({"way": "load_model", "loaded": False,
-                            "error": "ValueError: File not found: filepath=/srv/r/A/load-A/r0.partial-h-9/inputs/A/m.keras"}))
+    handed = "/srv/r/A/load-A/r0.partial-h-9/inputs/A/m.keras"
+    error = f"ValueError: File not found: filepath={handed}"
+    named = _judged(_tried({"way": "load_model", "loaded": False, "error": error}))
     assert named["errors"] == {"load_model": "ValueError: File not found: filepath=inputs/A/m.keras"}
 
 
