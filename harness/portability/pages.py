@@ -6,7 +6,7 @@ and from each change in the feed."""
 from __future__ import annotations
 
 from harness.names import file_name
-from harness.portability.changes import READER, WRITER, Change
+from harness.portability.changes import Change
 from harness.portability.table import MARK
 
 STACKS = "stacks"   # the pages' folder, beside portability.md
@@ -34,8 +34,6 @@ def stack_page(name: str, names: list[str], records: list[dict], stacks: dict[st
             if any(row):
                 lines.append(f"| [`{o}`]({file_name(o)}.md) | " + " | ".join(f"`{c}`" if c else "" for c in row) + " |")
         lines.append("")
-    mine = [c for c in found if name in (c.before, c.after)]
     lines += ["## Changes at this release", ""]
-    lines += [f"- {'as reader' if c.moved == READER else 'as writer' if c.moved == WRITER else c.moved}: "
-              f"{c.sentence()}" for c in mine if c.after == name] or ["None along its line."]
+    lines += [f"- as {c.moved}: {c.sentence()}" for c in found if c.after == name] or ["None along its line."]
     return "\n".join(lines) + "\n"
