@@ -181,7 +181,8 @@ def docs(session: nox.Session) -> None:
     session.run("mkdocs", "build", "--strict", "--clean", "--config-file", "mkdocs.yml", "--site-dir", out)
 
 
-IN_ENVIRONMENTS = ("harness/workloads", "harness/portability/scripts")  # what runs inside the environments
+# what runs inside the environments
+IN_ENVIRONMENTS = ("harness/workloads", "harness/portability/scripts", "harness/portability/probe")
 
 
 @nox.session

@@ -14,12 +14,14 @@ import re
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+import numpy as np
 import pytest
 import yaml
 
 from harness import SCHEMA
 from harness.matrix import load
-from harness.portability import changes, grid, judge, pages, publish
+from harness.portability import bounded, changes, evidence, explain, grid, judge, pages, publish
+from harness.results.store import ResultStore
 
 from .conftest import harness
 
@@ -81,7 +83,7 @@ def test_each_file_is_judged_by_one_rule_against_the_floor_its_writers_own_stack
 def test_the_page_and_the_csv_say_every_verdict(tmp_path):
     loads = _loads(None, _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.3}))
     records = judge.records(loads, {("A", "A"): "A/load-A/none-c1/b128/r0", ("B", "A"): "B/load-A/none-c1/b128/r0"})
-    text = publish.page(records, missing=["C/load/none-c1/b128/r0: error (planted)"])
+    text = publish.page(publish.Judged.of(records), missing=["C/load/none-c1/b128/r0: error (planted)"])
     assert '<div class="pg" data-format="h5">' in text and "<th" in text and ">A</th>" in text
     assert f'data-verdict="{judge.DIFFERS}"' in text and f">{publish.MARK[judge.DIFFERS]}</span>" in text
     assert "`A` -> `B`, gru, h5 by `load_model`: largest difference 0.3" in text   # the worst case, loudly
@@ -125,10 +127,10 @@ def test_a_slice_of_the_grid_is_its_stacks_writers_and_the_pairs_between_them_an
     assert all(n["cell"].split("/")[0] in stacks for c in chosen for n in c.needs)
     # one pair read of four: the page says so, and marks the pairs not read yet
     loads = _loads(None, _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.0}))
-    text = publish.page(judge.records({"A": loads["A"]}), missing=[])
+    text = publish.page(publish.Judged.of(judge.records({"A": loads["A"]})), missing=[])
     assert "pairs read so far" not in text and f">{publish.NOT_RUN}</td>" not in text   # the whole grid
     loads["B"]["writers"]["B"] = loads["B"]["writers"]["A"]   # B read its own files; A has not read B's yet
-    text = publish.page(judge.records(loads), missing=[])
+    text = publish.page(publish.Judged.of(judge.records(loads)), missing=[])
     assert "3 of 4 pairs read so far" in text
     row = next(line for line in text.splitlines() if ">B</th><td" in line)   # B's files: A has not read them
     assert row.index(f">{publish.NOT_RUN}</td>") < row.index('data-verdict="same"'), row
@@ -159,7 +161,7 @@ def test_the_grid_page_filters_by_the_address_in_a_browser(tmp_path):
     names a format, a model, a verdict and a line of writers (as a shared link does): only that
     format's table, that line's rows and that model's refusals stay shown; no script error."""
     from .test_report import _browse
-    text = publish.page(judge.records(_three_lines()), missing=[])
+    text = publish.page(publish.Judged.of(judge.records(_three_lines())), missing=[])
     start, end = text.index('<style>'), text.index("</script>") + len("</script>")
     shown = tmp_path / "portability.html"
     shown.write_text('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>grid</title></head><body>\n'
@@ -219,6 +221,62 @@ def test_a_change_is_two_neighbours_of_a_line_that_judge_the_same_file_otherwise
     assert "refuses" in own and "(after `tf2.13`)" in own and "| [`tf2.13`](" in own
 
 
+def _layers(*configs):
+    return {"layers": [{"index": i, "name": f"l{i}", "class": cls, "config": config}
+                       for i, (cls, config) in enumerate(configs)]}
+
+
+@QUICK
+def test_explain_names_the_first_layer_past_the_floor_and_the_setting_whose_writers_value_mends_it():
+    """Two probes of one LSTM's weights (planted): the writer's and the reader's layer outputs, the
+    reader's own defaults in its configuration, and its settings put back one at a time."""
+    writer = _layers(("LSTM", {"units": 8, "recurrent_activation": "hard_sigmoid", "kernel_initializer": "a"}),
+                     ("Dense", {"units": 3}))
+    reader = _layers(("LSTM", {"units": 8, "recurrent_activation": "sigmoid", "kernel_initializer": "b"}),
+                     ("Dense", {"units": 3}))
+    reader["settings_back"] = [{"settings": [{"layer": 0, "key": "recurrent_activation", "value": "hard_sigmoid"}],
+                                "max_abs_diff": 0.0}]
+    ones = np.ones((4, 8), "float32")
+    w_out, r_out = {"arr_0": ones, "arr_1": ones[:, :3]}, {"arr_0": ones + 0.03, "arr_1": ones[:, :3] + 0.02}
+    found = explain.compare(writer, reader, w_out, r_out, floor=1e-5)
+    assert found["first"]["index"] == 0 and found["first"]["class"] == "LSTM"
+    assert found["first"]["max_abs_diff"] == pytest.approx(0.03, abs=1e-6)
+    assert found["first"]["config"]["recurrent_activation"] == ["hard_sigmoid", "sigmoid"]
+    assert [t["mends"] for t in found["settings_back"]] == [True]
+    said = explain.sentence(found)
+    assert "layer 0 `l0` (LSTM)" in said and "`recurrent_activation='hard_sigmoid'`" in said
+    assert "`recurrent_activation='sigmoid'`" in said and "predicts as the writer did" in said
+    # a setting that brings it closer but not within the floor: said with its number, never as mended
+    reader["settings_back"][0]["max_abs_diff"] = 0.012
+    found = explain.compare(writer, reader, w_out, r_out, floor=1e-5)
+    assert not found["settings_back"][0]["mends"] and "no setting of the writer's, put back, mends it" in \
+        explain.sentence(found) and "0.012" in explain.sentence(found)
+    # every layer within the floor: no first layer
+    assert explain.compare(writer, reader, w_out, w_out, floor=1e-5)["first"] is None
+
+
+@QUICK
+def test_the_page_lists_each_group_of_differing_files_with_its_evidence_or_says_it_is_not_followed(tmp_path):
+    loads = _loads(None, _tried({"way": "load_weights", "loaded": True, "max_abs_diff": 0.04}))
+    for side in ("A", "B"):
+        loads[side]["stack"] = {**loads[side]["stack"], "api": "tf.keras"}
+    loads["B"]["writers"]["A"]["models"]["gru"]["weights-h5"] = loads["B"]["writers"]["A"]["models"]["gru"].pop("h5")
+    loads["A"]["writers"]["A"]["models"]["gru"]["weights-h5"] = loads["A"]["writers"]["A"]["models"]["gru"].pop("h5")
+    g = publish.Judged.of(judge.records(loads))
+    [(group, members)] = evidence.groups(g.records, g.stacks, g.names).items()
+    assert group.id == "gru-weights-h5-load-weights-tf.keras-to-tf.keras" and len(members) == 1
+    text = publish.page(g, [], explained=publish.differing(g, {}))
+    assert "(1 pairs): not followed yet" in text
+    path = evidence.path_for(tmp_path, group)
+    path.parent.mkdir()
+    path.write_text(json.dumps({"group": group.as_dict(), "pair": {"writer": "A", "reader": "B"},
+                                "sentence": "parts at layer 0 (planted)"}))
+    said = publish.differing(g, evidence.load(tmp_path))
+    assert said[0]["evidence"] == f"evidence/{group.id}.json" and said[0]["probed"] == ["A", "B"]
+    assert f"parts at layer 0 (planted) (probed `A` -> `B`; [evidence](evidence/{group.id}.json))" in \
+        publish.page(g, [], explained=said)
+
+
 @QUICK
 @pytest.mark.parametrize("text, key", [
     ("environments: []\n", "environments"),
@@ -232,6 +290,20 @@ def test_a_bad_stacks_file_is_exit_2_naming_the_file_and_the_key(tmp_path, text,
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "stacks.yaml" in proc.stderr or "grid.yaml" in proc.stderr, proc.stderr
     assert key in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@QUICK
+def test_a_disk_bound_run_writes_on_every_stack_before_any_stack_reads_and_skips_what_it_owes_nothing(tmp_path):
+    m = load(grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml"))
+    chosen = grid.among(m.cells, ["tf2.1*"])
+    store = ResultStore(tmp_path / "r", m.name)
+    plan = bounded.passes(m, chosen, store)
+    names = [e.name for e in m.environments if any(c.environment.name == e.name for c in chosen)]
+    assert [(p, stack) for p, stack, _ in plan] == [("writes", n) for n in names] + [("reads", n) for n in names]
+    for p, stack, owed in plan:   # a stack's pass is its own cells: its writer, or its reader of each writer
+        assert {c.environment.name for c in owed} == {stack}
+        assert len(owed) == (1 if p == "writes" else len(names))
+    assert sorted(c.id for _, _, owed in plan for c in owed) == sorted(c.id for c in chosen)
 
 
 CUSTOM_LAYER = '''"""The user's own layer, as their training code defines it."""
@@ -254,11 +326,13 @@ class Scale(keras.layers.Layer):
         return {**super().get_config(), "offset": self.offset}
 '''
 
-TWO = """\
+THREE = """\
 environments:
+  - {python: "3.6", tensorflow: "1.12.0", keras: "2.2.4", packages: ["numpy<1.17", "h5py<3"]}
   - {python: "3.11", tensorflow: "2.15.0", packages: ["numpy<2"]}
   - {python: "3.11", keras: "3.15.1", backend: jax}
 """
+TWO = "environments:\n" + "\n".join(THREE.splitlines()[2:]) + "\n"   # the user's file is checked on these
 
 
 @QUICK
@@ -274,22 +348,40 @@ def test_check_refuses_what_is_no_model_file_in_one_line(tmp_path):
 
 @pytest.mark.tf
 @pytest.mark.slow
-def test_two_stacks_write_read_and_judge_every_file_resume_and_check_a_users_own_file(tmp_path):
-    (tmp_path / "stacks.yaml").write_text(TWO)
+def test_three_stacks_write_read_judge_explain_every_file_resume_and_check_a_users_own_file(tmp_path):
+    (tmp_path / "stacks.yaml").write_text(THREE)
     run = ("portability", "run", str(tmp_path / "stacks.yaml"), "--engine", "venv", "--results", str(tmp_path / "r"))
-    proc = harness(*run, "--stacks", "tf*", timeout=1800)   # a slice first: tf2.15's writer and its own pair
-    assert proc.returncode == 0 and "1 stacks of 2: 1 writers" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-    proc = harness(*run, timeout=1800)   # the whole grid: the slice's two cells are kept, the other four run
+    proc = harness(*run, "--stacks", "tf*", timeout=1800)   # a slice first: the TF stacks' writers and pairs
+    assert proc.returncode == 0 and "2 stacks of 3: 2 writers" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # the whole grid, a stack at a time: the slice's six cells are kept, the other six run -- the JAX
+    # stack writes, then each stack reads -- and each stack's environment is removed after its pass
+    proc = harness(*run, "--disk-bound", timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "2 of 6 cells already have results" in proc.stdout, proc.stdout[-3000:]
+    passes = re.findall(r"\[\d/4\] (\S+) (writes|reads): (\d) cell", proc.stdout)
+    tf1, tf, k3 = "tf1.12-keras2.2.4", "tf2.15", "keras3.15.1-jax"
+    assert passes == [(k3, "writes", "1"), (tf1, "reads", "1"), (tf, "reads", "1"), (k3, "reads", "3")], passes
+    assert proc.stdout.count("GB removed") == 4, proc.stdout[-3000:]
+    # where the files that load but predict differently part from their writer: TF 1.12's standalone
+    # Keras 2.2.4 LSTM weights, built on TF 2.15 with its own defaults, part at the LSTM, and the
+    # writer's recurrent_activation put back mends them
+    proc = harness("portability", "explain", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "out"),
+                   "--engine", "venv", timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    said = json.loads((tmp_path / "out" / "evidence" / "lstm-weights-h5-load-weights-standalone-to-tf.keras.json")
+                      .read_text())
+    assert said["pair"]["writer"] == tf1 and said["pair"]["reader"] == tf, said["pair"]
+    assert said["first"]["class"] == "LSTM" and said["first"]["max_abs_diff"] > said["floor"], said
+    mended = [t["settings"] for t in said["settings_back"] if t["mends"]]
+    assert [{"layer": 0, "key": "recurrent_activation", "value": "hard_sigmoid"}] in mended, said["settings_back"]
     proc = harness("portability", "publish", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "out" / "portability.json").read_text())
     records = data["records"]
     by = {(r["writer"], r["reader"], r["model"], r["format"]): r for r in records}
-    tf, k3 = "tf2.15", "keras3.15.1-jax"
     assert data["schema"] == publish.SCHEMA and not data["missing"]
-    assert {data["stacks"][r["writer"]]["keras"] for r in records} == {"2.15.0", "3.15.1"}   # read from what ran
+    assert any(d.get("evidence") == "evidence/lstm-weights-h5-load-weights-standalone-to-tf.keras.json"
+               for d in data["differing"]), data["differing"]
+    assert {data["stacks"][r["writer"]]["keras"] for r in records} == {"2.2.4", "2.15.0", "3.15.1"}   # what ran
     warmth = [json.loads(p.read_text())["warmth"] for p in (tmp_path / "r").rglob("result.json")]
     notes = " ".join(n for w in warmth for n in w["notes"])
     assert any(w["launch"] == "warm" for w in warmth), warmth   # the harness's own script forks from a launcher
@@ -305,15 +397,17 @@ def test_two_stacks_write_read_and_judge_every_file_resume_and_check_a_users_own
     assert all(by[(tf, k3, m, "h5")]["verdict"] in judge.VERDICTS for m in ("gru", "lstm", "convnet", "custom"))
     page = (tmp_path / "out" / "portability.md").read_text()
     assert 'data-format="h5"' in page and f">{tf}</th>" in page and f">{k3}</th>" in page
-    assert "One stack more on this grid of 2: its writer and 5 reader cells" in page   # its cost, from its cells
-    again = harness(*run, timeout=600)   # resumable: 2 writers and 4 pairs have their results, nothing runs again
-    assert again.returncode == 0 and "6 of 6 cells already have results" in again.stdout, again.stdout[-2000:]
+    assert "One stack more on this grid of 3: its writer and 7 reader cells" in page   # its cost, from its cells
+    assert "[evidence](evidence/lstm-weights-h5-load-weights-standalone-to-tf.keras.json)" in page
+    again = harness(*run, timeout=600)   # resumable: 3 writers and 9 pairs have their results, nothing runs again
+    assert again.returncode == 0 and "12 of 12 cells already have results" in again.stdout, again.stdout[-2000:]
     # a user's own file: the tf.keras 2.15 model with a custom layer, its layer's code in a file of the
-    # user's; loaded on both stacks, compared against the stack that wrote it
+    # user's; loaded on two stacks, compared against the stack that wrote it
+    (tmp_path / "two.yaml").write_text(TWO)
     [written] = (tmp_path / "r").glob(f"*/{tf}/save/*/*/*/artifacts/custom/model.h5")
     (tmp_path / "layers.py").write_text(CUSTOM_LAYER)
     [inputs] = (tmp_path / "r").glob(f"*/{tf}/save/*/*/*/artifacts/custom.inputs.npy")   # the user's own inputs
-    proc = harness("portability", "check", str(written), str(tmp_path / "stacks.yaml"), "--writer", tf,
+    proc = harness("portability", "check", str(written), str(tmp_path / "two.yaml"), "--writer", tf,
                    "--custom", str(tmp_path / "layers.py"), "--inputs", str(inputs), "--engine", "venv",
                    "--results", str(tmp_path / "c"), "--out", str(tmp_path / "b"), timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -328,7 +422,7 @@ def test_two_stacks_write_read_and_judge_every_file_resume_and_check_a_users_own
     # a SavedModel folder and no inputs: they are drawn from its serving signature's input, and the
     # stack that wrote it loads it and predicts the same; Keras 3 on JAX cannot know the format
     [folder] = (tmp_path / "r").glob(f"*/{tf}/save/*/*/*/artifacts/gru/savedmodel")
-    proc = harness("portability", "check", str(folder), str(tmp_path / "stacks.yaml"), "--writer", tf,
+    proc = harness("portability", "check", str(folder), str(tmp_path / "two.yaml"), "--writer", tf,
                    "--engine", "venv", "--results", str(tmp_path / "c2"), "--out", str(tmp_path / "b2"), timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     said = json.loads((tmp_path / "b2" / "check.json").read_text())

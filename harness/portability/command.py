@@ -16,7 +16,7 @@ from harness.matrix import load
 from harness.options.engine import add_engine_args, pythons
 from harness.options.shared import add_resource_args, add_slurm_args
 from harness.options.slurm import SlurmOptions
-from harness.portability import grid, judge, publish
+from harness.portability import bounded, grid, judge, publish
 from harness.status import OK
 from harness.terminal import shown
 
@@ -40,6 +40,10 @@ def add(sub) -> None:
                    help="only the stacks whose name matches, as writers and as readers (repeatable): a slice of a "
                         "large grid; every finished pair is kept, and a later slice reads only what is missing")
     r.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
+    r.add_argument("--disk-bound", action="store_true",
+                   help="one stack's environment at a time (venv engine): every stack writes, then every stack "
+                        "reads, each stack's virtualenv and uv cache removed after its pass -- about one stack of "
+                        "disk at the peak, each stack built twice (the PyTorch stacks are about 7 GB each)")
     add_engine_args(r)
     add_resource_args(r)
     add_slurm_args(r, "Slurm job arrays: the writers first; run it again once they are done, and the readers "
@@ -60,6 +64,17 @@ def add(sub) -> None:
                         "(default: bundles/portability)")
     add_engine_args(c)
     add_resource_args(c)
+    ex = acts.add_parser("explain", help="where each group of files that load but predict differently parts from "
+                                         "its writer, layer by layer")
+    ex.add_argument("--results", default=RESULTS, metavar="DIR", help=f"the grid's results folder (default: {RESULTS})")
+    ex.add_argument("--out", default=OUT, metavar="DIR",
+                    help=f"the published grid's folder: the evidence goes to DIR/evidence, and the next publish "
+                         f"links it (default: {OUT})")
+    ex.add_argument("--probes", metavar="DIR", help="the probes' results folder (default: the grid's, -probes)")
+    ex.add_argument("--group", action="append", metavar="ID", help="only this group (repeatable; the ids are "
+                                                                     "the evidence files' names)")
+    add_engine_args(ex)
+    add_resource_args(ex)
     pub = acts.add_parser("publish", help="the judged records (JSON, CSV) and the grid page")
     pub.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
     pub.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and the page go (default: {OUT})")
@@ -70,6 +85,8 @@ def command(args, console: Console) -> int:
         return _run(args, console)
     if args.action == "check":
         return _check(args, console)
+    if args.action == "explain":
+        return _explain(args, console)
     data = publish.publish(Path(args.results), Path(args.out))
     counts: dict[str, int] = {}
     for r in data["records"]:
@@ -84,6 +101,9 @@ def command(args, console: Console) -> int:
 
 def _run(args, console: Console) -> int:
     results = Path(args.results)
+    if args.disk_bound and args.executor == "slurm":
+        raise UserError("--disk-bound runs a stack at a time here; a cluster's job arrays run many at once: "
+                        "use one or the other")
     matrix = grid.write(Path(args.stacks_file), results / "grid.yaml")
     m = load(matrix)
     cells = grid.among(m.cells, args.stacks)
@@ -95,14 +115,26 @@ def _run(args, console: Console) -> int:
                   f"{len(cells) - len(writers)} cells (matrix: {shown(str(matrix))})", highlight=False)
     if args.executor == "slurm":
         return _submit(args, m, cells, results, console)
-    with engine_for(args, console) as engine:
-        done = _runner(m, engine, results, args, console).complete(cells)
+    if args.disk_bound:
+        done = _bounded(args, matrix, m, cells, results, console)
+    else:
+        with engine_for(args, console) as engine:
+            done = _runner(m, engine, results, args, console).complete(cells)
     bad = [r for r in done if r.status != OK]
     for r in bad:
         console.print(f"[yellow]{shown(r.cell)}[/]: {r.status} ({shown((r.reason or r.failure_text)[:200])})",
                       highlight=False)
     console.print(f"then: python -m harness portability publish --results {shown(str(results))}", highlight=False)
     return 1 if bad or len(done) < len(cells) else 0
+
+
+def _bounded(args, matrix: Path, m, cells, results: Path, console: Console) -> list:
+    """The grid a stack at a time (`bounded`); the results its cells have once it is done."""
+    if args.engine not in ("venv", "auto"):
+        raise UserError(f"--disk-bound builds and removes virtualenvs: --engine venv, not {args.engine}")
+    extra = [*(["--jobs", str(args.jobs)] if args.jobs else []), *(f"--python={p}" for p in args.python),
+             *(["--cpus-per-cell", str(args.cpus_per_cell)] if args.cpus_per_cell else [])]
+    return bounded.run(matrix, m, cells, results, extra, lambda line: console.print(shown(line), highlight=False))
 
 
 def _submit(args, m, cells, results: Path, console: Console) -> int:
@@ -129,6 +161,21 @@ def _runner(m, engine, results: Path, args, console: Console):
     from harness.run.runner import Runner  # its live progress display is imported when cells run, not at CLI start
     engine.warm = True
     return Runner(m, engine, results, console, jobs=args.jobs, gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
+
+
+def _explain(args, console: Console) -> int:
+    from harness.portability import explain  # numpy, when a comparison runs: not at CLI start
+
+    results = Path(args.results)
+    probes = Path(args.probes) if args.probes else results.with_name(results.name + "-probes")
+    said = f"python -m harness portability explain --results {results} --out {args.out}"
+    with engine_for(args, console) as engine:
+        explain.explain(results, Path(args.out), probes,
+                        lambda m: _runner(m, engine, probes, args, console).complete(m.cells),
+                        lambda line: console.print(shown(line), highlight=False), args.group, said)
+    console.print(f"then: python -m harness portability publish --results {shown(str(results))} --out "
+                  f"{shown(args.out)} (it links the evidence)", highlight=False)
+    return 0
 
 
 def _check(args, console: Console) -> int:

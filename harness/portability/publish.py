@@ -17,9 +17,9 @@ from packaging.version import InvalidVersion, Version
 
 from harness import status
 from harness.errors import UserError
-from harness.portability import changes, judge, pages
+from harness.portability import changes, evidence, judge, pages
 from harness.portability.grid import WRITER, is_reader
-from harness.portability.table import LINE_NAMES, MARK, NOT_RUN, html_tables
+from harness.portability.table import LINE_NAMES, MARK, NOT_RUN, html_tables, label
 from harness.report import atom
 from harness.results.store import scan
 from harness.workloads.protocol import OUTPUT_DIR
@@ -125,24 +125,23 @@ def publish(results: Path, out: Path) -> dict:
     if not got.loads:
         raise UserError(f"{results}: no reader of the grid has finished ok there yet"
                         + (f" ({got.missing[0]})" if got.missing else "") + "; run it first: portability run STACKS")
-    records = judge.records(got.loads, got.cells)
+    g = Judged.of(judge.records(got.loads, got.cells))
     got.missing += _unwritten(got.loads)
     out.mkdir(parents=True, exist_ok=True)
-    stacks, names = stacks_of(records)
-    found = changes.find(records, names, stacks)
-    data = {"schema": SCHEMA, "missing": got.missing, "about": got.about, "stacks": stacks,
-            "records": [_compact_record(r) for r in records]}
+    explained = differing(g, evidence.load(out))
+    data = {"schema": SCHEMA, "missing": got.missing, "about": got.about, "stacks": g.stacks,
+            "differing": explained, "records": [_compact_record(r) for r in g.records]}
     (out / "portability.json").write_text(compact(data))
-    (out / "portability.csv").write_text(as_csv(records))
-    (out / "portability.md").write_text(page(records, got.missing, got.about, found))
-    (out / CHANGES).write_text(compact({"schema": SCHEMA, "records": [c.as_dict() for c in found]}))
-    (out / FEED).write_text(_feed(names, stacks, found, got.about))
+    (out / "portability.csv").write_text(as_csv(g.records))
+    (out / "portability.md").write_text(page(g, got.missing, got.about, explained))
+    (out / CHANGES).write_text(compact({"schema": SCHEMA, "records": [c.as_dict() for c in g.changes]}))
+    (out / FEED).write_text(_feed(g, got.about))
     folder = out / pages.STACKS
     folder.mkdir(exist_ok=True)
     for old in folder.glob("*.md"):   # a stack no longer in the grid has no page
         old.unlink()
-    for name in names:
-        (out / pages.link(name)).write_text(pages.stack_page(name, names, records, stacks, found))
+    for name in g.names:
+        (out / pages.link(name)).write_text(pages.stack_page(name, g.names, g.records, g.stacks, g.changes))
     return data
 
 
@@ -168,19 +167,45 @@ def _unwritten(loads: dict[str, dict]) -> list[str]:
             for (writer, fmt), readers in sorted(found.items())]
 
 
-def stacks_of(records: list[dict]) -> tuple[dict[str, dict], list[str]]:
-    """Every stack the records name (as writer or reader) -> its versions; and their names, oldest first."""
-    stacks = {**{r["writer"]: r["writer_stack"] for r in records}, **{r["reader"]: r["reader_stack"] for r in records}}
-    return stacks, sorted(stacks, key=lambda n: _era(stacks[n], n))
+@dataclass(frozen=True)
+class Judged:
+    """The judged records and what every part of the publication reads from them, found once:
+    every stack they name (as writer or reader) -> its versions, their names oldest first, and
+    the changes along each line."""
+    records: list[dict]
+    stacks: dict[str, dict]
+    names: list[str]
+    changes: list[changes.Change]
+
+    @classmethod
+    def of(cls, records: list[dict]) -> Judged:
+        stacks = {**{r["writer"]: r["writer_stack"] for r in records},
+                  **{r["reader"]: r["reader_stack"] for r in records}}
+        names = sorted(stacks, key=lambda n: _era(stacks[n], n))
+        return cls(records, stacks, names, changes.find(records, names, stacks))
 
 
-def _feed(names: list[str], stacks: dict[str, dict], found: list[changes.Change], about: dict) -> str:
+def differing(g: Judged, found: dict[str, dict]) -> list[dict]:
+    """The groups of files that load but predict differently, each with its pairs' count and, where
+    `portability explain` probed it (`found`: its evidence by group id), where it parts and why."""
+    out = []
+    for group, members in evidence.groups(g.records, g.stacks, g.names).items():
+        ev = found.get(group.id)
+        entry = {**group.as_dict(), "pairs": len(members)}
+        if ev is not None:
+            entry.update(evidence=ev["file"], sentence=ev.get("sentence"),
+                         probed=[ev["pair"]["writer"], ev["pair"]["reader"]])
+        out.append(entry)
+    return out
+
+
+def _feed(g: Judged, about: dict) -> str:
     """An entry per stack in the grid and per change, dated by the grid's newest run."""
     day = (about.get("days") or ["1970-01-01"])[-1]
-    entries = [atom.Entry(day, f"{NS}stack:{n}", f"in the grid: {n}", pages.link(n), _stack(stacks[n]))
-               for n in names]
+    entries = [atom.Entry(day, f"{NS}stack:{n}", f"in the grid: {n}", pages.link(n), label(g.stacks[n]))
+               for n in g.names]
     entries += [atom.Entry(day, f"{NS}change:{c.id}", f"{c.moved} {c.after}: {c.was} -> {c.now}",
-                           pages.link(c.after), c.sentence()) for c in found]
+                           pages.link(c.after), c.sentence()) for c in g.changes]
     return atom.feed("tfkeras-harness: model files across releases", f"{NS}feed", entries)
 
 
@@ -200,13 +225,6 @@ def as_csv(records: list[dict]) -> str:
         w.writerow({**r, **{f"{side}_{what}": r[f"{side}_stack"].get(what)
                             for side in ("writer", "reader") for what in ("keras", "tensorflow")}})
     return buf.getvalue()
-
-
-def _stack(s: dict) -> str:
-    keras = f"Keras {s.get('keras')}" if s.get("keras") else "?"
-    tf = f"TF {s['tensorflow']}" if s.get("tensorflow") else None
-    backend = s.get("backend") if s.get("backend") not in (None, "tensorflow") else None
-    return ", ".join(x for x in (keras, backend, tf) if x)
 
 
 def _difference(r: dict) -> str:
@@ -263,10 +281,9 @@ def _progress(names: list[str], read: set) -> list[str]:
     return [f"**{len(read)} of {wanted} pairs read so far** (a resumed `portability run` reads the rest).", ""]
 
 
-def page(records: list[dict], missing: list[str], about: dict | None = None,
-         found: list[changes.Change] | None = None) -> str:
+def page(g: Judged, missing: list[str], about: dict | None = None, explained: list[dict] | None = None) -> str:
+    records, stacks, names = g.records, g.stacks, g.names
     models = sorted({r["model"] for r in records})
-    stacks, names = stacks_of(records)
     lines = ["# Saved on one release, loaded on another", "",
              "Each stack wrote the same models (" + ", ".join(models) + "), trained a little; every stack loaded "
              "every file by each way its users would try and predicted on the writer's inputs. A table per "
@@ -278,15 +295,26 @@ def page(records: list[dict], missing: list[str], about: dict | None = None,
              f"`{MARK[judge.UNKNOWN]}` a format the reader cannot know; blank: not written by that stack; "
              f"`{NOT_RUN}`: this pair not read yet.", "",
              "Stacks (each links to its page: its files on every reader, every file on it): "
-             + "; ".join(f"[`{n}`]({pages.link(n)}) ({_stack(stacks[n])})" for n in names), "",
+             + "; ".join(f"[`{n}`]({pages.link(n)}) ({label(stacks[n])})" for n in names), "",
              f"Data: [portability.json](portability.json) (schema {SCHEMA}), [portability.csv](portability.csv), "
              f"[{CHANGES}]({CHANGES}); [Atom feed]({FEED}).", ""]
     read = {(r["writer"], r["reader"]) for r in records}
     lines += _progress(names, read)
     lines += ["## The grid", "", html_tables(records, names, stacks), ""]
-    lines += _changes_section(found if found is not None else changes.find(records, names, stacks))
+    lines += _changes_section(g.changes)
     differs = [r for r in records if r["verdict"] == judge.DIFFERS]
     lines += ["## Loads, but predicts differently", ""]
+    if differs:
+        lines += ["By what the files share (model, format, way of loading, the two lines of releases); "
+                  "`portability explain` follows one pair of each group layer by layer, and puts the writer's "
+                  "settings back one at a time:", ""]
+    for d in explained if explained is not None else differing(g, {}):
+        said = (f"{d['sentence']} (probed `{d['probed'][0]}` -> `{d['probed'][1]}`; [evidence]({d['evidence']}))"
+                if d.get("evidence") else "not followed yet (`portability explain`)")
+        ends = " -> ".join(LINE_NAMES.get(d[end], d[end]) for end in ("writer_line", "reader_line"))
+        lines.append(f"- **{d['model']} {d['format']} by `{d['way']}`, {ends}** ({d['pairs']} pairs): {said}")
+    if differs:
+        lines += ["", "Every pair:", ""]
     lines += [f"- `{r['writer']}` -> `{r['reader']}`, {r['model']}, {r['format']} by `{r['way']}`: " + _difference(r)
               for r in differs] or ["None."]
     lines += ["", "## Refusals, by error family", "",

@@ -37,13 +37,13 @@ def html_tables(records: list[dict], names: list[str], stacks: dict[str, dict]) 
     out = [STYLE, _filters(), ""]
     for fmt in sorted({r["format"] for r in records}):
         writers = [w for w in names if any((w, rd, m, fmt) in by for rd in names for m in models)]
-        head = "".join(f'<th data-line="{_e(line(stacks[rd]))}" title="{_e(_label(stacks[rd]))}">{_e(rd)}</th>'
+        head = "".join(f'<th data-line="{_e(line(stacks[rd]))}" title="{_e(label(stacks[rd]))}">{_e(rd)}</th>'
                        for rd in names)
         out += [f'<div class="pg" data-format="{_e(fmt)}"><h3>{_e(fmt)}</h3>',
                 f'<table class="pg"><thead><tr><th>writer \\ reader</th>{head}</tr></thead><tbody>']
         for w in writers:
             cells = "".join(_cell(by, read, w, rd, fmt, models) for rd in names)
-            out.append(f'<tr data-line="{_e(line(stacks[w]))}"><th title="{_e(_label(stacks[w]))}">{_e(w)}</th>'
+            out.append(f'<tr data-line="{_e(line(stacks[w]))}"><th title="{_e(label(stacks[w]))}">{_e(w)}</th>'
                        f"{cells}</tr>")
         out += ["</tbody></table></div>", ""]
     out.append(SCRIPT)
@@ -75,7 +75,8 @@ def _said(r: dict) -> str:
     return "refuses: " + "; ".join(f"{way}: {(err or '')[:120]}" for way, err in (r.get("errors") or {}).items())
 
 
-def _label(stack: dict) -> str:
+def label(stack: dict) -> str:
+    """A stack's versions in words (a header's title, a page's list of stacks, a feed entry)."""
     parts = [f"Keras {stack.get('keras')}" if stack.get("keras") else "",
              f"TF {stack.get('tensorflow')}" if stack.get("tensorflow") else "",
              stack.get("backend") if stack.get("backend") not in (None, "tensorflow") else "",

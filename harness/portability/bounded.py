@@ -1,0 +1,64 @@
+"""`portability run --disk-bound`: the grid one stack's environment at a time.
+
+A grid's readers need every writer's files, and each stack is a writer and a reader, so a run that
+keeps every stack's environment keeps them all at once -- the 68 stacks of the atlas's file need
+well over 100 GB, the PyTorch stacks about 7 GB each. Bounded, the run goes in two passes: every
+stack writes (then its environment is removed), and every stack reads the files of all of them
+(then it is removed). Each stack is built twice, from a uv cache of its own that goes with it (the
+atlas run's way, `harness.atlas.drive`: uv links a virtualenv's files to its cache, so removing one
+without the other frees nothing); peak disk is about one stack, plus the files written so far, which
+are results.
+
+Each stack's pass is ``harness run GRID --only CELL...`` in a child process, the process boundary of
+every run: a crash there costs that stack's pass, and finished cells are in the results store, so a
+second run skips every stack that owes nothing (without building it) and resumes the others."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.atlas import drive
+from harness.cells import Cell
+from harness.engines.venv import VenvEngine
+from harness.matrix import Matrix
+from harness.portability import grid
+from harness.results.result import Result
+from harness.results.store import ResultStore
+
+INTERRUPTED = (130, -signal.SIGINT, -signal.SIGTERM, 143)
+
+
+def passes(m: Matrix, cells: list[Cell], store: ResultStore) -> list[tuple[str, str, list[Cell]]]:
+    """(pass, stack, its owed cells) in the order they run: every stack's writer, then every stack's
+    readers; a stack that owes nothing in a pass is not in it."""
+    out = []
+    for name, wanted in (("writes", lambda c: c.workload.name == grid.WRITER),
+                         ("reads", lambda c: grid.is_reader(c.workload.name))):
+        for env in m.environments:
+            owed = [c for c in cells if c.environment.name == env.name and wanted(c) and store.needs_run(c)]
+            if owed:
+                out.append((name, env.name, owed))
+    return out
+
+
+def run(matrix_path: Path, m: Matrix, cells: list[Cell], results: Path, extra: list[str],
+        say: Callable[[str], None]) -> list[Result]:
+    """Run the cells a stack at a time, each stack's environment removed once its pass is done;
+    returns the results `cells` have then. An interrupted pass stops the run (it
+    resumes from there); a pass that failed otherwise is said, and the run goes on."""
+    store = ResultStore(results, m.name)
+    stacks = {env.name: drive.Stack(matrix_path, m, env) for env in m.environments}
+    todo = passes(m, cells, store)
+    for i, (name, stack, owed) in enumerate(todo, 1):
+        say(f"[{i}/{len(todo)}] {stack} {name}: {len(owed)} cell(s)")
+        started = time.time()
+        rc = drive.run_one(stacks[stack], results, extra, only=[c.id for c in owed])
+        disk = drive.footprint(VenvEngine().location(stacks[stack].environment), drive.uv_cache(stacks[stack]))
+        drive.remove(stacks[stack])
+        say(f"      {stack} {name}: exit {rc} in {time.time() - started:.0f} s, {disk / 1e9:.1f} GB removed")
+        if rc in INTERRUPTED:
+            raise KeyboardInterrupt
+    return [r for c in cells if (r := store.existing(c)) is not None]

@@ -1,0 +1,64 @@
+"""The evidence `portability explain` leaves beside the published grid, and the groups it is kept
+by: differing pairs that share a cause (the same model, format and way of loading, between the
+same two lines of releases). `explain` writes ``OUT/evidence/<group>.json``; `publish` reads it
+back and links it from the page, for the groups the grid still has."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.portability import judge
+from harness.portability.table import line
+
+EVIDENCE = "evidence"   # beside the published page: OUT/evidence/<group>.json
+
+
+@dataclass(frozen=True)
+class Group:
+    """Differing pairs that share a cause: model, format, the way that loaded, the two lines."""
+    model: str
+    format: str
+    way: str
+    writer_line: str
+    reader_line: str
+
+    @property
+    def id(self) -> str:
+        """Its name in a command (--group) and its evidence file's: letters, digits, dots and dashes."""
+        text = f"{self.model}-{self.format}-{self.way}-{self.writer_line}-to-{self.reader_line}"
+        return re.sub(r"[^A-Za-z0-9.]+", "-", text)
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "model": self.model, "format": self.format, "way": self.way,
+                "writer_line": self.writer_line, "reader_line": self.reader_line}
+
+
+def groups(records: list[dict], stacks: dict[str, dict], names: list[str]) -> dict[Group, list[dict]]:
+    """Every differing record, by its group, in the grid's order (oldest writer, then reader)."""
+    order = {n: i for i, n in enumerate(names)}
+    out: dict[Group, list[dict]] = {}
+    for r in sorted(records, key=lambda r: (order[r["writer"]], order[r["reader"]])):
+        if r["verdict"] == judge.DIFFERS:
+            key = Group(r["model"], r["format"], r["way"], line(stacks[r["writer"]]), line(stacks[r["reader"]]))
+            out.setdefault(key, []).append(r)
+    return out
+
+
+def path_for(out: Path, group: Group) -> Path:
+    return out / EVIDENCE / f"{group.id}.json"
+
+
+def load(out: Path) -> dict[str, dict]:
+    """Group id -> its evidence, as `explain` left it beside the page (none yet: empty)."""
+    found = {}
+    for path in sorted((out / EVIDENCE).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("group"), dict):
+            found[data["group"].get("id")] = {**data, "file": f"{EVIDENCE}/{path.name}"}
+    return found
