@@ -19,9 +19,10 @@ import pytest
 import yaml
 
 from harness import SCHEMA
+from harness.investigate.bisect_search import BAD, GOOD, SKIP
 from harness.matrix import load
-from harness.portability import bounded, changes, evidence, explain, grid, judge, pages, publish
-from harness.results.store import ResultStore
+from harness.portability import bounded, changes, evidence, explain, grid, judge, narrow, pages, publish
+from harness.results.store import ResultStore, scan
 
 from .conftest import harness
 
@@ -181,6 +182,21 @@ def test_the_grid_page_filters_by_the_address_in_a_browser(tmp_path):
         assert f'<option value="{value}">{value}</option>' in dom
 
 
+def _plant(results: Path, loads: dict, status: str = "ok", writers: bool = True) -> None:
+    """The grid's cells as they leave their results: each stack's writer (`writers`), and a reader
+    cell per stack holding its observations of every writer (one cell here, as the grid's are)."""
+    for rd, found in loads.items():
+        cells = [("save", None)] if writers else []
+        for workload, observed in cells + [(f"load-{rd}", found)]:
+            folder = results / "grid" / rd / workload / "none-c1" / "b128" / "r0"
+            (folder / "artifacts").mkdir(parents=True)
+            if observed is not None:
+                (folder / "artifacts" / publish.LOADS).write_text(json.dumps(observed))
+            (folder / "result.json").write_text(json.dumps({
+                "schema": SCHEMA, "cell": f"{rd}/{workload}/none-c1/b128/r0", "status": status, "environment": rd,
+                "workload": workload}))
+
+
 @QUICK
 def test_a_change_is_two_neighbours_of_a_line_that_judge_the_same_file_otherwise_and_it_is_published(tmp_path):
     """tf.keras 2.13 and 2.14 (one line) and Keras 3 on JAX (another): 2.14 refuses 2.13's .keras
@@ -201,13 +217,7 @@ def test_a_change_is_two_neighbours_of_a_line_that_judge_the_same_file_otherwise
     assert (change.was, change.now, change.files) == (judge.SAME, judge.REFUSES, [("tf2.13", "custom", "keras")])
     # published: the page, the data, the feed, the release's own page
     results = tmp_path / "r"
-    for rd in stacks:   # as the grid's reader cells leave them
-        folder = results / "grid" / rd / f"load-{rd}" / "none-c1" / "b128" / "r0"
-        (folder / "artifacts").mkdir(parents=True)
-        (folder / "artifacts" / publish.LOADS).write_text(json.dumps(loads[rd]))
-        (folder / "result.json").write_text(json.dumps({
-            "schema": SCHEMA, "cell": f"{rd}/load-{rd}/none-c1/b128/r0", "status": "ok", "environment": rd,
-            "workload": f"load-{rd}", "needs": [{"cell": f"{rd}/save/none-c1/b128/r0", "as": rd}]}))
+    _plant(results, loads)
     out = tmp_path / "out"
     data = publish.publish(results, out)
     assert len(data["records"]) == 9
@@ -275,6 +285,47 @@ def test_the_page_lists_each_group_of_differing_files_with_its_evidence_or_says_
     assert said[0]["evidence"] == f"evidence/{group.id}.json" and said[0]["probed"] == ["A", "B"]
     assert f"parts at layer 0 (planted) (probed `A` -> `B`; [evidence](evidence/{group.id}.json))" in \
         publish.page(g, [], explained=said)
+
+
+@QUICK
+def test_a_readers_change_is_bisected_on_its_newer_readers_cell_judged_by_the_grids_rule_and_kept_out_of_the_grid(
+        tmp_path):
+    """tf.keras 2.14 refuses 2.13's .keras archive (planted, as keras-team/keras#18830 reports): the
+    bisect runs 2.14.1's reader of 2.13.1's files with each TensorFlow between, and judges each release
+    by the file's verdict; a release's reader it ran is not a stack of the grid."""
+    stacks = {"tf2.13.1": {"api": "tf.keras", "keras": "2.13.1", "tensorflow": "2.13.1"},
+              "tf2.14.1": {"api": "tf.keras", "keras": "2.14.0", "tensorflow": "2.14.1"}}
+    same = _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.0})
+    refused = _tried({"way": "load_model", "loaded": False, "error": "ValueError: planted"})
+    broke = ("tf2.13.1", "tf2.14.1")
+    loads = {rd: {"stack": stacks[rd], "writers": {
+        w: {"stack": stacks[w], "models": {"custom": {"keras": refused if (w, rd) == broke else same}}}
+        for w in stacks}} for rd in stacks}
+    g = publish.Judged.of(judge.records(loads))
+    [change] = g.changes
+    m = load(grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml"))
+    p = narrow.plan(change, g.stacks, g.records, m.cells)
+    assert (p["package"], p["old"], p["new"]) == ("tensorflow", "2.13.1", "2.14.1")
+    assert p["cell"].id == "tf2.14.1/load-tf2.13.1/none-c1/b128/r0" and (p["model"], p["format"]) == ("custom", "keras")
+    # a release judged by the grid's rule: the older end's verdict is good, the newer's bad, a reader
+    # that did not run is skipped
+    results = tmp_path / "r"
+    _plant(results, {"tf2.14": {"stack": {**stacks["tf2.14.1"], "tensorflow": "2.14.0"},
+                                "writers": {"tf2.13.1": loads["tf2.14.1"]["writers"]["tf2.13.1"]}},
+                     "tf2.13.1": loads["tf2.13.1"]}, writers=False)
+    verdict = narrow.verdicts(results / "grid", {**p, "writer": "tf2.13.1"})
+    by = {r.cell.split("/")[0]: r for _, r in scan(results)}
+    judged = verdict("2.14.0", [by["tf2.14"]])
+    assert judged.kind == BAD and "ValueError: planted" in judged.why
+    assert verdict("2.13.1", [by["tf2.13.1"]]).kind == GOOD
+    _plant(tmp_path / "failed", {"tf2.14": loads["tf2.14.1"]}, status="unavailable", writers=False)
+    [(_, failed)] = scan(tmp_path / "failed")
+    assert verdict("2.14.0", [failed]).kind == SKIP
+    # in the grid's results, a reader of a stack that does not write (a bisect's release) is not in the grid
+    _plant(tmp_path / "grid", loads)
+    _plant(tmp_path / "grid", {"tf2.14": loads["tf2.14.1"]}, writers=False)
+    assert set(publish.gather(tmp_path / "grid").loads) == set(stacks)
+    assert "tf2.14" in publish.gather(tmp_path / "grid", grid=False).loads   # a check's readers all count
 
 
 @QUICK

@@ -54,15 +54,17 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
         console: Console, jobs: int = 1, repeats: int | None = None, criteria: Criteria = DEFAULT_CRITERIA,
         cutoff: bool = True, margin_days: float = releases.CUTOFF_MARGIN_DAYS, bundles: Path = Path("bundles"),
         resolver: releases.Resolver | None = None, slurm=None, engine_args: dict | None = None,
-        nightly: str | None = None, as_of: str | None = None, said: str | None = None) -> tuple[Found, Path | None]:
+        nightly: str | None = None, as_of: str | None = None, said: str | None = None,
+        verdicts=None) -> tuple[Found, Path | None]:
     """Search `versions` of `package` for the first release where `base_cells` change, whichever
     way the ends say; each round's cells run on this host, or with `slurm` (SlurmOptions) as array
     tasks (`_on_slurm`). With `nightly` (a nightly distribution's name), go on below the releases
     (`below`). `said`: the direction the command line's --good/--bad claimed, to say so when the
-    ends show the other."""
+    ends show the other. `verdicts(version, results) -> Verdict`: another question's own judge of a
+    release (portability's: how a reader judges one file), instead of `bisect_judge`'s."""
     resolver = resolver or releases.Resolver()
     cells = ReleaseCells(base_cells, package, resolver, repeats, cutoff, margin_days)
-    rounds = _Rounds(m, cells, versions, engine, results_root, console, criteria, slurm, engine_args)
+    rounds = _Rounds(m, cells, versions, engine, results_root, console, criteria, slurm, engine_args, verdicts)
     started = time.monotonic()
     found = search(versions, rounds.oracle, jobs=jobs, on_step=rounds.show_step)
     if said and found.direction and found.direction != said:
@@ -161,8 +163,9 @@ class _Rounds:
     does (`judge_ends`), then the others against the end that works."""
 
     def __init__(self, m, cells_for: ReleaseCells, versions: list[str], engine, results_root: Path,
-                 console: Console, criteria: Criteria, slurm, engine_args: dict | None):
+                 console: Console, criteria: Criteria, slurm, engine_args: dict | None, verdicts=None):
         self.matrix = dataclasses.replace(m, cells=[])
+        self.verdicts = verdicts   # a question's own judge of a release, else the status and criteria
         self.cells_for, self.versions, self.engine, self.results_root = cells_for, versions, engine, results_root
         self.console, self.criteria, self.slurm, self.engine_args = console, criteria, slurm, engine_args
         self.package = cells_for.nightly or cells_for.package  # what the steps name: a night is its build
@@ -179,6 +182,8 @@ class _Rounds:
         out = {}
         for v in asked:
             self.results_of[v] = [got[c.id] for c in self.cells_for(v) if c.id in got]
+        if self.verdicts is not None:
+            return {v: self.verdicts(v, self.results_of[v]) for v in asked}
         ends = (self.versions[0], self.versions[-1])
         if all(v in asked for v in ends):  # the ends: each by what it does, then the working one the yardstick
             out.update(zip(ends, judge_ends(self.results_of[ends[0]], self.results_of[ends[1]], self.criteria),

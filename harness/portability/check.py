@@ -83,7 +83,7 @@ def write_matrix(stacks: Path, model: Path, custom: Path | None, writer: str | N
 def compare(results: Path, order: list[str], writer: str | None) -> dict:
     """Per reader: the verdict, the way that loaded, the difference from the reference reader.
     The reference: the writer's stack when it loads the file, else the first in `order` that does."""
-    gathered = gather(results)
+    gathered = gather(results, grid=False)
     loads, cells, folders = gathered.loads, gathered.cells, gathered.folders
     seen = {}
     for reader in order:

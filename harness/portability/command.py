@@ -16,7 +16,7 @@ from harness.matrix import load
 from harness.options.engine import add_engine_args, pythons
 from harness.options.shared import add_resource_args, add_slurm_args
 from harness.options.slurm import SlurmOptions
-from harness.portability import bounded, grid, judge, publish
+from harness.portability import bounded, evidence, grid, judge, publish
 from harness.status import OK
 from harness.terminal import shown
 
@@ -75,6 +75,19 @@ def add(sub) -> None:
                                                                      "the evidence files' names)")
     add_engine_args(ex)
     add_resource_args(ex)
+    bs = acts.add_parser("bisect", help="narrow each change along a line of readers to the release that made it")
+    bs.add_argument("--results", default=RESULTS, metavar="DIR", help=f"the grid's results folder (default: {RESULTS})")
+    bs.add_argument("--out", default=OUT, metavar="DIR",
+                    help=f"the published grid's folder: each change's evidence goes to DIR/evidence/changes, and the "
+                         f"next publish adds it to the change (default: {OUT})")
+    bs.add_argument("--change", action="append", metavar="ID",
+                    help="only this change (repeatable; the ids are in changes.json)")
+    bs.add_argument("--again", action="store_true", help="narrow the changes that already have evidence too")
+    bs.add_argument("--bundles", default="bundles/portability-bisect", metavar="DIR",
+                    help="where each bisect's repro bundle of the changed release goes (default: "
+                         "bundles/portability-bisect)")
+    add_engine_args(bs)
+    add_resource_args(bs)
     pub = acts.add_parser("publish", help="the judged records (JSON, CSV) and the grid page")
     pub.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
     pub.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and the page go (default: {OUT})")
@@ -87,6 +100,8 @@ def command(args, console: Console) -> int:
         return _check(args, console)
     if args.action == "explain":
         return _explain(args, console)
+    if args.action == "bisect":
+        return _bisect(args, console)
     data = publish.publish(Path(args.results), Path(args.out))
     counts: dict[str, int] = {}
     for r in data["records"]:
@@ -175,6 +190,50 @@ def _explain(args, console: Console) -> int:
                         lambda line: console.print(shown(line), highlight=False), args.group, said)
     console.print(f"then: python -m harness portability publish --results {shown(str(results))} --out "
                   f"{shown(args.out)} (it links the evidence)", highlight=False)
+    return 0
+
+
+def _bisect(args, console: Console) -> int:
+    # the bisect and its search, when a change is narrowed: not at CLI start
+    from harness.index import releases
+    from harness.investigate.bisect import run as bisect_run
+    from harness.investigate.bisect_ends import bounds
+    from harness.portability import narrow
+
+    results, out = Path(args.results), Path(args.out)
+    got = publish.gather(results)
+    if not got.loads:
+        raise UserError(f"{results}: no reader of the grid has finished ok there yet; run it first: portability run")
+    g = publish.Judged.of(judge.records(got.loads, got.cells))
+    m = load(results / "grid.yaml")
+    plans = [p for c in g.changes if not args.change or c.id in args.change
+             if (p := narrow.plan(c, g.stacks, g.records, m.cells)) is not None]
+    narrow.check_wanted(args.change, plans, g.changes)
+    resolver = releases.Resolver()
+    (out / evidence.CHANGES).mkdir(parents=True, exist_ok=True)
+    with engine_for(args, console) as engine:
+        for p in plans:
+            change, target = p["change"], out / evidence.CHANGES / evidence.change_file(p["change"].id)
+            if target.exists() and not args.again:
+                continue
+            said = f"python -m harness portability bisect --results {results} --out {out} --change '{change.id}'"
+            console.rule(shown(f"{change.id}: {p['package']} {p['old']} -> {p['new']}"))
+            try:
+                versions = bounds(p["package"], p["cell"].environment.python, good=p["old"], bad=p["new"], spec=None,
+                                  pre=False, resolver=resolver)
+            except UserError as exc:   # no releases between the two, or not listed for this Python: said
+                ev = {"change": change.as_dict(), "package": p["package"], "problem": str(exc), "command": said}
+            else:
+                found, _ = bisect_run(m=m, base_cells=[p["cell"]], package=p["package"], versions=versions,
+                                      engine=engine, results_root=results, console=console, jobs=args.jobs or 2,
+                                      bundles=Path(args.bundles), resolver=resolver,
+                                      verdicts=narrow.verdicts(results / m.name, p))
+                ev = narrow.kept(found, p, said)
+            ev = narrow.with_sentence(ev)
+            target.write_text(json.dumps(ev, indent=1, sort_keys=True, default=str) + "\n")
+            console.print(f"{shown(change.id)}: {shown(ev['sentence'])}", highlight=False)
+    console.print(f"then: python -m harness portability publish --results {shown(str(results))} --out "
+                  f"{shown(str(out))} (it adds each change's release)", highlight=False)
     return 0
 
 

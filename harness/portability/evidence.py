@@ -1,7 +1,8 @@
 """The evidence `portability explain` leaves beside the published grid, and the groups it is kept
 by: differing pairs that share a cause (the same model, format and way of loading, between the
 same two lines of releases). `explain` writes ``OUT/evidence/<group>.json``; `publish` reads it
-back and links it from the page, for the groups the grid still has."""
+back and links it from the page, for the groups the grid still has. `portability bisect` keeps each
+change it narrowed to a release the same way, by the change's id."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from harness.portability import judge
 from harness.portability.table import line
 
 EVIDENCE = "evidence"   # beside the published page: OUT/evidence/<group>.json
+CHANGES = f"{EVIDENCE}/changes"   # and each narrowed change's: OUT/evidence/changes/<change>.json
 
 
 @dataclass(frozen=True)
@@ -61,4 +63,22 @@ def load(out: Path) -> dict[str, dict]:
             continue
         if isinstance(data, dict) and isinstance(data.get("group"), dict):
             found[data["group"].get("id")] = {**data, "file": f"{EVIDENCE}/{path.name}"}
+    return found
+
+
+def change_file(change_id: str) -> str:
+    """A change's evidence file name: its id in letters, digits, dots and dashes."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", change_id).strip("-") + ".json"
+
+
+def load_changes(out: Path) -> dict[str, dict]:
+    """Change id -> its narrowing's evidence, as `portability bisect` left it (none yet: empty)."""
+    found = {}
+    for path in sorted((out / CHANGES).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("change"), dict):
+            found[data["change"].get("id")] = {**data, "file": f"{CHANGES}/{path.name}"}
     return found

@@ -44,13 +44,19 @@ class Gathered:
     about: dict = field(default_factory=dict)
 
 
-def gather(results: Path) -> Gathered:
+def gather(results: Path, grid: bool = True) -> Gathered:
+    """The readers' observations in a results folder, and what the cells cost. On a grid (`grid`),
+    only the stacks that write are its stacks: a reader cell of another stack is a `portability
+    bisect`'s, testing a release between two of the grid's in the same results (where the writer's
+    files are handed from), and is that bisect's evidence, not a row or column of the grid."""
     got = Gathered()
     seconds, engines, hosts, days, commits = [], set(), set(), set(), set()
     failed_writers, unread, names = set(), [], set()
     kinds: dict[bool, list[float]] = {False: [], True: []}   # is a reader -> its cells' seconds
-    for folder, r in scan(results):
-        if not hasattr(r, "cell"):
+    found = [(folder, r) for folder, r in scan(results) if hasattr(r, "cell")]
+    writing = {r.cell.split("/")[0] for _, r in found if r.cell.split("/")[1] == WRITER}
+    for folder, r in found:
+        if grid and r.cell.split("/")[0] not in writing:
             continue
         total = (r.timing or {}).get("total_seconds")
         if isinstance(total, (int, float)):
@@ -133,7 +139,7 @@ def publish(results: Path, out: Path) -> dict:
             "differing": explained, "records": [_compact_record(r) for r in g.records]}
     (out / "portability.json").write_text(compact(data))
     (out / "portability.csv").write_text(as_csv(g.records))
-    (out / "portability.md").write_text(page(g, got.missing, got.about, explained))
+    (out / "portability.md").write_text(page(g, got.missing, got.about, explained, evidence.load_changes(out)))
     (out / CHANGES).write_text(compact({"schema": SCHEMA, "records": [c.as_dict() for c in g.changes]}))
     (out / FEED).write_text(_feed(g, got.about))
     folder = out / pages.STACKS
@@ -258,17 +264,18 @@ def _cost(about: dict) -> list[str]:
                 f"writer and {2 * stacks + 1} reader cells, about {more / 60:.1f} min of cell time."]
 
 
-def _changes_section(found: list[changes.Change]) -> list[str]:
+def _changes_section(found: list[changes.Change], narrowed: dict[str, dict]) -> list[str]:
     out = ["## Changes along each line", "",
            "Two neighbouring releases of one line (readers: the same file judged otherwise; writers: the same "
-           "reader judging their files otherwise). The grid's resolution is its stacks: `harness bisect` on the "
-           "stack's package narrows a change to its patch release.", ""]
+           "reader judging their files otherwise). The grid's resolution is its stacks: `portability bisect` "
+           "narrows a readers' change to its release (each narrowed change says so, with its evidence).", ""]
     by_line: dict[str, list[changes.Change]] = defaultdict(list)
     for c in found:
         by_line[c.line].append(c)
     for name, members in by_line.items():
         out += [f"### {LINE_NAMES.get(name, name)}", ""]
-        out += [f"- {c.sentence()}" for c in members]
+        out += [f"- {c.sentence()}" + (f" -- {narrowed[c.id]['sentence']} ([evidence]({narrowed[c.id]['file']}))"
+                                        if c.id in narrowed else "") for c in members]
         out.append("")
     return out if found else out + ["None.", ""]
 
@@ -281,7 +288,8 @@ def _progress(names: list[str], read: set) -> list[str]:
     return [f"**{len(read)} of {wanted} pairs read so far** (a resumed `portability run` reads the rest).", ""]
 
 
-def page(g: Judged, missing: list[str], about: dict | None = None, explained: list[dict] | None = None) -> str:
+def page(g: Judged, missing: list[str], about: dict | None = None, explained: list[dict] | None = None,
+         narrowed: dict[str, dict] | None = None) -> str:
     records, stacks, names = g.records, g.stacks, g.names
     models = sorted({r["model"] for r in records})
     lines = ["# Saved on one release, loaded on another", "",
@@ -301,7 +309,7 @@ def page(g: Judged, missing: list[str], about: dict | None = None, explained: li
     read = {(r["writer"], r["reader"]) for r in records}
     lines += _progress(names, read)
     lines += ["## The grid", "", html_tables(records, names, stacks), ""]
-    lines += _changes_section(g.changes)
+    lines += _changes_section(g.changes, narrowed or {})
     differs = [r for r in records if r["verdict"] == judge.DIFFERS]
     lines += ["## Loads, but predicts differently", ""]
     if differs:

@@ -1,0 +1,113 @@
+"""`portability bisect`: a change along a line of readers, narrowed to the release that made it.
+
+The grid's resolution is its stacks -- the newest patch of each minor -- so a change between two
+neighbouring readers (`changes.find`: a file one reader loads the same and the next refuses, or
+the reverse) lies somewhere among the releases between them. `harness bisect` finds it, as the
+atlas's `explain` does for its rows: it runs the newer reader's cell for one of the change's files
+with each release of the stack's package in between (TensorFlow on the Keras 2 lines, Keras on
+the Keras 3 lines: `atlas.rows.released_package`), each resolved as of its own upload, the writer's
+files handed to it from the grid's results as to any pair. A release is judged by the grid's own
+rule (`judge.judge`, against the pair's floor): the verdict the change went from, or the one it
+went to; another verdict, or a reader that did not run, is skipped. What the bisect found -- the
+first release that judges the file as the newer reader does, the last that judges it as the older
+-- is kept as ``OUT/evidence/changes/<change>.json`` (`evidence.CHANGES`) with the command, and `publish` adds it to the
+change's line.
+
+A change along a line of writers (the files of a newer writer judged otherwise by the same reader)
+is not narrowed here: each release would need its own writer cell first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness import status
+from harness.atlas.rows import released_package
+from harness.errors import UserError
+from harness.investigate.bisect_judge import evidence
+from harness.investigate.bisect_search import BAD, GOOD, SKIP, Verdict
+from harness.portability import grid, judge
+from harness.portability.changes import READER, Change
+from harness.workloads.protocol import OUTPUT_DIR
+
+LOADS = "loads.json"
+
+
+def plan(change: Change, stacks: dict[str, dict], records: list[dict], cells: list) -> dict | None:
+    """What narrows a change: the newer reader's cell for its first file, the package whose releases
+    lie between the two readers, the two ends and the pair's floor; None for what this does not
+    narrow (a writers' change, a verdict decided without launching, no package that moved)."""
+    if change.moved != READER or judge.UNKNOWN in (change.was, change.now):
+        return None
+    before, after = stacks[change.before], stacks[change.after]
+    package = released_package(change.line, before, after)
+    if package is None:
+        return None
+    writer, model, fmt = change.files[0]
+    cell = next((c for c in cells if c.environment.name == change.after
+                 and c.workload.name == grid.reader_workload(writer)), None)
+    record = next((r for r in records if (r["writer"], r["reader"], r["model"], r["format"])
+                   == (writer, change.after, model, fmt)), None)
+    if cell is None or record is None:
+        return None
+    return {"change": change, "cell": cell, "package": package, "old": before[package], "new": after[package],
+            "writer": writer, "model": model, "format": fmt, "floor": record["floor"]}
+
+
+def verdicts(run_dir: Path, p: dict):
+    """A release's verdict for the bisect: the grid's judgement of the change's file on that
+    release, good when it is the better end's (`same`, where one end is), bad when the other's."""
+    change = p["change"]
+    good = judge.SAME if judge.SAME in (change.was, change.now) else change.was
+    bad = change.now if good == change.was else change.was
+
+    def verdict(version: str, results: list) -> Verdict:
+        ev = evidence(results)
+        ran = [r for r in results if r.status == status.OK]
+        if not ran:
+            r = results[0] if results else None
+            why = f"{r.status}: {r.reason or r.failure_text}" if r else "no result"
+            return Verdict(SKIP, why[:300], evidence=ev)
+        try:
+            loads = json.loads((run_dir / ran[0].cell / OUTPUT_DIR / LOADS).read_text())
+            entry = loads["writers"][p["writer"]]["models"][p["model"]][p["format"]]
+        except (OSError, ValueError, KeyError) as exc:
+            return Verdict(SKIP, f"the reader left no observation of the file ({type(exc).__name__})", evidence=ev)
+        judged = judge.judge(entry, p["floor"])
+        said = judged["verdict"] + (f" by {judged['way']}" if judged.get("way") else "")
+        if judged["verdict"] == judge.REFUSES:
+            said += ": " + "; ".join(f"{w}: {(e or '')[:80]}" for w, e in judged["errors"].items())[:200]
+        kind = GOOD if judged["verdict"] == good else BAD if judged["verdict"] == bad else SKIP
+        return Verdict(kind, said, evidence={**ev, "portability": judged})
+    return verdict
+
+
+def kept(found, p: dict, command: str) -> dict:
+    """The change's evidence: what the bisect found, each release's verdict, the command."""
+    return {"change": p["change"].as_dict(), "package": p["package"], "versions": found.versions,
+            "file": {"writer": p["writer"], "model": p["model"], "format": p["format"]}, "cell": p["cell"].id,
+            **found.answer(), "candidates": found.candidates, "problem": found.problem, "warnings": found.warnings,
+            "tested": {v: {"verdict": t.kind, "why": t.why} for v, t in found.tested.items()}, "command": command}
+
+
+def with_sentence(ev: dict) -> dict:
+    return {**ev, "sentence": sentence(ev)}
+
+
+def sentence(ev: dict) -> str:
+    """The evidence in a few words, for the change's line on the page."""
+    if ev.get("problem"):
+        return f"not narrowed: {ev['problem'][:200]}"
+    package, f = ev["package"], ev.get("file") or {}
+    first = ev.get("first_bad") or ev.get("first_good")
+    last = ev.get("last_good") or ev.get("last_bad")
+    on = f" (bisected on `{f.get('writer')}`'s {f.get('model')} {f.get('format')})" if f else ""
+    if first:
+        return f"first at {package} {first}, as before at {last}{on}"
+    return f"first at one of {package} {', '.join(ev.get('candidates') or [])}, as before at {last}{on}"
+
+
+def check_wanted(only: list[str] | None, plans: list[dict], found: list[Change]) -> None:
+    if only and not plans:
+        raise UserError(f"--change {' '.join(only)}: no change along a line of readers has that id (the changes "
+                        f"are in changes.json; {len(found)} in this grid)")
