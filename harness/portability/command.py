@@ -224,10 +224,11 @@ def _bisect(args, console: Console) -> int:
             except UserError as exc:   # no releases between the two, or not listed for this Python: said
                 ev = {"change": change.as_dict(), "package": p["package"], "problem": str(exc), "command": said}
             else:
-                found, _ = bisect_run(m=m, base_cells=[p["cell"]], package=p["package"], versions=versions,
-                                      engine=engine, results_root=results, console=console, jobs=args.jobs or 2,
-                                      bundles=Path(args.bundles), resolver=resolver,
-                                      verdicts=narrow.verdicts(results / m.name, p))
+                with narrow.own_disk(evidence.change_file(change.id)[:-5]):
+                    found, _ = bisect_run(m=m, base_cells=[p["cell"]], package=p["package"], versions=versions,
+                                          engine=engine, results_root=results, console=console, jobs=args.jobs or 2,
+                                          bundles=Path(args.bundles), resolver=resolver,
+                                          verdicts=narrow.verdicts(results / m.name, p))
                 ev = narrow.kept(found, p, said)
             ev = narrow.with_sentence(ev)
             target.write_text(json.dumps(ev, indent=1, sort_keys=True, default=str) + "\n")

@@ -18,12 +18,17 @@ is not narrowed here: each release would need its own writer cell first."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 
 from harness import status
+from harness.atlas import drive
 from harness.atlas.rows import released_package
+from harness.environments.installer import CACHE_VARIABLE
 from harness.errors import UserError
+from harness.files.paths import cache_dir
 from harness.investigate.bisect_judge import evidence
 from harness.investigate.bisect_search import BAD, GOOD, SKIP, Verdict
 from harness.portability import grid, judge
@@ -31,6 +36,26 @@ from harness.portability.changes import READER, Change
 from harness.workloads.protocol import OUTPUT_DIR
 
 LOADS = "loads.json"
+
+
+@contextlib.contextmanager
+def own_disk(name: str):
+    """A bisect within a disk bound: the releases it installs come through a uv cache of its own,
+    and the virtualenvs built from it go with it once it is done (the atlas run's way: uv links a
+    virtualenv's files to its cache, so removing one without the other frees nothing). A bisect of
+    TensorFlow builds one environment per release it tests, about 1.5 GB each; what they measured
+    stays in the results."""
+    uv = cache_dir() / "portability-uv" / name
+    before = os.environ.get(CACHE_VARIABLE)
+    os.environ[CACHE_VARIABLE] = str(uv)
+    try:
+        yield uv
+    finally:
+        if before is None:
+            os.environ.pop(CACHE_VARIABLE, None)
+        else:
+            os.environ[CACHE_VARIABLE] = before
+        drive.removed(drive.built_from(uv), uv)
 
 
 def plan(change: Change, stacks: dict[str, dict], records: list[dict], cells: list) -> dict | None:
