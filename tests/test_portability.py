@@ -221,6 +221,14 @@ def test_a_change_is_two_neighbours_of_a_line_that_judge_the_same_file_otherwise
     out = tmp_path / "out"
     data = publish.publish(results, out)
     assert len(data["records"]) == 9
+    # the data file keeps each error once, by its place; a reader of it gets every record whole
+    written = json.loads((out / "portability.json").read_text())
+    assert written["texts"] == ["ValueError: planted"] and written["schema"] == publish.SCHEMA
+    full = {(r["writer"], r["reader"]): r for r in publish.expanded(written)}
+    assert full[("tf2.13", "tf2.14")]["errors"] == {"load_model": "ValueError: planted"}
+    assert full[("tf2.13", "tf2.14")]["cell"] == "tf2.14/load-tf2.14/none-c1/b128/r0"   # as the cell was named
+    own = next(r for r in written["records"] if r["writer"] == r["reader"] == "k3")
+    assert "cell" not in own and full[("k3", "k3")]["cell"] == "k3/load-k3/none-c1/b128/r0"   # by the grid's rule
     text = (out / "portability.md").read_text()
     assert "reading on `tf2.14` (after `tf2.13`): same -> refuses, for files of `tf2.13` (custom keras)" in text
     said = json.loads((out / publish.CHANGES).read_text())
@@ -427,7 +435,7 @@ def test_three_stacks_write_read_judge_explain_every_file_resume_and_check_a_use
     proc = harness("portability", "publish", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "out" / "portability.json").read_text())
-    records = data["records"]
+    records = publish.expanded(data)
     by = {(r["writer"], r["reader"], r["model"], r["format"]): r for r in records}
     assert data["schema"] == publish.SCHEMA and not data["missing"]
     assert any(d.get("evidence") == "evidence/lstm-weights-h5-load-weights-standalone-to-tf.keras.json"

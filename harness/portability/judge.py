@@ -103,7 +103,7 @@ def records(loads: dict[str, dict], cells: dict[tuple[str, str], str] | None = N
                               "ways": [{**t, "error": local(t["error"])} if t.get("error") else t
                                        for t in entry.get("tried") or []]}
                     if measured is None and writer != reader:
-                        record["floor_note"] = "the writer's own stack loads it no way: the least floor"
+                        record["floor_least"] = True   # the writer's own stack loads it no way: the least floor
                     if cells and (reader, writer) in cells:
                         record["cell"] = cells[(reader, writer)]
                     out.append(record)

@@ -24,7 +24,11 @@ from harness.report import atom
 from harness.results.store import scan
 from harness.workloads.protocol import OUTPUT_DIR
 
-SCHEMA = 2   # 2: a record's `ways` only where it predicts differently
+# 2: a record's `ways` only where it predicts differently; 3: errors and reasons by their place in
+# `texts`, the cell id only where the grid's rule (CELL) does not give it, `floor_least` for the
+# least floor (`expanded` gives every record as schema 2 did)
+SCHEMA = 3
+CELL = "{reader}/load-{writer}/none-c1/b128/r0"   # a pair's reader cell, as grid.reader_workload names it
 CHANGES, FEED = "changes.json", "feed.xml"
 NS = "tag:tfkeras-harness.portability,2026:"
 LOADS = "loads.json"
@@ -135,8 +139,10 @@ def publish(results: Path, out: Path) -> dict:
     got.missing += _unwritten(got.loads)
     out.mkdir(parents=True, exist_ok=True)
     explained = differing(g, evidence.load(out))
-    data = {"schema": SCHEMA, "missing": got.missing, "about": got.about, "stacks": g.stacks,
-            "differing": explained, "records": [_compact_record(r) for r in g.records]}
+    texts = sorted({t for r in g.records for t in _texts(r)})
+    place = {t: i for i, t in enumerate(texts)}
+    data = {"schema": SCHEMA, "missing": got.missing, "about": got.about, "stacks": g.stacks, "cell": CELL,
+            "differing": explained, "texts": texts, "records": [_compact_record(r, place) for r in g.records]}
     (out / "portability.json").write_text(compact(data))
     (out / "portability.csv").write_text(as_csv(g.records))
     (out / "portability.md").write_text(page(g, got.missing, got.about, explained, evidence.load_changes(out)))
@@ -151,12 +157,39 @@ def publish(results: Path, out: Path) -> dict:
     return data
 
 
-def _compact_record(r: dict) -> dict:
+def _texts(r: dict) -> list[str]:
+    return [e for e in (r.get("errors") or {}).values() if e] + ([r["reason"]] if r.get("reason") else [])
+
+
+def _compact_record(r: dict, place: dict[str, int]) -> dict:
     """A record as the data file keeps it: every way tried only where it loads but predicts
     differently (the evidence); elsewhere the verdict, the way that worked or each way's error say
-    it, and the reader cell's loads.json holds the rest."""
+    it, and the reader cell's loads.json holds the rest. An error or a reason is its place in the
+    file's `texts` (a few hundred texts stand for thousands of refusals); the cell id is left out
+    where the grid's rule gives it."""
     drop = ("writer_stack", "reader_stack") + (() if r["verdict"] == judge.DIFFERS else ("ways",))
-    return {k: v for k, v in r.items() if k not in drop}
+    out = {k: v for k, v in r.items() if k not in drop}
+    if out.get("cell") == CELL.format(reader=r["reader"], writer=r["writer"]):
+        del out["cell"]
+    if out.get("errors"):
+        out["errors"] = {way: place[e] if e else None for way, e in out["errors"].items()}
+    if out.get("reason"):
+        out["reason"] = place[out["reason"]]
+    return out
+
+
+def expanded(data: dict) -> list[dict]:
+    """The data file's records as a reader wants them: errors and reasons as text, each cell id."""
+    texts, rule = data.get("texts") or [], data.get("cell") or CELL
+    out = []
+    for r in data["records"]:
+        r = {**r, "cell": r.get("cell") or rule.format(reader=r["reader"], writer=r["writer"])}
+        if r.get("errors"):
+            r["errors"] = {way: texts[i] if i is not None else None for way, i in r["errors"].items()}
+        if isinstance(r.get("reason"), int):
+            r["reason"] = texts[r["reason"]]
+        out.append(r)
+    return out
 
 
 def _unwritten(loads: dict[str, dict]) -> list[str]:

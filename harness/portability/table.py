@@ -72,7 +72,11 @@ def _said(r: dict) -> str:
                                                                        if diff is not None else "")
     if r["verdict"] == judge.UNKNOWN:
         return f"cannot know it: {r.get('reason')}"
-    return "refuses: " + "; ".join(f"{way}: {(err or '')[:120]}" for way, err in (r.get("errors") or {}).items())
+    errors = list((r.get("errors") or {}).items())
+    if not errors:
+        return "refuses"
+    way, err = errors[-1]   # the most lenient way's (the last tried); every way's error is in the data
+    return f"refuses ({len(errors)} ways); {way}: {(err or '')[:100]}"
 
 
 def label(stack: dict) -> str:
