@@ -184,8 +184,8 @@ def expanded(data: dict) -> list[dict]:
     out = []
     for r in data["records"]:
         r = {**r, "cell": r.get("cell") or rule.format(reader=r["reader"], writer=r["writer"])}
-        if r.get("errors"):
-            r["errors"] = {way: texts[i] if i is not None else None for way, i in r["errors"].items()}
+        if r.get("errors"):   # schema 2 kept the texts in place
+            r["errors"] = {way: texts[i] if isinstance(i, int) else i for way, i in r["errors"].items()}
         if isinstance(r.get("reason"), int):
             r["reason"] = texts[r["reason"]]
         out.append(r)

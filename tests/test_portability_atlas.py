@@ -1,0 +1,83 @@
+"""The published portability grid over the atlas's stacks says what its how-to says.
+
+docs/how-to/model-portability.md states where Keras 2's files stop loading on Keras 3 and the ways
+across; each statement is checked here against the committed data (docs/portability/atlas), so a
+republished grid that no longer bears one out turns this red instead of leaving the page wrong.
+Quick: it reads one file."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from harness.portability import judge, publish
+from harness.portability.table import line
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.quick
+
+DATA = ROOT / "docs" / "portability" / "atlas" / "portability.json"
+MODELS = ("gru", "lstm", "convnet", "custom")
+
+
+@pytest.fixture(scope="module")
+def grid():
+    data = json.loads(DATA.read_text())
+    stacks = data["stacks"]
+    by = {(r["writer"], r["reader"], r["model"], r["format"]): r for r in publish.expanded(data)}
+    lines = {n: line(s) for n, s in stacks.items()}
+    keras2 = [n for n, li in lines.items() if li in ("standalone", "tf.keras")]
+    keras3 = [n for n, li in lines.items() if li == "keras3-tensorflow"]
+    tf_keras = [n for n, li in lines.items() if li == "tf_keras"]
+    assert keras2 and keras3 and tf_keras, sorted(set(lines.values()))
+    return by, stacks, keras2, keras3, tf_keras
+
+
+def _tf(stacks: dict, name: str) -> tuple[int, int]:
+    return tuple(int(x) for x in (stacks[name].get("tensorflow") or "0.0").split(".")[:2])
+
+
+def _verdicts(by: dict, writers: list[str], readers: list[str], models, fmt: str, key=None) -> Counter:
+    return Counter((key(w, r) if key else r["verdict"]) for w in writers for rd in readers for m in models
+                   if (r := by.get((w, rd, m, fmt))) is not None)
+
+
+def test_keras2_hdf5_recurrent_models_are_refused_by_every_keras3_and_convnets_load_from_tf_2_3(grid):
+    by, stacks, keras2, keras3, _ = grid
+    assert _verdicts(by, keras2, keras3, ("gru", "lstm"), "h5") == Counter(
+        {judge.REFUSES: len(keras2) * len(keras3) * 2})
+    convnets = _verdicts(by, keras2, keras3, ("convnet",), "h5", lambda w, r: (_tf(stacks, w) >= (2, 3), r["verdict"]))
+    assert set(convnets) == {(True, judge.SAME), (False, judge.REFUSES)}, convnets
+
+
+def test_tf_keras_loads_every_keras2_hdf5_model_and_savedmodel_the_same(grid):
+    by, _, keras2, _, tf_keras = grid
+    assert set(_verdicts(by, keras2, tf_keras, MODELS, "h5")) == {judge.SAME}
+    assert set(_verdicts(by, keras2, tf_keras, MODELS, "savedmodel")) == {judge.SAME}
+
+
+def test_keras3_reads_savedmodels_of_tf_2_11_on_with_tf_saved_model_load_and_refuses_earlier_ones(grid):
+    by, stacks, keras2, keras3, _ = grid
+    found = _verdicts(by, keras2, keras3, MODELS, "savedmodel",
+                      lambda w, r: (_tf(stacks, w) >= (2, 11), r["verdict"], r.get("way")))
+    assert set(found) == {(True, judge.SAME, "tf.saved_model.load"), (False, judge.REFUSES, None)}, found
+
+
+def test_weights_of_tf2_load_the_same_into_keras3_and_tf1s_gru_refuses_and_lstm_differs(grid):
+    by, stacks, keras2, keras3, _ = grid
+    found = _verdicts(by, keras2, keras3, MODELS, "weights-h5",
+                      lambda w, r: (_tf(stacks, w) >= (2, 0), r["model"], r["verdict"]))
+    assert {(tf2, m) for tf2, m, v in found if v != judge.SAME} == {(False, "gru"), (False, "lstm")}, found
+    assert {v for tf2, m, v in found if not tf2 and m in ("gru", "lstm")} == {judge.REFUSES, judge.DIFFERS}
+
+
+def test_every_file_that_predicts_differently_is_lstm_weights_with_tf1_on_one_side(grid):
+    by, stacks, *_ = grid
+    differs = [r for r in by.values() if r["verdict"] == judge.DIFFERS]
+    assert differs
+    assert {(r["model"], r["format"]) for r in differs} == {("lstm", "weights-h5")}
+    assert all([_tf(stacks, r["writer"])[0] == 1, _tf(stacks, r["reader"])[0] == 1].count(True) == 1
+               for r in differs), [r for r in differs if _tf(stacks, r["writer"])[0] != 1]
