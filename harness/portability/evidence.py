@@ -55,16 +55,7 @@ def path_for(out: Path, group: Group) -> Path:
 
 def load(out: Path) -> dict[str, dict]:
     """Group id -> its evidence, as `explain` left it beside the page (none yet: empty)."""
-    found = {}
-    for path in sorted((out / EVIDENCE).glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("group"), dict):
-            found[data["group"].get("id")] = {**data, "file": f"{EVIDENCE}/{path.name}"}
-    return found
-
+    return _read(out, EVIDENCE, "group")
 
 def change_file(change_id: str) -> str:
     """A change's evidence file name: its id in letters, digits, dots and dashes."""
@@ -73,12 +64,19 @@ def change_file(change_id: str) -> str:
 
 def load_changes(out: Path) -> dict[str, dict]:
     """Change id -> its narrowing's evidence, as `portability bisect` left it (none yet: empty)."""
+    return _read(out, CHANGES, "change")
+
+
+def _read(out: Path, folder: str, about: str) -> dict[str, dict]:
+    """The evidence files of one folder beside the page, by the id of what each is about (its
+    `about` entry's); with where it lies, as the page links it. A file that is not such evidence
+    is passed over."""
     found = {}
-    for path in sorted((out / CHANGES).glob("*.json")):
+    for path in sorted((out / folder).glob("*.json")):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and isinstance(data.get("change"), dict):
-            found[data["change"].get("id")] = {**data, "file": f"{CHANGES}/{path.name}"}
+        if isinstance(data, dict) and isinstance(data.get(about), dict):
+            found[data[about].get("id")] = {**data, "file": f"{folder}/{path.name}"}
     return found
