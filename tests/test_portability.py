@@ -84,9 +84,12 @@ def test_each_file_is_judged_by_one_rule_against_the_floor_its_writers_own_stack
 def test_the_page_and_the_csv_say_every_verdict(tmp_path):
     loads = _loads(None, _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.3}))
     records = judge.records(loads, {("A", "A"): "A/load-A/none-c1/b128/r0", ("B", "A"): "B/load-A/none-c1/b128/r0"})
-    text = publish.page(publish.Judged.of(records), missing=["C/load/none-c1/b128/r0: error (planted)"])
-    assert '<div class="pg" data-format="h5">' in text and "<th" in text and ">A</th>" in text
-    assert f'data-verdict="{judge.DIFFERS}"' in text and f">{publish.MARK[judge.DIFFERS]}</span>" in text
+    g = publish.Judged.of(records)
+    text = publish.page(g, missing=["C/load/none-c1/b128/r0: error (planted)"])
+    assert f"| [`h5`]({pages.format_link('h5')}) | 2 | 1 | 1 | 0 | 0 |" in text   # per format: each verdict's count
+    table = pages.format_page("h5", g.names, g.records, g.stacks)
+    assert '<div class="pg" data-format="h5">' in table and "<th" in table and ">A</th>" in table
+    assert f'data-verdict="{judge.DIFFERS}"' in table and f">{publish.MARK[judge.DIFFERS]}</span>" in table
     assert "`A` -> `B`, gru, h5 by `load_model`: largest difference 0.3" in text   # the worst case, loudly
     assert "C/load/none-c1/b128/r0" in text                                       # a reader that left nothing
     rows = list(csv.DictReader(io.StringIO(publish.as_csv(records))))
@@ -131,9 +134,10 @@ def test_a_slice_of_the_grid_is_its_stacks_writers_and_the_pairs_between_them_an
     text = publish.page(publish.Judged.of(judge.records({"A": loads["A"]})), missing=[])
     assert "pairs read so far" not in text and f">{publish.NOT_RUN}</td>" not in text   # the whole grid
     loads["B"]["writers"]["B"] = loads["B"]["writers"]["A"]   # B read its own files; A has not read B's yet
-    text = publish.page(publish.Judged.of(judge.records(loads)), missing=[])
-    assert "3 of 4 pairs read so far" in text
-    row = next(line for line in text.splitlines() if ">B</th><td" in line)   # B's files: A has not read them
+    g = publish.Judged.of(judge.records(loads))
+    assert "3 of 4 pairs read so far" in publish.page(g, missing=[])
+    table = pages.format_page("h5", g.names, g.records, g.stacks)
+    row = next(line for line in table.splitlines() if ">B</th><td" in line)   # B's files: A has not read them
     assert row.index(f">{publish.NOT_RUN}</td>") < row.index('data-verdict="same"'), row
 
 
@@ -162,24 +166,26 @@ def test_the_grid_page_filters_by_the_address_in_a_browser(tmp_path):
     names a format, a model, a verdict and a line of writers (as a shared link does): only that
     format's table, that line's rows and that model's refusals stay shown; no script error."""
     from .test_report import _browse
-    text = publish.page(publish.Judged.of(judge.records(_three_lines())), missing=[])
+    g = publish.Judged.of(judge.records(_three_lines()))
+    text = pages.format_page("h5", g.names, g.records, g.stacks)
     start, end = text.index('<style>'), text.index("</script>") + len("</script>")
-    shown = tmp_path / "portability.html"
+    shown = tmp_path / "h5.html"
     shown.write_text('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>grid</title></head><body>\n'
-                     '<script>history.replaceState(null, "", "#format=h5&model=gru&verdict=refuses'
+                     '<script>history.replaceState(null, "", "#model=gru&verdict=refuses'
                      '&writer=tf.keras");</script>\n'
                      f"{text[start:end]}\n</body></html>\n")
     dom, errors = _browse(shown)
     assert errors == [], errors
     blocks = re.findall(r'<div class="pg" data-format="([^"]+)"( hidden="")?', dom)
-    assert dict(blocks) == {"h5": "", "keras": ' hidden=""'}, blocks        # one format shown
-    h5 = dom.split('data-format="keras"')[0]
+    assert dict(blocks) == {"h5": ""}, blocks                              # the page's one format
+    h5 = dom
     assert dict(re.findall(r'<tr data-line="([^"]+)"( hidden="")?><th[^>]*>T</th>', h5)) == {"tf.keras": ""}
     assert not re.search(r'<tr data-line="keras3-[a-z]+"><th', h5)         # the other lines' writers hidden
     visible = re.findall(r'<span class="v-(\w+)" data-model="(\w+)" data-verdict="\w+" title="[^"]*">', h5)
     assert visible and set(visible) == {("refuses", "gru")}, visible         # gru's refusals only
-    for value in ("h5", "keras", "gru", "lstm", "refuses", "same", "tf.keras", "keras3-jax"):
+    for value in ("gru", "lstm", "refuses", "same", "tf.keras", "keras3-jax"):
         assert f'<option value="{value}">{value}</option>' in dom
+    assert 'data-filter="format"' not in dom                               # a page of one format: no format box
 
 
 def _plant(results: Path, loads: dict, status: str = "ok", writers: bool = True) -> None:
@@ -455,7 +461,8 @@ def test_three_stacks_write_read_judge_explain_every_file_resume_and_check_a_use
     # what a user asks first: the tf.keras 2.15 HDF5 file on Keras 3 -- answered per model, with the way
     assert all(by[(tf, k3, m, "h5")]["verdict"] in judge.VERDICTS for m in ("gru", "lstm", "convnet", "custom"))
     page = (tmp_path / "out" / "portability.md").read_text()
-    assert 'data-format="h5"' in page and f">{tf}</th>" in page and f">{k3}</th>" in page
+    table = (tmp_path / "out" / pages.format_link("h5")).read_text()   # a format's table, on its own page
+    assert 'data-format="h5"' in table and f">{tf}</th>" in table and f">{k3}</th>" in table
     assert "One stack more on this grid of 3: its writer and 7 reader cells" in page   # its cost, from its cells
     assert "[evidence](evidence/lstm-weights-h5-load-weights-standalone-to-tf.keras.json)" in page
     again = harness(*run, timeout=600)   # resumable: 3 writers and 9 pairs have their results, nothing runs again

@@ -7,13 +7,33 @@ from __future__ import annotations
 
 from harness.names import file_name
 from harness.portability.changes import Change
-from harness.portability.table import MARK
+from harness.portability.table import MARK, NOT_RUN, html_tables
 
-STACKS = "stacks"   # the pages' folder, beside portability.md
+STACKS = "stacks"     # the stacks' pages' folder, beside portability.md
+FORMATS = "formats"   # the formats' pages' folder (a table each)
 
 
 def link(name: str) -> str:
     return f"{STACKS}/{file_name(name)}.md"
+
+
+def format_link(fmt: str) -> str:
+    return f"{FORMATS}/{file_name(fmt)}.md"
+
+
+def format_page(fmt: str, names: list[str], records: list[dict], stacks: dict[str, dict]) -> str:
+    """One format's table: every writer that wrote it down, every reader across, with the filters
+    (model, verdict, the line of writers or readers) kept in the address."""
+    models = sorted({r["model"] for r in records if r["format"] == fmt})
+    lines = [f"# `{fmt}` files, saved on one stack and loaded on another", "",
+             f"[The grid](../portability.md), this format's table: writers down, readers across. A cell lists one "
+             f"mark per model ({', '.join(models)}): `{MARK['same']}` loads and predicts the same, "
+             f"`{MARK['differs']}` **loads but predicts differently**, `{MARK['refuses']}` refuses, "
+             f"`{MARK['unknown']}` a format the reader cannot know; blank: not written by that stack; "
+             f"`{NOT_RUN}`: not read yet. Each mark's title says what happened; the filters show one model, "
+             f"verdict or line of writers or readers, and the address keeps the choice.", "",
+             html_tables(records, names, stacks, [fmt]), ""]
+    return "\n".join(lines) + "\n"
 
 
 def stack_page(name: str, names: list[str], records: list[dict], stacks: dict[str, dict],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from harness import status
 from harness.errors import UserError
 from harness.portability import changes, evidence, judge, pages
 from harness.portability.grid import WRITER, is_reader
-from harness.portability.table import LINE_NAMES, MARK, NOT_RUN, html_tables, label
+from harness.portability.table import LINE_NAMES, MARK, NOT_RUN, label
 from harness.report import atom
 from harness.results.store import scan
 from harness.workloads.protocol import OUTPUT_DIR
@@ -154,6 +154,12 @@ def publish(results: Path, out: Path) -> dict:
         old.unlink()
     for name in g.names:
         (out / pages.link(name)).write_text(pages.stack_page(name, g.names, g.records, g.stacks, g.changes))
+    tables = out / pages.FORMATS
+    tables.mkdir(exist_ok=True)
+    for old in tables.glob("*.md"):   # a format no longer in the grid has no page
+        old.unlink()
+    for fmt in sorted({r["format"] for r in g.records}):
+        (out / pages.format_link(fmt)).write_text(pages.format_page(fmt, g.names, g.records, g.stacks))
     return data
 
 
@@ -328,8 +334,8 @@ def page(g: Judged, missing: list[str], about: dict | None = None, explained: li
     lines = ["# Saved on one release, loaded on another", "",
              "Each stack wrote the same models (" + ", ".join(models) + "), trained a little; every stack loaded "
              "every file by each way its users would try and predicted on the writer's inputs. A table per "
-             "format, writers down and readers across; the filters show one format, model, verdict or line "
-             "of writers or readers, and each mark's title says what happened. "
+             "format (each on its page, below), writers down and readers across; the filters show one model, "
+             "verdict or line of writers or readers, and each mark's title says what happened. "
              f"A cell lists one mark per model in that order: `{MARK[judge.SAME]}` loads and predicts the same "
              f"(within the floor its writer's own stack measured, at least {judge.FLOOR:g}), "
              f"`{MARK[judge.DIFFERS]}` **loads but predicts differently**, `{MARK[judge.REFUSES]}` refuses, "
@@ -341,7 +347,14 @@ def page(g: Judged, missing: list[str], about: dict | None = None, explained: li
              f"[{CHANGES}]({CHANGES}); [Atom feed]({FEED}).", ""]
     read = {(r["writer"], r["reader"]) for r in records}
     lines += _progress(names, read)
-    lines += ["## The grid", "", html_tables(records, names, stacks), ""]
+    lines += ["## The grid", "", "A table per format, on a page of its own (each with its filters):", "",
+              "| format | files judged | " + " | ".join(f"{v} `{MARK[v]}`" for v in judge.VERDICTS) + " |",
+              "|---|---:|" + "---:|" * len(judge.VERDICTS)]
+    for fmt in sorted({r["format"] for r in records}):
+        counts = Counter(r["verdict"] for r in records if r["format"] == fmt)
+        lines.append(f"| [`{fmt}`]({pages.format_link(fmt)}) | {sum(counts.values())} | "
+                     + " | ".join(str(counts.get(v, 0)) for v in judge.VERDICTS) + " |")
+    lines.append("")
     lines += _changes_section(g.changes, narrowed or {})
     differs = [r for r in records if r["verdict"] == judge.DIFFERS]
     lines += ["## Loads, but predicts differently", ""]

@@ -1,5 +1,6 @@
-"""The grid as a reader scans it: one HTML table per format, writers down and readers across,
-inside the Markdown page (as the atlas's table is), with filters above.
+"""The grid as a reader scans it: an HTML table per format, writers down and readers across, inside
+a Markdown page of its own (`pages.format_page`: the grid of every atlas stack is too large for one
+page), with filters above.
 
 Each row carries its writer's line (standalone Keras 2.2, tf.keras, tf-keras, Keras 3 on each
 backend) and each column its reader's, so the filters hide whole lines; each mark carries its
@@ -29,13 +30,15 @@ def line(stack: dict) -> str:
     return f"keras3-{stack.get('backend') or 'tensorflow'}" if api == "keras3" else api
 
 
-def html_tables(records: list[dict], names: list[str], stacks: dict[str, dict]) -> str:
-    """The filters, a table per format, and the script: HTML for the Markdown page."""
+def html_tables(records: list[dict], names: list[str], stacks: dict[str, dict],
+                formats: list[str] | None = None) -> str:
+    """The filters, a table per format (`formats`: only those, and then no format box), and the
+    script: HTML for the Markdown page."""
     models = sorted({r["model"] for r in records})
     by = {(r["writer"], r["reader"], r["model"], r["format"]): r for r in records}
-    read = {(r["writer"], r["reader"]) for r in records}
-    out = [STYLE, _filters(), ""]
-    for fmt in sorted({r["format"] for r in records}):
+    read = {(r["writer"], r["reader"]) for r in records}   # a pair read, whatever formats it held
+    out = [STYLE, _filters(FILTERS if formats is None else tuple(f for f in FILTERS if f != "format")), ""]
+    for fmt in formats or sorted({r["format"] for r in records}):
         writers = [w for w in names if any((w, rd, m, fmt) in by for rd in names for m in models)]
         head = "".join(f'<th data-line="{_e(line(stacks[rd]))}" title="{_e(label(stacks[rd]))}">{_e(rd)}</th>'
                        for rd in names)
@@ -92,9 +95,9 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _filters() -> str:
+def _filters(names: tuple[str, ...]) -> str:
     boxes = "".join(f'<label>{name} <select data-filter="{name}"><option value="">all</option></select></label> '
-                    for name in FILTERS)
+                    for name in names)
     return f'<div class="pg-filters" id="pg-filters">{boxes.strip()}</div>'
 
 
