@@ -320,6 +320,7 @@ def test_a_readers_change_is_bisected_on_its_newer_readers_cell_judged_by_the_gr
     m = load(grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml"))
     p = narrow.plan(change, g.stacks, g.records, m.cells)
     assert (p["package"], p["old"], p["new"]) == ("tensorflow", "2.13.1", "2.14.1")
+    assert p["also"] == [("keras", "2.13.1", "2.14.0")]   # searched when TensorFlow's ends agree
     assert p["cell"].id == "tf2.14.1/load-tf2.13.1/none-c1/b128/r0" and (p["model"], p["format"]) == ("custom", "keras")
     # a release judged by the grid's rule: the older end's verdict is good, the newer's bad, a reader
     # that did not run is skipped

@@ -218,18 +218,22 @@ def _bisect(args, console: Console) -> int:
                 continue
             said = f"python -m harness portability bisect --results {results} --out {out} --change '{change.id}'"
             console.rule(shown(f"{change.id}: {p['package']} {p['old']} -> {p['new']}"))
-            try:
-                versions = bounds(p["package"], p["cell"].environment.python, good=p["old"], bad=p["new"], spec=None,
-                                  pre=False, resolver=resolver)
-            except UserError as exc:   # no releases between the two, or not listed for this Python: said
-                ev = {"change": change.as_dict(), "package": p["package"], "problem": str(exc), "command": said}
-            else:
+            for package, old, new in [(p["package"], p["old"], p["new"]), *p["also"]]:
+                q = {**p, "package": package, "old": old, "new": new}
+                try:
+                    versions = bounds(package, p["cell"].environment.python, good=old, bad=new, spec=None,
+                                      pre=False, resolver=resolver)
+                except UserError as exc:   # no releases between the two, or not listed for this Python: said
+                    ev = {"change": change.as_dict(), "package": package, "problem": str(exc), "command": said}
+                    continue
                 with narrow.own_disk(evidence.change_file(change.id)[:-5]):
-                    found, _ = bisect_run(m=m, base_cells=[p["cell"]], package=p["package"], versions=versions,
+                    found, _ = bisect_run(m=m, base_cells=[p["cell"]], package=package, versions=versions,
                                           engine=engine, results_root=results, console=console, jobs=args.jobs or 2,
                                           bundles=Path(args.bundles), resolver=resolver,
-                                          verdicts=narrow.verdicts(results / m.name, p))
-                ev = narrow.kept(found, p, said)
+                                          verdicts=narrow.verdicts(results / m.name, q))
+                ev = narrow.kept(found, q, said)
+                if not narrow.the_ends_agree(found):
+                    break
             ev = narrow.with_sentence(ev)
             target.write_text(json.dumps(ev, indent=1, sort_keys=True, default=str) + "\n")
             console.print(f"{shown(change.id)}: {shown(ev['sentence'])}", highlight=False)

@@ -68,6 +68,10 @@ def plan(change: Change, stacks: dict[str, dict], records: list[dict], cells: li
     package = released_package(change.line, before, after)
     if package is None:
         return None
+    # the other of TensorFlow and Keras, where it moved too: searched when the first one's ends agree
+    # (standalone Keras 2.2.2 -> 2.2.4 moved with TF 1.10.0 -> 1.10.1, and the change is Keras's)
+    also = [q for q in ("tensorflow", "keras") if q != package and before.get(q) and after.get(q)
+            and before[q] != after[q] and not str(after[q]).endswith("-tf")]
     writer, model, fmt = change.files[0]
     cell = next((c for c in cells if c.environment.name == change.after
                  and c.workload.name == grid.reader_workload(writer)), None)
@@ -76,7 +80,13 @@ def plan(change: Change, stacks: dict[str, dict], records: list[dict], cells: li
     if cell is None or record is None:
         return None
     return {"change": change, "cell": cell, "package": package, "old": before[package], "new": after[package],
-            "writer": writer, "model": model, "format": fmt, "floor": record["floor"]}
+            "writer": writer, "model": model, "format": fmt, "floor": record["floor"],
+            "also": [(q, before[q], after[q]) for q in also]}
+
+
+def the_ends_agree(found) -> bool:
+    """A search that found no change between its ends: the change is another package's."""
+    return bool(found.problem) and found.problem.startswith("the ends do not differ")
 
 
 def verdicts(run_dir: Path, p: dict):
