@@ -58,7 +58,8 @@ def run(matrix_path: Path, m: Matrix, cells: list[Cell], results: Path, extra: l
         rc = drive.run_one(stacks[stack], results, extra, only=[c.id for c in owed])
         disk = drive.footprint(VenvEngine().location(stacks[stack].environment), drive.uv_cache(stacks[stack]))
         drive.remove(stacks[stack])
-        say(f"      {stack} {name}: exit {rc} in {time.time() - started:.0f} s, {disk / 1e9:.1f} GB removed")
+        say(f"      {stack} {name}: exit {rc} in {time.time() - started:.0f} s; its environment removed "
+            f"({disk / 1e9:.1f} GB with its own uv cache)")
         if rc in INTERRUPTED:
             raise KeyboardInterrupt
     return [r for c in cells if (r := store.existing(c)) is not None]
