@@ -30,9 +30,9 @@ def grid():
     by = {(r["writer"], r["reader"], r["model"], r["format"]): r for r in publish.expanded(data)}
     lines = {n: line(s) for n, s in stacks.items()}
     keras2 = [n for n, li in lines.items() if li in ("standalone", "tf.keras")]
-    keras3 = [n for n, li in lines.items() if li == "keras3-tensorflow"]
+    keras3 = [n for n, li in lines.items() if li.startswith("keras3-")]   # on TensorFlow, and on JAX alike
     tf_keras = [n for n, li in lines.items() if li == "tf_keras"]
-    assert keras2 and keras3 and tf_keras, sorted(set(lines.values()))
+    assert keras2 and tf_keras and {lines[n] for n in keras3} >= {"keras3-tensorflow", "keras3-jax"}, lines
     return by, stacks, keras2, keras3, tf_keras
 
 
@@ -59,9 +59,10 @@ def test_tf_keras_loads_every_keras2_hdf5_model_and_savedmodel_the_same(grid):
     assert set(_verdicts(by, keras2, tf_keras, MODELS, "savedmodel")) == {judge.SAME}
 
 
-def test_keras3_reads_savedmodels_of_tf_2_11_on_with_tf_saved_model_load_and_refuses_earlier_ones(grid):
+def test_keras3_on_tf_reads_savedmodels_of_tf_2_11_on_with_tf_saved_model_load_and_refuses_earlier_ones(grid):
     by, stacks, keras2, keras3, _ = grid
-    found = _verdicts(by, keras2, keras3, MODELS, "savedmodel",
+    on_tf = [n for n in keras3 if stacks[n].get("tensorflow")]
+    found = _verdicts(by, keras2, on_tf, MODELS, "savedmodel",
                       lambda w, r: (_tf(stacks, w) >= (2, 11), r["verdict"], r.get("way")))
     assert set(found) == {(True, judge.SAME, "tf.saved_model.load"), (False, judge.REFUSES, None)}, found
 
@@ -81,3 +82,37 @@ def test_every_file_that_predicts_differently_is_lstm_weights_with_tf1_on_one_si
     assert {(r["model"], r["format"]) for r in differs} == {("lstm", "weights-h5")}
     assert all([_tf(stacks, r["writer"])[0] == 1, _tf(stacks, r["reader"])[0] == 1].count(True) == 1
                for r in differs), [r for r in differs if _tf(stacks, r["writer"])[0] != 1]
+
+
+EVIDENCE = DATA.parent / "evidence" / "changes"
+NARROWED = {   # the how-to's "changes narrowed to their release": change id -> (package, first release)
+    "reader:tf1.15.5->tf2.0.4-tensorflow:same->differs": ("tensorflow", "2.0.0"),
+    "reader:tf1.15.5->tf2.0.4-tensorflow:same->refuses": ("tensorflow", "2.0.0"),
+    "reader:tf1.15.5->tf2.0.4-tensorflow:refuses->same": ("tensorflow", "2.0.0"),
+    "reader:tf1.15.5->tf2.0.4-tensorflow:differs->same": ("tensorflow", "2.0.0"),
+    "reader:tf2.0.4-tensorflow->tf2.1.4-tensorflow:same->refuses": ("tensorflow", "2.1.0"),
+    "reader:tf2.2.3->tf2.3.4:refuses->same": ("tensorflow", "2.3.0"),
+    "reader:tf2.9.3->tf2.10.1:refuses->same": ("tensorflow", "2.10.0"),
+    "reader:tf2.10.1->tf2.11.1:same->refuses": ("tensorflow", "2.11.0"),
+    "reader:tf2.13.1->tf2.14.1:same->refuses": ("tensorflow", "2.14.0"),
+    "reader:tf2.14.1->tf2.15.1:same->refuses": ("tensorflow", "2.15.0"),
+    "reader:tf2.14.1->tf2.15.1:refuses->same": ("tensorflow", "2.15.0"),
+    "reader:tf1.14->tf1.15.5:refuses->same": ("tensorflow", "1.15.0"),
+    "reader:tf1.10-keras2.2.2->tf1.10.1-keras2.2.4:refuses->same": ("keras", "2.2.3"),
+}
+
+
+def test_each_narrowed_change_the_how_to_names_has_its_evidence_and_the_data_still_has_the_change():
+    found = {}
+    for path in EVIDENCE.glob("*.json"):
+        ev = json.loads(path.read_text())
+        found[ev["change"]["id"]] = (ev["package"], ev.get("first_bad") or ev.get("first_good"))
+    assert {c: found.get(c) for c in NARROWED} == NARROWED
+    changes = {c["id"] for c in json.loads((DATA.parent / "changes.json").read_text())["records"]}
+    assert set(NARROWED) <= changes, set(NARROWED) - changes
+
+
+def test_keras3_on_jax_cannot_know_a_savedmodel(grid):
+    by, stacks, keras2, keras3, _ = grid
+    on_jax = [n for n in keras3 if stacks[n].get("backend") == "jax"]
+    assert on_jax and set(_verdicts(by, keras2, on_jax, MODELS, "savedmodel")) == {judge.UNKNOWN}

@@ -104,7 +104,7 @@ def command(args, console: Console) -> int:
         return _bisect(args, console)
     data = publish.publish(Path(args.results), Path(args.out))
     counts: dict[str, int] = {}
-    for r in data["records"]:
+    for r in publish.expanded(data):
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     console.print(f"{len(data['records'])} files judged: "
                   + ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())), highlight=False)

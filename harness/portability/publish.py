@@ -24,10 +24,13 @@ from harness.report import atom
 from harness.results.store import scan
 from harness.workloads.protocol import OUTPUT_DIR
 
-# 2: a record's `ways` only where it predicts differently; 3: errors and reasons by their place in
-# `texts`, the cell id only where the grid's rule (CELL) does not give it, `floor_least` for the
-# least floor (`expanded` gives every record as schema 2 did)
+# 2: a record's `ways` only where it predicts differently; 3: a record is a row of `columns`' values
+# (null: none), errors and reasons by their place in `texts`, the cell id only where the grid's rule
+# (CELL) does not give it, `floor_least` for the least floor (`expanded` gives every record as
+# schema 2 did)
 SCHEMA = 3
+COLUMNS = ("writer", "reader", "model", "format", "verdict", "way", "max_abs_diff", "floor", "errors", "reason",
+           "shape", "floor_least", "cell", "ways")
 CELL = "{reader}/load-{writer}/none-c1/b128/r0"   # a pair's reader cell, as grid.reader_workload names it
 CHANGES, FEED = "changes.json", "feed.xml"
 NS = "tag:tfkeras-harness.portability,2026:"
@@ -142,7 +145,8 @@ def publish(results: Path, out: Path) -> dict:
     texts = sorted({t for r in g.records for t in _texts(r)})
     place = {t: i for i, t in enumerate(texts)}
     data = {"schema": SCHEMA, "missing": got.missing, "about": got.about, "stacks": g.stacks, "cell": CELL,
-            "differing": explained, "texts": texts, "records": [_compact_record(r, place) for r in g.records]}
+            "differing": explained, "texts": texts, "columns": list(COLUMNS),
+            "records": [_row(_compact_record(r, place)) for r in g.records]}
     (out / "portability.json").write_text(compact(data))
     (out / "portability.csv").write_text(as_csv(g.records))
     (out / "portability.md").write_text(page(g, got.missing, got.about, explained, evidence.load_changes(out)))
@@ -184,11 +188,25 @@ def _compact_record(r: dict, place: dict[str, int]) -> dict:
     return out
 
 
+def _row(r: dict) -> list:
+    """A record as its row of COLUMNS' values, with no trailing nulls (a row is one line of the file)."""
+    unknown = set(r) - set(COLUMNS)
+    if unknown:   # a field the judge added and the file has no column for: kept out silently, it would be lost
+        raise ValueError(f"portability.json has no column for {sorted(unknown)}")
+    row = [r.get(c) for c in COLUMNS]
+    while row and row[-1] is None:
+        row.pop()
+    return row
+
+
 def expanded(data: dict) -> list[dict]:
-    """The data file's records as a reader wants them: errors and reasons as text, each cell id."""
-    texts, rule = data.get("texts") or [], data.get("cell") or CELL
+    """The data file's records as a reader wants them: each a mapping, errors and reasons as text,
+    each cell id (schema 2's records were mappings already)."""
+    texts, rule, columns = data.get("texts") or [], data.get("cell") or CELL, data.get("columns")
     out = []
     for r in data["records"]:
+        if columns is not None:
+            r = {c: v for c, v in zip(columns, r, strict=False) if v is not None}
         r = {**r, "cell": r.get("cell") or rule.format(reader=r["reader"], writer=r["writer"])}
         if r.get("errors"):   # schema 2 kept the texts in place
             r["errors"] = {way: texts[i] if isinstance(i, int) else i for way, i in r["errors"].items()}
