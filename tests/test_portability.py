@@ -419,14 +419,12 @@ def test_three_stacks_write_read_judge_explain_every_file_resume_and_check_a_use
     run = ("portability", "run", str(tmp_path / "stacks.yaml"), "--engine", "venv", "--results", str(tmp_path / "r"))
     proc = harness(*run, "--stacks", "tf*", timeout=1800)   # a slice first: the TF stacks' writers and pairs
     assert proc.returncode == 0 and "2 stacks of 3: 2 writers" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # the whole grid, a stack at a time: the slice's six cells are kept, the other six run -- the JAX
-    # stack writes, then each stack reads -- and each stack's environment is removed after its pass
-    proc = harness(*run, "--disk-bound", timeout=1800)
+    # the whole grid: the slice's six cells are kept, the other six run (a run that removes its stacks'
+    # environments, --disk-bound, is not run here: the suite's other tests share those environments)
+    proc = harness(*run, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    passes = re.findall(r"\[\d/4\] (\S+) (writes|reads): (\d) cell", proc.stdout)
+    assert "6 of 12 cells already have results" in proc.stdout, proc.stdout[-3000:]
     tf1, tf, k3 = "tf1.12-keras2.2.4", "tf2.15", "keras3.15.1-jax"
-    assert passes == [(k3, "writes", "1"), (tf1, "reads", "1"), (tf, "reads", "1"), (k3, "reads", "3")], passes
-    assert proc.stdout.count("its environment removed") == 4, proc.stdout[-3000:]
     # where the files that load but predict differently part from their writer: TF 1.12's standalone
     # Keras 2.2.4 LSTM weights, built on TF 2.15 with its own defaults, part at the LSTM, and the
     # writer's recurrent_activation put back mends them

@@ -9,7 +9,9 @@ atlas run's way, `harness.atlas.drive`: uv links a virtualenv's files to its cac
 without the other frees nothing); peak disk is about one stack, plus the files written so far, which
 are results.
 
-Each stack's pass is ``harness run GRID --only CELL...`` in a child process, the process boundary of
+A pass removes only the environment it built: one that was there already (built by another run,
+from another uv cache) may be in use, and stays. Each stack's pass is ``harness run GRID --only
+CELL...`` in a child process, the process boundary of
 every run: a crash there costs that stack's pass, and finished cells are in the results store, so a
 second run skips every stack that owes nothing (without building it) and resumes the others."""
 
@@ -22,7 +24,6 @@ from pathlib import Path
 
 from harness.atlas import drive
 from harness.cells import Cell
-from harness.engines.venv import VenvEngine
 from harness.matrix import Matrix
 from harness.portability import grid
 from harness.results.result import Result
@@ -56,10 +57,15 @@ def run(matrix_path: Path, m: Matrix, cells: list[Cell], results: Path, extra: l
         say(f"[{i}/{len(todo)}] {stack} {name}: {len(owed)} cell(s)")
         started = time.time()
         rc = drive.run_one(stacks[stack], results, extra, only=[c.id for c in owed])
-        disk = drive.footprint(VenvEngine().location(stacks[stack].environment), drive.uv_cache(stacks[stack]))
-        drive.remove(stacks[stack])
-        say(f"      {stack} {name}: exit {rc} in {time.time() - started:.0f} s; its environment removed "
-            f"({disk / 1e9:.1f} GB with its own uv cache)")
+        uv = drive.uv_cache(stacks[stack])
+        # only what this pass built: a virtualenv that was there already (another run's, built from
+        # another uv cache) may be in use by that run, and is left where it is
+        built = drive.built_from(uv)
+        disk = drive.footprint(*built, uv)
+        drive.removed(built, uv)
+        said = (f"its environment removed ({disk / 1e9:.1f} GB with its own uv cache)" if built else
+                f"its environment was there already, and is kept (built from another uv cache than {uv.name}'s)")
+        say(f"      {stack} {name}: exit {rc} in {time.time() - started:.0f} s; {said}")
         if rc in INTERRUPTED:
             raise KeyboardInterrupt
     return [r for c in cells if (r := store.existing(c)) is not None]
