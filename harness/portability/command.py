@@ -42,8 +42,8 @@ def add(sub) -> None:
     r.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
     r.add_argument("--disk-bound", action="store_true",
                    help="one stack's environment at a time (venv engine): every stack writes, then every stack "
-                        "reads, each stack's virtualenv and uv cache removed after its pass -- about one stack of "
-                        "disk at the peak, each stack built twice (the PyTorch stacks are about 7 GB each)")
+                        "reads, the virtualenv each pass built removed after it with its own uv cache -- about one "
+                        "stack of disk at the peak, each stack built twice (the PyTorch stacks are about 7 GB each)")
     add_engine_args(r)
     add_resource_args(r)
     add_slurm_args(r, "Slurm job arrays: the writers first; run it again once they are done, and the readers "
@@ -194,22 +194,14 @@ def _explain(args, console: Console) -> int:
 
 
 def _bisect(args, console: Console) -> int:
-    # the bisect and its search, when a change is narrowed: not at CLI start
-    from harness.index import releases
-    from harness.investigate.bisect import run as bisect_run
-    from harness.investigate.bisect_ends import bounds
-    from harness.portability import narrow
+    from harness.portability import narrow  # the bisect and its search, when a change is narrowed: not at CLI start
 
     results, out = Path(args.results), Path(args.out)
-    got = publish.gather(results)
-    if not got.loads:
-        raise UserError(f"{results}: no reader of the grid has finished ok there yet; run it first: portability run")
-    g = publish.Judged.of(judge.records(got.loads, got.cells))
+    _, g = publish.judged(results)
     m = load(results / "grid.yaml")
     plans = [p for c in g.changes if not args.change or c.id in args.change
              if (p := narrow.plan(c, g.stacks, g.records, m.cells)) is not None]
     narrow.check_wanted(args.change, plans, g.changes)
-    resolver = releases.Resolver()
     (out / evidence.CHANGES).mkdir(parents=True, exist_ok=True)
     with engine_for(args, console) as engine:
         for p in plans:
@@ -218,23 +210,8 @@ def _bisect(args, console: Console) -> int:
                 continue
             said = f"python -m harness portability bisect --results {results} --out {out} --change '{change.id}'"
             console.rule(shown(f"{change.id}: {p['package']} {p['old']} -> {p['new']}"))
-            for package, old, new in [(p["package"], p["old"], p["new"]), *p["also"]]:
-                q = {**p, "package": package, "old": old, "new": new}
-                try:
-                    versions = bounds(package, p["cell"].environment.python, good=old, bad=new, spec=None,
-                                      pre=False, resolver=resolver)
-                except UserError as exc:   # no releases between the two, or not listed for this Python: said
-                    ev = {"change": change.as_dict(), "package": package, "problem": str(exc), "command": said}
-                    continue
-                with narrow.own_disk(evidence.change_file(change.id)[:-5]):
-                    found, _ = bisect_run(m=m, base_cells=[p["cell"]], package=package, versions=versions,
-                                          engine=engine, results_root=results, console=console, jobs=args.jobs or 2,
-                                          bundles=Path(args.bundles), resolver=resolver,
-                                          verdicts=narrow.verdicts(results / m.name, q))
-                ev = narrow.kept(found, q, said)
-                if not narrow.the_ends_agree(found):
-                    break
-            ev = narrow.with_sentence(ev)
+            ev = narrow.narrow(p, m, engine, results, console, jobs=args.jobs or 2, bundles=Path(args.bundles),
+                               command=said)
             target.write_text(json.dumps(ev, indent=1, sort_keys=True, default=str) + "\n")
             console.print(f"{shown(change.id)}: {shown(ev['sentence'])}", highlight=False)
     console.print(f"then: python -m harness portability publish --results {shown(str(results))} --out "

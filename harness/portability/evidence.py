@@ -30,8 +30,7 @@ class Group:
     @property
     def id(self) -> str:
         """Its name in a command (--group) and its evidence file's: letters, digits, dots and dashes."""
-        text = f"{self.model}-{self.format}-{self.way}-{self.writer_line}-to-{self.reader_line}"
-        return re.sub(r"[^A-Za-z0-9.]+", "-", text)
+        return slug(f"{self.model}-{self.format}-{self.way}-{self.writer_line}-to-{self.reader_line}")
 
     def as_dict(self) -> dict:
         return {"id": self.id, "model": self.model, "format": self.format, "way": self.way,
@@ -57,9 +56,14 @@ def load(out: Path) -> dict[str, dict]:
     """Group id -> its evidence, as `explain` left it beside the page (none yet: empty)."""
     return _read(out, EVIDENCE, "group")
 
+def slug(text: str) -> str:
+    """A name for a command line and a file: the text in letters, digits, dots and dashes."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
+
+
 def change_file(change_id: str) -> str:
-    """A change's evidence file name: its id in letters, digits, dots and dashes."""
-    return re.sub(r"[^A-Za-z0-9.]+", "-", change_id).strip("-") + ".json"
+    """A change's evidence file name."""
+    return slug(change_id) + ".json"
 
 
 def load_changes(out: Path) -> dict[str, dict]:

@@ -24,12 +24,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from harness import status
 from harness.errors import UserError
-from harness.portability import grid, judge
+from harness.portability import judge
 from harness.portability.evidence import EVIDENCE, Group, groups, path_for
-from harness.portability.publish import Judged, gather
-from harness.results.store import scan
+from harness.portability.publish import Judged, judged
 from harness.workloads.protocol import OUTPUT_DIR
 
 PROBE = Path(__file__).resolve().parent / "probe" / "layers.py"
@@ -45,20 +43,15 @@ def own_way(g: Judged, record: dict) -> str | None:
     return None
 
 
-def written(results: Path) -> dict[str, Path]:
-    """writer stack -> its save cell's output folder (its files and written.json), ok writers only."""
-    out = {}
-    for folder, r in scan(results):
-        if hasattr(r, "cell") and r.cell.split("/")[1] == grid.WRITER and r.status == status.OK:
-            out[r.cell.split("/")[0]] = folder / OUTPUT_DIR
-    return out
-
-
 def _digest(path: Path) -> str:
+    """What a written file holds: a file, a folder (a SavedModel), or a TF checkpoint's prefix (its
+    files beside it start with the prefix's name)."""
+    found = ([path] if path.is_file() else sorted(path.rglob("*")) if path.is_dir()
+             else sorted(path.parent.glob(path.name + "*")))
     h = hashlib.sha256()
-    for p in sorted([path, *(path.rglob("*") if path.is_dir() else [])]):
+    for p in found:
         if p.is_file():
-            h.update(p.read_bytes())
+            h.update(p.name.encode() + p.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -68,9 +61,9 @@ def _workload(side: str, digest: str, way: str) -> str:
     return ("own-" if side == "writer" else "read-") + hashlib.sha256(f"{digest} {way}".encode()).hexdigest()[:12]
 
 
-def probes(g: Judged, results: Path, only: list[str] | None = None) -> list[dict]:
-    """A plan per group: its representative pair, and the two probes (stack, way) that compare it."""
-    folders = written(results)
+def probes(g: Judged, folders: dict[str, Path], only: list[str] | None = None) -> list[dict]:
+    """A plan per group: its representative pair, and the two probes (stack, way) that compare it.
+    `folders`: writer stack -> its save cell's output folder (its files and written.json)."""
     plans = []
     for group, members in groups(g.records, g.stacks, g.names).items():
         if only and group.id not in only:
@@ -183,11 +176,8 @@ def explain(results: Path, out: Path, probes_dir: Path, run_cells, say, only: li
     from harness.matrix import load  # the matrix loader, when there is something to probe
     from harness.results.store import ResultStore
 
-    got = gather(results)
-    if not got.loads:
-        raise UserError(f"{results}: no reader of the grid has finished ok there yet; run it first: portability run")
-    g = Judged.of(judge.records(got.loads, got.cells))
-    plans = probes(g, results, only)
+    got, g = judged(results)
+    plans = probes(g, got.writers, only)
     check_plans(plans, only, list(groups(g.records, g.stacks, g.names)))
     if not plans:
         say("no file of the grid loads but predicts differently against a writer that loads its own: nothing to probe")

@@ -33,9 +33,9 @@ from harness.investigate.bisect_judge import evidence
 from harness.investigate.bisect_search import BAD, GOOD, SKIP, Verdict
 from harness.portability import grid, judge
 from harness.portability.changes import READER, Change
+from harness.portability.evidence import slug
+from harness.portability.publish import LOADS
 from harness.workloads.protocol import OUTPUT_DIR
-
-LOADS = "loads.json"
 
 
 @contextlib.contextmanager
@@ -125,7 +125,32 @@ def kept(found, p: dict, command: str) -> dict:
             "tested": {v: {"verdict": t.kind, "why": t.why} for v, t in found.tested.items()}, "command": command}
 
 
-def with_sentence(ev: dict) -> dict:
+def narrow(p: dict, m, engine, results: Path, console, *, jobs: int, bundles: Path, command: str) -> dict:
+    """Bisect the change `p` plans, in the grid's results (where the writer's files are handed
+    from): its package first, then the other of TensorFlow and Keras where it moved too and the
+    first one's ends agree. Returns its evidence, with its sentence."""
+    # the bisect, its ends and the index: imported when a change is narrowed
+    from harness.index import releases
+    from harness.investigate.bisect import run as bisect_run
+    from harness.investigate.bisect_ends import bounds
+
+    resolver = releases.Resolver()
+    change = p["change"]
+    for package, old, new in [(p["package"], p["old"], p["new"]), *p["also"]]:
+        q = {**p, "package": package, "old": old, "new": new}
+        try:
+            versions = bounds(package, p["cell"].environment.python, good=old, bad=new, spec=None, pre=False,
+                              resolver=resolver)
+        except UserError as exc:   # no releases between the two, or none listed for this Python: said
+            ev = {"change": change.as_dict(), "package": package, "problem": str(exc), "command": command}
+            continue
+        with own_disk(slug(change.id)):
+            found, _ = bisect_run(m=m, base_cells=[p["cell"]], package=package, versions=versions, engine=engine,
+                                  results_root=results, console=console, jobs=jobs, bundles=bundles,
+                                  resolver=resolver, verdicts=verdicts(results / m.name, q))
+        ev = kept(found, q, command)
+        if not the_ends_agree(found):
+            break
     return {**ev, "sentence": sentence(ev)}
 
 

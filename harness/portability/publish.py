@@ -47,6 +47,7 @@ class Gathered:
     loads: dict[str, dict] = field(default_factory=dict)
     cells: dict[tuple[str, str], str] = field(default_factory=dict)
     folders: dict[tuple[str, str], Path] = field(default_factory=dict)
+    writers: dict[str, Path] = field(default_factory=dict)   # stack -> its ok writer's output folder
     missing: list[str] = field(default_factory=list)
     about: dict = field(default_factory=dict)
 
@@ -80,6 +81,8 @@ def gather(results: Path, grid: bool = True) -> Gathered:
             if workload == WRITER and r.status != status.OK:  # it wrote nothing: its row is empty, and said why
                 failed_writers.add(stack)
                 got.missing.append(_why(r))
+            elif workload == WRITER:
+                got.writers[stack] = folder / OUTPUT_DIR
             continue
         found = folder / OUTPUT_DIR / LOADS
         if r.status != status.OK or not found.is_file():
@@ -133,12 +136,18 @@ def _host(prov: dict) -> str:
     return ", ".join(x for x in (f"{cpus} CPUs" if cpus else "", platform.split("-")[0]) if x)
 
 
-def publish(results: Path, out: Path) -> dict:
+def judged(results: Path) -> tuple[Gathered, Judged]:
+    """The grid's results gathered and judged: what publish, explain and bisect start from. No
+    reader has finished there yet: exit 2, saying what to run."""
     got = gather(results)
     if not got.loads:
         raise UserError(f"{results}: no reader of the grid has finished ok there yet"
                         + (f" ({got.missing[0]})" if got.missing else "") + "; run it first: portability run STACKS")
-    g = Judged.of(judge.records(got.loads, got.cells))
+    return got, Judged.of(judge.records(got.loads, got.cells))
+
+
+def publish(results: Path, out: Path) -> dict:
+    got, g = judged(results)
     got.missing += _unwritten(got.loads)
     out.mkdir(parents=True, exist_ok=True)
     explained = differing(g, evidence.load(out))
@@ -201,16 +210,15 @@ def _row(r: dict) -> list:
 
 def expanded(data: dict) -> list[dict]:
     """The data file's records as a reader wants them: each a mapping, errors and reasons as text,
-    each cell id (schema 2's records were mappings already)."""
-    texts, rule, columns = data.get("texts") or [], data.get("cell") or CELL, data.get("columns")
+    each cell id."""
+    texts, rule, columns = data["texts"], data["cell"], data["columns"]
     out = []
-    for r in data["records"]:
-        if columns is not None:
-            r = {c: v for c, v in zip(columns, r, strict=False) if v is not None}
-        r = {**r, "cell": r.get("cell") or rule.format(reader=r["reader"], writer=r["writer"])}
-        if r.get("errors"):   # schema 2 kept the texts in place
-            r["errors"] = {way: texts[i] if isinstance(i, int) else i for way, i in r["errors"].items()}
-        if isinstance(r.get("reason"), int):
+    for row in data["records"]:
+        r = {c: v for c, v in zip(columns, row, strict=False) if v is not None}
+        r["cell"] = r.get("cell") or rule.format(reader=r["reader"], writer=r["writer"])
+        if r.get("errors"):
+            r["errors"] = {way: texts[i] if i is not None else None for way, i in r["errors"].items()}
+        if "reason" in r:
             r["reason"] = texts[r["reason"]]
         out.append(r)
     return out
