@@ -94,7 +94,9 @@ def test_the_page_and_the_csv_say_every_verdict(tmp_path):
     assert "C/load/none-c1/b128/r0" in text                                       # a reader that left nothing
     rows = list(csv.DictReader(io.StringIO(publish.as_csv(records))))
     assert {(r["writer"], r["reader"], r["verdict"]) for r in rows} == {("A", "A", "same"), ("A", "B", "differs")}
-    assert rows[0]["cell"] == "A/load-A/none-c1/b128/r0"   # the pair's cell: its evidence
+    assert [r["cell"] for r in rows] == ["", ""]   # the pair's cell is the rule's: not repeated on every row
+    records[0]["cell"] = "A/load-A/none-c1/b128/r1"   # one the rule does not give is kept
+    assert list(csv.DictReader(io.StringIO(publish.as_csv(records))))[0]["cell"] == "A/load-A/none-c1/b128/r1"
 
 
 @QUICK
@@ -129,6 +131,14 @@ def test_a_slice_of_the_grid_is_its_stacks_writers_and_the_pairs_between_them_an
     assert stacks == {"tf2.10.1", "tf2.13.1", "tf2.14.1", "tf2.15", "tf2.16.2-keras3.3.3", "tf2.18-keras3.6.0"}
     assert len(chosen) == len(stacks) + len(stacks) ** 2    # their writers, and every pair between them
     assert all(n["cell"].split("/")[0] in stacks for c in chosen for n in c.needs)
+    # a new release's row and column: its writer, its reads of every writer, every stack's read of it
+    names = [e.name for e in m.environments]
+    crossing = grid.among(m.cells, ["tf2.15"], crossing=True)
+    assert sorted((c.environment.name, [n["cell"].split("/")[0] for n in c.needs]) for c in crossing) == sorted(
+        [("tf2.15", [])] + [("tf2.15", [w]) for w in names] + [(r, ["tf2.15"]) for r in names if r != "tf2.15"])
+    assert len(crossing) == 2 * len(names)   # its writer, its N reads, the N - 1 other stacks' reads of it
+    proc = harness("portability", "run", "--row-and-column", "--engine", "venv", "--results", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "--stacks" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     # one pair read of four: the page says so, and marks the pairs not read yet
     loads = _loads(None, _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.0}))
     whole = publish.Judged.of(judge.records({"A": loads["A"]}))

@@ -167,7 +167,7 @@ def run_one(stack: Stack, results: Path, extra: list[str], only: list[str] | Non
     removed only once its tasks are done."""
     env = dict(os.environ, **{CACHE_VARIABLE: str(uv_cache(stack))})
     harness = [sys.executable, "-m", "harness"]
-    rc = _child([*harness, "run", str(stack.matrix_path), "--engine", "venv", "--results", str(results),
+    rc = _child([*harness, "run", str(stack.matrix_path), "--quiet", "--engine", "venv", "--results", str(results),
                  *[a for cell in only or [f"{stack.environment.name}/*"] for a in ("--only", cell)], *extra], env)
     if rc == 0 and "slurm" in extra:
         _child([*harness, "status", str(stack.matrix_path), "--results", str(results), "--wait", f"{MAX_SECONDS:.0f}"],

@@ -27,7 +27,7 @@ def load(args, console: Console | None = None) -> matrix_mod.Matrix:
                                  refresh=getattr(args, "refresh_releases", False),
                                  offline=getattr(args, "offline", False))
     m = matrix_mod.load(args.matrix, resolver=resolver)
-    if m.resolver and console is not None:
+    if m.resolver and console is not None and not getattr(args, "quiet", False):
         verbose = getattr(args, "verbose", False)
         for line in releases.describe(m.resolver, verbose=verbose):
             console.print(f"[dim]{shown(line)}[/]", highlight=False)

@@ -32,6 +32,9 @@ def add(sub) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="clean-room run: every cell in a new interpreter, no compile or data caches, no "
                         "unsupported verdicts decided before launch (default: warm where safe; README)")
+    p.add_argument("--quiet", action="store_true",
+                   help="each cell's line and what went wrong, without the release ranges and the table "
+                        "(for a driver that runs a matrix a stack at a time and says those once)")
     add_engine_args(p)
     add_resource_args(p)
     add_slurm_args(p)
@@ -56,8 +59,9 @@ def command(args, console: Console) -> int:
         runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
                         gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
         results = runner.complete(cells)
-    console.print()
-    print(visible("\n".join(text_table(t) for t in tables.summary(results)), lines=True))
+    if not args.quiet:
+        console.print()
+        print(visible("\n".join(text_table(t) for t in tables.summary(results)), lines=True))
     missed = [r for r in results if r.met is False]
     for r in missed:
         want = r.expectation

@@ -39,6 +39,9 @@ def add(sub) -> None:
     r.add_argument("--stacks", action="append", metavar="GLOB",
                    help="only the stacks whose name matches, as writers and as readers (repeatable): a slice of a "
                         "large grid; every finished pair is kept, and a later slice reads only what is missing")
+    r.add_argument("--row-and-column", action="store_true",
+                   help="with --stacks: every pair with either end among them -- their row and column against "
+                        "every stack of the file (a new release's cost), not only the pairs between them")
     r.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
     r.add_argument("--disk-bound", action="store_true",
                    help="one stack's environment at a time (venv engine): every stack writes, then every stack "
@@ -49,7 +52,8 @@ def add(sub) -> None:
     add_slurm_args(r, "Slurm job arrays: the writers first; run it again once they are done, and the readers "
                       "go (each waits for its writer's files)")
     c = acts.add_parser("check", help="your own model file, loaded on every stack: loads? predicts the same?")
-    c.add_argument("model", metavar="FILE", help="an HDF5 model (.h5), a .keras archive, or a SavedModel folder")
+    c.add_argument("model", metavar="FILE", help="an HDF5 model (.h5), a .keras archive, or a SavedModel folder "
+                                                 "(read where it lies: on virtualenvs, or --engine local)")
     c.add_argument("stacks", nargs="?", default=STACKS, metavar="STACKS",
                    help=f"the stacks to load it on, as for run (default: {STACKS})")
     c.add_argument("--writer", metavar="STACK", help="the stack that wrote it (its name in STACKS): the reference")
@@ -121,7 +125,9 @@ def _run(args, console: Console) -> int:
                         "use one or the other")
     matrix = grid.write(Path(args.stacks_file), results / "grid.yaml")
     m = load(matrix)
-    cells = grid.among(m.cells, args.stacks)
+    if args.row_and_column and not args.stacks:
+        raise UserError("--row-and-column: the row and column of which stacks? name them with --stacks GLOB")
+    cells = grid.among(m.cells, args.stacks, crossing=args.row_and_column)
     if not cells:
         raise UserError(f"--stacks {' '.join(args.stacks)}: no stack of {args.stacks_file} has such a name "
                         f"(its stacks: {', '.join(e.name for e in m.environments)})")
@@ -163,6 +169,7 @@ def _submit(args, m, cells, results: Path, console: Console) -> int:
         submit(m, cells, engine, results, opts, console,
                engine_args={"pythons": pythons(args.python), "ca_bundle": args.ca_bundle})
     slice_ = "".join(f" --stacks '{g}'" for g in args.stacks or [])
+    slice_ += " --row-and-column" if args.row_and_column else ""
     console.print(f"follow it with: python -m harness status {shown(str(results / 'grid.yaml'))} --results "
                   f"{shown(str(results))}; once the writers are done, the same command again submits the readers"
                   f"{shown(slice_)}; then: python -m harness portability publish --results {shown(str(results))}",
@@ -231,6 +238,8 @@ def _check(args, console: Console) -> int:
     if args.engine == "docker":
         raise UserError("portability check reads your file where it lies: --engine venv or local (the grid, "
                         "portability run, runs on any engine)")
+    if args.engine == "auto":   # a process engine: auto would take Docker where a daemon answers
+        args.engine = "venv"
     matrix = check.write_matrix(Path(args.stacks), model, custom, args.writer, results / "check.yaml", inputs)
     m = load(matrix)
     order = [e.name for e in m.environments]

@@ -54,16 +54,22 @@ def matrix_text(stacks: Path, names: list[str]) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def among(cells: list, patterns: list[str] | None) -> list:
+def among(cells: list, patterns: list[str] | None, crossing: bool = False) -> list:
     """The grid's cells within the stacks `patterns` name (globs on a stack's name): their writers,
-    and the pairs both of whose ends they name -- a slice of the grid that later slices extend."""
+    and the pairs both of whose ends they name -- a slice of the grid that later slices extend.
+    `crossing`: the pairs with either end named instead -- those stacks' row and column against the
+    whole grid, what a new release costs (the other stacks' writers are not in it: their files are
+    the ones a finished grid has)."""
     if not patterns:
         return list(cells)
 
     def named(stack: str) -> bool:
         return any(fnmatch.fnmatchcase(stack, p) for p in patterns)
-    return [c for c in cells if named(c.environment.name)
-            and all(named(need["cell"].split("/")[0]) for need in c.needs)]
+
+    def wanted(c) -> bool:
+        ends = [named(c.environment.name), *(named(need["cell"].split("/")[0]) for need in c.needs)]
+        return any(ends) if crossing and c.needs else all(ends)
+    return [c for c in cells if wanted(c)]
 
 
 def read(stacks: Path) -> dict:

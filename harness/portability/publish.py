@@ -188,13 +188,19 @@ def _compact_record(r: dict, place: dict[str, int]) -> dict:
     where the grid's rule gives it."""
     drop = ("writer_stack", "reader_stack") + (() if r["verdict"] == judge.DIFFERS else ("ways",))
     out = {k: v for k, v in r.items() if k not in drop}
-    if out.get("cell") == CELL.format(reader=r["reader"], writer=r["writer"]):
+    if by_rule(r):
         del out["cell"]
     if out.get("errors"):
         out["errors"] = {way: place[e] if e else None for way, e in out["errors"].items()}
     if out.get("reason"):
         out["reason"] = place[out["reason"]]
     return out
+
+
+def by_rule(r: dict) -> bool:
+    """Whether the record's cell is the one the grid's rule (CELL) names for its pair: the data
+    files keep a cell id only where it is not."""
+    return r.get("cell") == CELL.format(reader=r["reader"], writer=r["writer"])
 
 
 def _row(r: dict) -> list:
@@ -289,12 +295,15 @@ def compact(data: dict) -> str:
 
 
 def as_csv(records: list[dict]) -> str:
+    """A row per record; `cell` is empty where the grid's rule, READER/load-WRITER/none-c1/b128/r0,
+    names it (a column of ids the rule gives was 40% of the file)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
-    for r in records:
-        w.writerow({**r, **{f"{side}_{what}": r[f"{side}_stack"].get(what)
-                            for side in ("writer", "reader") for what in ("keras", "tensorflow")}})
+    for r in records:   # the cell only where the rule does not give it, as in portability.json
+        w.writerow({**r, "cell": None if by_rule(r) else r.get("cell"),
+                    **{f"{side}_{what}": r[f"{side}_stack"].get(what)
+                       for side in ("writer", "reader") for what in ("keras", "tensorflow")}})
     return buf.getvalue()
 
 
