@@ -133,9 +133,14 @@ def footprint(*folders: Path) -> int:
     return total
 
 
-def remove(stack: Stack) -> None:
-    """The environment's virtualenv and uv cache."""
-    removed([VenvEngine().location(stack.environment)], uv_cache(stack))
+def remove(stack: Stack) -> list[Path]:
+    """The virtualenvs installed from the environment's own uv cache, and that cache; returns the
+    virtualenvs. Only those: the same environment built from another uv cache (a user's run, a test
+    suite's) may be in use by that run, and stays."""
+    uv = uv_cache(stack)
+    built = built_from(uv)
+    removed(built, uv)
+    return built
 
 
 def built_from(uv: Path) -> list[Path]:
@@ -221,8 +226,7 @@ def drive(stack_list: list[Stack], results: Path, *, keep: bool, extra: list[str
             _log(results, entry)
             raise KeyboardInterrupt
         if not keep and not entry["left"]:
-            remove(stack)
-            entry["removed"] = True
+            entry["removed"] = bool(remove(stack))
         _log(results, entry)
         done += 1
     return {"ran": done, "complete": skipped}

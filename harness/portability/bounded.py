@@ -58,11 +58,8 @@ def run(matrix_path: Path, m: Matrix, cells: list[Cell], results: Path, extra: l
         started = time.time()
         rc = drive.run_one(stacks[stack], results, extra, only=[c.id for c in owed])
         uv = drive.uv_cache(stacks[stack])
-        # only what this pass built: a virtualenv that was there already (another run's, built from
-        # another uv cache) may be in use by that run, and is left where it is
-        built = drive.built_from(uv)
-        disk = drive.footprint(*built, uv)
-        drive.removed(built, uv)
+        disk = drive.footprint(*drive.built_from(uv), uv)
+        built = drive.remove(stacks[stack])   # only what this pass built (drive.remove says why)
         said = (f"its environment removed ({disk / 1e9:.1f} GB with its own uv cache)" if built else
                 f"its environment was there already, and is kept (built from another uv cache than {uv.name}'s)")
         say(f"      {stack} {name}: exit {rc} in {time.time() - started:.0f} s; {said}")
