@@ -77,8 +77,13 @@ def carries_files(need: dict) -> bool:
 
 
 def spec_sha256(cell) -> str:
-    spec = cell.spec()
-    spec.pop("expect", None)
+    return spec_sha256_of(cell.spec())
+
+
+def spec_sha256_of(spec: dict) -> str:
+    """A producer's spec as its consumers hold it (a spec.json read back gives the same): what it
+    asks, not what it expects."""
+    spec = {k: v for k, v in spec.items() if k != "expect"}
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
 
 

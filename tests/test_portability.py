@@ -355,6 +355,58 @@ def test_a_readers_change_is_bisected_on_its_newer_readers_cell_judged_by_the_gr
 
 
 @QUICK
+def test_a_writers_change_is_bisected_on_its_newer_writers_cell_each_releases_files_read_by_its_reader(tmp_path):
+    """tf.keras 2.15 refuses 2.14.1's .keras archive and loads 2.13.1's (planted): the bisect runs
+    2.14.1's writer with each TensorFlow between, and 2.15's reader cell, handed each release's
+    files as the grid hands a writer's, judges them by the grid's rule."""
+    stacks = {"tf2.13.1": {"api": "tf.keras", "keras": "2.13.1", "tensorflow": "2.13.1"},
+              "tf2.14.1": {"api": "tf.keras", "keras": "2.14.0", "tensorflow": "2.14.1"},
+              "tf2.15": {"api": "tf.keras", "keras": "2.15.0", "tensorflow": "2.15.0"}}
+    same = _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.0})
+    refused = _tried({"way": "load_model", "loaded": False, "error": "ValueError: planted"})
+    loads = {rd: {"stack": stacks[rd], "writers": {
+        w: {"stack": stacks[w], "models": {"custom": {"keras": refused if (w, rd) == ("tf2.14.1", "tf2.15") else same}}}
+        for w in stacks}} for rd in stacks}
+    g = publish.Judged.of(judge.records(loads))
+    [change] = [c for c in g.changes if c.moved == changes.WRITER]
+    assert (change.before, change.after, change.files) == ("tf2.13.1", "tf2.14.1", [("tf2.15", "custom", "keras")])
+    results = tmp_path / "r"
+    m = load(grid.write(Path("matrices/portability/stacks.yaml").resolve(), results / "grid.yaml"))
+    p = narrow.plan(change, g.stacks, g.records, m.cells)
+    assert (p["package"], p["old"], p["new"]) == ("tensorflow", "2.13.1", "2.14.1")
+    assert p["cell"].id == "tf2.14.1/save/none-c1/b128/r0"              # the cell each release runs
+    assert p["reader"].id == "tf2.15/load-tf2.14.1/none-c1/b128/r0"     # the reader of each release's files
+    assert narrow.writers_folder(results) == tmp_path / "r-writers"   # beside the grid, not among its stacks
+    # a release's reader: the grid's cell for that pair, as a grid of the release would name and link it
+    spec = {"cell": "tf2.14/save/none-c1/b128/r0", "environment": {"tensorflow": "2.14.0"}, "expect": None}
+    cell = narrow.reader_of(p["reader"], "tf2.14/save/none-c1/b128/r0", spec)
+    assert cell.id == "tf2.15/load-tf2.14/none-c1/b128/r0" and cell.environment == p["reader"].environment
+    [need] = cell.needs
+    assert (need["cell"], need["as"]) == ("tf2.14/save/none-c1/b128/r0", "tf2.14")
+    assert need["spec_sha256"] == narrow.chains.spec_sha256_of({**spec, "expect": {"status": "ok"}})
+    # judged: each release's files as the reader judges them; a writer that wrote nothing is skipped
+    folder = tmp_path / "w"
+    _plant(folder, {"tf2.14": {"stack": {}, "writers": {}}}, writers=True)
+    _plant(folder, {"tf2.15": {"stack": stacks["tf2.15"], "writers": {"tf2.14": loads["tf2.15"]["writers"]["tf2.14.1"]}}},
+           writers=False)
+    by = {r.cell: r for _, r in scan(folder)}
+    writer, reader = by["tf2.14/save/none-c1/b128/r0"], by["tf2.15/load-tf2.15/none-c1/b128/r0"]
+    asked = []
+    verdict = narrow.verdicts(folder / "grid", p, lambda w: asked.append(w) or reader)
+    judged = verdict("2.14.0", [writer])
+    assert judged.kind == BAD and "ValueError: planted" in judged.why and asked == [writer.cell]
+    assert narrow.verdicts(folder / "grid", p, lambda w: None)("2.14.0", [writer]).kind == SKIP
+    _plant(tmp_path / "failed", {"tf2.14": None}, status="error")
+    failed = next(r for _, r in scan(tmp_path / "failed") if r.cell.split("/")[1] == "save")
+    assert verdict("2.14.0", [failed]).kind == SKIP
+    # a change id that is no change: said, exit 2
+    _plant(results, loads)
+    proc = harness("portability", "bisect", "--results", str(results), "--out", str(tmp_path / "out"),
+                   "--engine", "venv", "--change", "writer:tf2.13.1->tf2.15:same->refuses")
+    assert proc.returncode == 2 and "--change" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@QUICK
 @pytest.mark.parametrize("text, key", [
     ("environments: []\n", "environments"),
     ("environments: [{python: '3.11', keras: '3.15.1', backend: jax}]\nworkloads: []\n", "workloads"),

@@ -14,16 +14,21 @@ first release that judges the file as the newer reader does, the last that judge
 change's line.
 
 A change along a line of writers (the files of a newer writer judged otherwise by the same reader)
-is not narrowed here: each release would need its own writer cell first."""
+is narrowed the same way from the other end: the newer writer's cell runs with each release in
+between, and each release's files are then read by the change's reader -- its grid cell, handed
+that release's files (`reader_of`) -- and judged by the same rule. Those writers and readers run
+in a results folder of their own (`writers_folder`): a writer in the grid's results would be a
+stack of the grid."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from pathlib import Path
 
-from harness import status
+from harness import chains, status
 from harness.atlas import drive
 from harness.atlas.rows import released_package
 from harness.environments.installer import CACHE_VARIABLE
@@ -32,10 +37,10 @@ from harness.files.paths import cache_dir
 from harness.investigate.bisect_judge import evidence
 from harness.investigate.bisect_search import BAD, GOOD, SKIP, Verdict
 from harness.portability import grid, judge
-from harness.portability.changes import READER, Change
+from harness.portability.changes import READER, WRITER, Change
 from harness.portability.evidence import slug
 from harness.portability.publish import LOADS
-from harness.workloads.protocol import OUTPUT_DIR
+from harness.workloads.protocol import OUTPUT_DIR, SPEC_FILE
 
 
 @contextlib.contextmanager
@@ -59,10 +64,12 @@ def own_disk(name: str):
 
 
 def plan(change: Change, stacks: dict[str, dict], records: list[dict], cells: list) -> dict | None:
-    """What narrows a change: the newer reader's cell for its first file, the package whose releases
-    lie between the two readers, the two ends and the pair's floor; None for what this does not
-    narrow (a writers' change, a verdict decided without launching, no package that moved)."""
-    if change.moved != READER or judge.UNKNOWN in (change.was, change.now):
+    """What narrows a change: the cell the bisect runs with each release -- the newer reader's for
+    the change's first file, or the newer writer's, whose files the change's reader then reads
+    (`reader`: that pair's grid cell) -- the package whose releases lie between the two ends, the
+    ends and the pair's floor; None for what this does not narrow (a verdict decided without
+    launching, no package that moved)."""
+    if judge.UNKNOWN in (change.was, change.now):
         return None
     before, after = stacks[change.before], stacks[change.after]
     package = released_package(change.line, before, after)
@@ -72,16 +79,35 @@ def plan(change: Change, stacks: dict[str, dict], records: list[dict], cells: li
     # (standalone Keras 2.2.2 -> 2.2.4 moved with TF 1.10.0 -> 1.10.1, and the change is Keras's)
     also = [q for q in ("tensorflow", "keras") if q != package and before.get(q) and after.get(q)
             and before[q] != after[q] and not str(after[q]).endswith("-tf")]
-    writer, model, fmt = change.files[0]
-    cell = next((c for c in cells if c.environment.name == change.after
+    other, model, fmt = change.files[0]
+    writer, reader = (other, change.after) if change.moved == READER else (change.after, other)
+    read = next((c for c in cells if c.environment.name == reader
                  and c.workload.name == grid.reader_workload(writer)), None)
+    cell = read if change.moved == READER else next(
+        (c for c in cells if c.environment.name == writer and c.workload.name == grid.WRITER), None)
     record = next((r for r in records if (r["writer"], r["reader"], r["model"], r["format"])
-                   == (writer, change.after, model, fmt)), None)
-    if cell is None or record is None:
+                   == (writer, reader, model, fmt)), None)
+    if cell is None or read is None or record is None:
         return None
-    return {"change": change, "cell": cell, "package": package, "old": before[package], "new": after[package],
-            "writer": writer, "model": model, "format": fmt, "floor": record["floor"],
+    return {"change": change, "cell": cell, "reader": read, "package": package, "old": before[package],
+            "new": after[package], "writer": writer, "model": model, "format": fmt, "floor": record["floor"],
             "also": [(q, before[q], after[q]) for q in also]}
+
+
+def writers_folder(results: Path) -> Path:
+    """Where a writers' change is bisected: beside the grid's results, never in them."""
+    return results.with_name(results.name + "-writers")
+
+
+def reader_of(template, writer: str, spec: dict):
+    """The change's reader cell (`template`, the grid's) handed the files of the writer cell
+    `writer` (a release's; `spec`, its spec.json): the cell a grid of that release would have,
+    named and linked as the grid's are."""
+    name = writer.split("/")[0]
+    workload = dataclasses.replace(template.workload, name=grid.reader_workload(name), params={
+        **template.workload.params, "needs": [{"workload": grid.WRITER, "environment": name, "as": name}]})
+    need = {"cell": writer, "as": name, "spec_sha256": chains.spec_sha256_of(spec)}
+    return dataclasses.replace(template, workload=workload, needs=(need,))
 
 
 def the_ends_agree(found) -> bool:
@@ -89,9 +115,12 @@ def the_ends_agree(found) -> bool:
     return bool(found.problem) and found.problem.startswith("the ends do not differ")
 
 
-def verdicts(run_dir: Path, p: dict):
+def verdicts(run_dir: Path, p: dict, read=None):
     """A release's verdict for the bisect: the grid's judgement of the change's file on that
-    release, good when it is the better end's (`same`, where one end is), bad when the other's."""
+    release, good when it is the better end's (`same`, where one end is), bad when the other's.
+    A readers' change judges the release's reader cell; a writers' change (`read`: runs the
+    change's reader on a writer cell's files, `reader_of`, and returns its result) the reader of
+    the release's files -- a writer that wrote nothing is skipped, as a reader that did not run."""
     change = p["change"]
     good = judge.SAME if judge.SAME in (change.was, change.now) else change.was
     bad = change.now if good == change.was else change.was
@@ -99,13 +128,19 @@ def verdicts(run_dir: Path, p: dict):
     def verdict(version: str, results: list) -> Verdict:
         ev = evidence(results)
         ran = [r for r in results if r.status == status.OK]
+        writer = p["writer"]
+        if ran and change.moved == WRITER:
+            writer = ran[0].cell.split("/")[0]
+            ran = [r for r in [read(ran[0].cell)] if r is not None and r.status == status.OK]
+            if not ran:
+                return Verdict(SKIP, f"the reader of {writer}'s files did not run", evidence=ev)
         if not ran:
             r = results[0] if results else None
             why = f"{r.status}: {r.reason or r.failure_text}" if r else "no result"
             return Verdict(SKIP, why[:300], evidence=ev)
         try:
             loads = json.loads((run_dir / ran[0].cell / OUTPUT_DIR / LOADS).read_text())
-            entry = loads["writers"][p["writer"]]["models"][p["model"]][p["format"]]
+            entry = loads["writers"][writer]["models"][p["model"]][p["format"]]
         except (OSError, ValueError, KeyError) as exc:
             return Verdict(SKIP, f"the reader left no observation of the file ({type(exc).__name__})", evidence=ev)
         judged = judge.judge(entry, p["floor"])
@@ -120,22 +155,34 @@ def verdicts(run_dir: Path, p: dict):
 def kept(found, p: dict, command: str) -> dict:
     """The change's evidence: what the bisect found, each release's verdict, the command."""
     return {"change": p["change"].as_dict(), "package": p["package"], "versions": found.versions,
-            "file": {"writer": p["writer"], "model": p["model"], "format": p["format"]}, "cell": p["cell"].id,
+            "file": {"writer": p["writer"], "reader": p["reader"].environment.name, "model": p["model"],
+                     "format": p["format"]}, "cell": p["cell"].id,
             **found.answer(), "candidates": found.candidates, "problem": found.problem, "warnings": found.warnings,
             "tested": {v: {"verdict": t.kind, "why": t.why} for v, t in found.tested.items()}, "command": command}
 
 
 def narrow(p: dict, m, engine, results: Path, console, *, jobs: int, bundles: Path, command: str) -> dict:
-    """Bisect the change `p` plans, in the grid's results (where the writer's files are handed
-    from): its package first, then the other of TensorFlow and Keras where it moved too and the
-    first one's ends agree. Returns its evidence, with its sentence."""
-    # the bisect, its ends and the index: imported when a change is narrowed
+    """Bisect the change `p` plans -- a readers' change in the grid's results (where the writer's
+    files are handed from), a writers' change in `writers_folder` -- its package first, then the
+    other of TensorFlow and Keras where it moved too and the first one's ends agree. Returns its
+    evidence, with its sentence."""
+    # the bisect, its ends, the index and the runner: imported when a change is narrowed
     from harness.index import releases
     from harness.investigate.bisect import run as bisect_run
     from harness.investigate.bisect_ends import bounds
+    from harness.run.runner import Runner
 
     resolver = releases.Resolver()
     change = p["change"]
+    if change.moved == WRITER:
+        results = writers_folder(results)
+
+        def read(writer: str):
+            spec = json.loads((results / m.name / writer / SPEC_FILE).read_text())
+            cell = reader_of(p["reader"], writer, spec)
+            return next(iter(Runner(m, engine, results, console, jobs=1).complete([cell])), None)
+    else:
+        read = None
     for package, old, new in [(p["package"], p["old"], p["new"]), *p["also"]]:
         q = {**p, "package": package, "old": old, "new": new}
         try:
@@ -147,7 +194,7 @@ def narrow(p: dict, m, engine, results: Path, console, *, jobs: int, bundles: Pa
         with own_disk(slug(change.id)):
             found, _ = bisect_run(m=m, base_cells=[p["cell"]], package=package, versions=versions, engine=engine,
                                   results_root=results, console=console, jobs=jobs, bundles=bundles,
-                                  resolver=resolver, verdicts=verdicts(results / m.name, q))
+                                  resolver=resolver, verdicts=verdicts(results / m.name, q, read))
         ev = kept(found, q, command)
         if not the_ends_agree(found):
             break
@@ -161,7 +208,9 @@ def sentence(ev: dict) -> str:
     package, f = ev["package"], ev.get("file") or {}
     first = ev.get("first_bad") or ev.get("first_good")
     last = ev.get("last_good") or ev.get("last_bad")
-    on = f" (bisected on `{f.get('writer')}`'s {f.get('model')} {f.get('format')})" if f else ""
+    on = (f" (bisected on `{f.get('writer')}`'s {f.get('model')} {f.get('format')})" if f and not
+          ev["change"]["moved"] == WRITER else f" (bisected on each release's {f.get('model')} {f.get('format')}, "
+          f"read by `{f.get('reader')}`)" if f else "")
     if first:
         return f"first at {package} {first}, as before at {last}{on}"
     return f"first at one of {package} {', '.join(ev.get('candidates') or [])}, as before at {last}{on}"
@@ -169,5 +218,5 @@ def sentence(ev: dict) -> str:
 
 def check_wanted(only: list[str] | None, plans: list[dict], found: list[Change]) -> None:
     if only and not plans:
-        raise UserError(f"--change {' '.join(only)}: no change along a line of readers has that id (the changes "
+        raise UserError(f"--change {' '.join(only)}: no change that can be narrowed has that id (the changes "
                         f"are in changes.json; {len(found)} in this grid)")

@@ -342,7 +342,8 @@ def _changes_section(found: list[changes.Change], narrowed: dict[str, dict]) -> 
     out = ["## Changes along each line", "",
            "Two neighbouring releases of one line (readers: the same file judged otherwise; writers: the same "
            "reader judging their files otherwise). The grid's resolution is its stacks: `portability bisect` "
-           "narrows a readers' change to its release (each narrowed change says so, with its evidence).", ""]
+           "narrows a change to its release, a readers' or a writers' (each narrowed change says so, with its "
+           "evidence).", ""]
     by_line: dict[str, list[changes.Change]] = defaultdict(list)
     for c in found:
         by_line[c.line].append(c)
