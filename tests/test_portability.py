@@ -387,8 +387,8 @@ def test_a_writers_change_is_bisected_on_its_newer_writers_cell_each_releases_fi
     # judged: each release's files as the reader judges them; a writer that wrote nothing is skipped
     folder = tmp_path / "w"
     _plant(folder, {"tf2.14": {"stack": {}, "writers": {}}}, writers=True)
-    _plant(folder, {"tf2.15": {"stack": stacks["tf2.15"], "writers": {"tf2.14": loads["tf2.15"]["writers"]["tf2.14.1"]}}},
-           writers=False)
+    read = {"stack": stacks["tf2.15"], "writers": {"tf2.14": loads["tf2.15"]["writers"]["tf2.14.1"]}}
+    _plant(folder, {"tf2.15": read}, writers=False)
     by = {r.cell: r for _, r in scan(folder)}
     writer, reader = by["tf2.14/save/none-c1/b128/r0"], by["tf2.15/load-tf2.15/none-c1/b128/r0"]
     asked = []

@@ -79,7 +79,8 @@ def add(sub) -> None:
                                                                      "the evidence files' names)")
     add_engine_args(ex)
     add_resource_args(ex)
-    bs = acts.add_parser("bisect", help="narrow each change, along a line of readers or of writers, to the release that made it")
+    bs = acts.add_parser("bisect", help="narrow each change, along a line of readers or of writers, to the release "
+                                        "that made it")
     bs.add_argument("--results", default=RESULTS, metavar="DIR", help=f"the grid's results folder (default: {RESULTS})")
     bs.add_argument("--out", default=OUT, metavar="DIR",
                     help=f"the published grid's folder: each change's evidence goes to DIR/evidence/changes, and the "
