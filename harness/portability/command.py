@@ -77,6 +77,9 @@ def add(sub) -> None:
     ex.add_argument("--probes", metavar="DIR", help="the probes' results folder (default: the grid's, -probes)")
     ex.add_argument("--group", action="append", metavar="ID", help="only this group (repeatable; the ids are "
                                                                      "the evidence files' names)")
+    ex.add_argument("--again", action="store_true",
+                    help="probe again the pairs probed before (a probe's result is kept, as any cell's: after the "
+                         "harness's probe changed, its evidence is new only with this)")
     add_engine_args(ex)
     add_resource_args(ex)
     bs = acts.add_parser("bisect", help="narrow each change, along a line of readers or of writers, to the release "
@@ -178,12 +181,13 @@ def _submit(args, m, cells, results: Path, console: Console) -> int:
     return 0
 
 
-def _runner(m, engine, results: Path, args, console: Console):
+def _runner(m, engine, results: Path, args, console: Console, rerun: frozenset[str] = frozenset()):
     """The run of the grid's (or a check's) cells: warm, as `run` is by default -- a writer forks
     from its stack's launcher, and a reader loads every file in one process."""
     from harness.run.runner import Runner  # its live progress display is imported when cells run, not at CLI start
     engine.warm = True
-    return Runner(m, engine, results, console, jobs=args.jobs, gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
+    return Runner(m, engine, results, console, jobs=args.jobs, gpus=args.gpus, cpus_per_cell=args.cpus_per_cell,
+                  rerun=rerun)
 
 
 def _explain(args, console: Console) -> int:
@@ -194,7 +198,8 @@ def _explain(args, console: Console) -> int:
     said = f"python -m harness portability explain --results {results} --out {args.out}"
     with engine_for(args, console) as engine:
         explain.explain(results, Path(args.out), probes,
-                        lambda m: _runner(m, engine, probes, args, console).complete(m.cells),
+                        lambda m: _runner(m, engine, probes, args, console,
+                                          rerun=frozenset({"all"} if args.again else ())).complete(m.cells),
                         lambda line: console.print(shown(line), highlight=False), args.group, said)
     console.print(f"then: python -m harness portability publish --results {shown(str(results))} --out "
                   f"{shown(args.out)} (it links the evidence)", highlight=False)

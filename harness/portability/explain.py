@@ -125,7 +125,12 @@ def compare(writer: dict, reader: dict, writer_outputs, reader_outputs, floor: f
             first = entry
     back = [{**t, "mends": t.get("max_abs_diff") is not None and t["max_abs_diff"] <= floor}
             for t in reader.get("settings_back") or []]
+    theirs, mine = writer.get("activations") or {}, reader.get("activations") or {}
+    # the activations both configurations name that the two releases compute otherwise, on the probe's grid
+    otherwise = {n: float(np.max(np.abs(np.asarray(theirs[n]) - np.asarray(mine[n])))) for n in sorted(theirs)
+                 if theirs[n] is not None and mine.get(n) is not None}
     return {"layers": layers, "first": first, "floor": floor, "settings_back": back,
+            "activations_otherwise": {n: d for n, d in otherwise.items() if d > 1e-6},
             **({"settings_back_error": reader["settings_back_error"]} if reader.get("settings_back_error") else {})}
 
 
@@ -143,16 +148,23 @@ def sentence(evidence: dict) -> str:
     alone = [t for t in mends if len(t["settings"]) == 1]
     if alone or mends:
         said += "; built with the writer's " + " or with the writer's ".join(
-            " and ".join(f"`{s['key']}={s['value']!r}`" for s in t["settings"]) for t in (alone or mends)[:3])
+            " and ".join(_setting(s) for s in t["settings"]) for t in (alone or mends)[:3])
         said += " (the reader's default " + ", ".join(
             f"`{k}={rd!r}`" for k, (_, rd) in first["config"].items() if any(
                 s["key"] == k for t in (alone or mends) for s in t["settings"])) + "), it predicts as the writer did"
     elif evidence.get("settings_back"):
         tried = [t for t in evidence["settings_back"] if t.get("max_abs_diff") is not None]
         said += "; no setting of the writer's, put back, mends it" + ("" if not tried else " (" + "; ".join(
-            " and ".join(f"`{s['key']}={s['value']!r}`" for s in t["settings"]) + f": {t['max_abs_diff']:.3g}"
+            " and ".join(_setting(s) for s in t["settings"]) + f": {t['max_abs_diff']:.3g}"
             for t in tried[:3]) + f", against the floor {evidence['floor']:.3g})")
     return said
+
+
+def _setting(s: dict) -> str:
+    """One setting put back, as the sentence says it: with the writer's own definition where the
+    probe gave the function, not the name."""
+    said = f"`{s['key']}={s['value']!r}`"
+    return said + (f" as the writer's release defines it ({s['definition']})" if s.get("definition") else "")
 
 
 def read_probe(folder: Path) -> tuple[dict, object]:
