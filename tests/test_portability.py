@@ -199,6 +199,16 @@ def test_the_grid_page_filters_by_the_address_in_a_browser(tmp_path):
     assert 'data-filter="format"' not in dom                               # a page of one format: no format box
 
 
+def _refusing(stacks: dict, pair: tuple[str, str]) -> dict:
+    """Every stack reads every stack's custom-layer .keras archive the same, but for one (writer,
+    reader) pair, which refuses it (planted)."""
+    same = _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.0})
+    refused = _tried({"way": "load_model", "loaded": False, "error": "ValueError: planted"})
+    return {rd: {"stack": stacks[rd], "writers": {
+        w: {"stack": stacks[w], "models": {"custom": {"keras": refused if (w, rd) == pair else same}}}
+        for w in stacks}} for rd in stacks}
+
+
 def _plant(results: Path, loads: dict, status: str = "ok", writers: bool = True) -> None:
     """The grid's cells as they leave their results: each stack's writer (`writers`), and a reader
     cell per stack holding its observations of every writer (one cell here, as the grid's are)."""
@@ -222,11 +232,7 @@ def test_a_change_is_two_neighbours_of_a_line_that_judge_the_same_file_otherwise
     stacks = {"tf2.13": {"api": "tf.keras", "keras": "2.13.1", "tensorflow": "2.13.1"},
               "tf2.14": {"api": "tf.keras", "keras": "2.14.0", "tensorflow": "2.14.1"},
               "k3": {"api": "keras3", "backend": "jax", "keras": "3.15.1"}}
-    same = _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.0})
-    refused = _tried({"way": "load_model", "loaded": False, "error": "ValueError: planted"})
-    loads = {rd: {"stack": stacks[rd], "writers": {
-        w: {"stack": stacks[w], "models": {"custom": {"keras": refused if (w, rd) == ("tf2.13", "tf2.14") else same}}}
-        for w in stacks}} for rd in stacks}
+    loads = _refusing(stacks, ("tf2.13", "tf2.14"))
     records = judge.records(loads)
     names = ["tf2.13", "tf2.14", "k3"]
     [change] = changes.find(records, names, {n: stacks[n] for n in names})
@@ -320,12 +326,8 @@ def test_a_readers_change_is_bisected_on_its_newer_readers_cell_judged_by_the_gr
     by the file's verdict; a release's reader it ran is not a stack of the grid."""
     stacks = {"tf2.13.1": {"api": "tf.keras", "keras": "2.13.1", "tensorflow": "2.13.1"},
               "tf2.14.1": {"api": "tf.keras", "keras": "2.14.0", "tensorflow": "2.14.1"}}
-    same = _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.0})
-    refused = _tried({"way": "load_model", "loaded": False, "error": "ValueError: planted"})
     broke = ("tf2.13.1", "tf2.14.1")
-    loads = {rd: {"stack": stacks[rd], "writers": {
-        w: {"stack": stacks[w], "models": {"custom": {"keras": refused if (w, rd) == broke else same}}}
-        for w in stacks}} for rd in stacks}
+    loads = _refusing(stacks, broke)
     g = publish.Judged.of(judge.records(loads))
     [change] = g.changes
     m = load(grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml"))
@@ -362,11 +364,7 @@ def test_a_writers_change_is_bisected_on_its_newer_writers_cell_each_releases_fi
     stacks = {"tf2.13.1": {"api": "tf.keras", "keras": "2.13.1", "tensorflow": "2.13.1"},
               "tf2.14.1": {"api": "tf.keras", "keras": "2.14.0", "tensorflow": "2.14.1"},
               "tf2.15": {"api": "tf.keras", "keras": "2.15.0", "tensorflow": "2.15.0"}}
-    same = _tried({"way": "load_model", "loaded": True, "max_abs_diff": 0.0})
-    refused = _tried({"way": "load_model", "loaded": False, "error": "ValueError: planted"})
-    loads = {rd: {"stack": stacks[rd], "writers": {
-        w: {"stack": stacks[w], "models": {"custom": {"keras": refused if (w, rd) == ("tf2.14.1", "tf2.15") else same}}}
-        for w in stacks}} for rd in stacks}
+    loads = _refusing(stacks, ("tf2.14.1", "tf2.15"))
     g = publish.Judged.of(judge.records(loads))
     [change] = [c for c in g.changes if c.moved == changes.WRITER]
     assert (change.before, change.after, change.files) == ("tf2.13.1", "tf2.14.1", [("tf2.15", "custom", "keras")])
