@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from harness import SCHEMA
-from harness.investigate.bisect_search import BAD, GOOD, SKIP
+from harness.investigate.bisect_search import BAD, GOOD, SKIP, Found, Verdict
 from harness.matrix import load
 from harness.portability import bounded, changes, evidence, explain, grid, judge, narrow, pages, publish
 from harness.results.store import ResultStore, scan
@@ -397,6 +397,17 @@ def test_a_writers_change_is_bisected_on_its_newer_writers_cell_each_releases_fi
     _plant(tmp_path / "failed", {"tf2.14": None}, status="error")
     failed = next(r for _, r in scan(tmp_path / "failed") if r.cell.split("/")[1] == "save")
     assert verdict("2.14.0", [failed]).kind == SKIP
+    # two stacks on two Pythons (TF 2.11 has no wheel for 2.12's Python 3.11): the releases after the
+    # old end are searched on the newer Python; when all of them judge as the newer stack, it is the first
+    crossed = {**p, "pythons": ("3.10", "3.11"), "old": "2.11.1", "new": "2.12.1"}
+    ends = Found(versions=["2.12.0", "2.12.1"], steps=[], problem="the ends do not differ: (planted)",
+                        tested={v: Verdict(BAD, "refuses") for v in ("2.12.0", "2.12.1")})
+    ev = narrow.across(ends, crossed, ends.versions, "cmd")
+    assert (ev["first_bad"], ev["last_good"], ev["problem"]) == ("2.12.0", "2.11.1", None) and ev["across_python"]
+    assert narrow.sentence(ev).startswith("first at tensorflow 2.12.0, as before at 2.11.1"), narrow.sentence(ev)
+    ends.tested["2.12.0"] = Verdict(SKIP, "did not install")
+    assert narrow.across(ends, crossed, ends.versions, "cmd")["problem"].startswith("the ends do not differ")
+    assert narrow.across(None, crossed, ["2.12.1"], "cmd")["first_bad"] == "2.12.1"   # nothing between the two
     # a change id that is no change: said, exit 2
     _plant(results, loads)
     proc = harness("portability", "bisect", "--results", str(results), "--out", str(tmp_path / "out"),

@@ -35,7 +35,7 @@ from harness.environments.installer import CACHE_VARIABLE
 from harness.errors import UserError
 from harness.files.paths import cache_dir
 from harness.investigate.bisect_judge import evidence
-from harness.investigate.bisect_search import BAD, GOOD, SKIP, Verdict
+from harness.investigate.bisect_search import BAD, BROKE, GOOD, MENDED, SKIP, Verdict
 from harness.portability import grid, judge
 from harness.portability.changes import READER, WRITER, Change
 from harness.portability.evidence import slug
@@ -91,7 +91,8 @@ def plan(change: Change, stacks: dict[str, dict], records: list[dict], cells: li
         return None
     return {"change": change, "cell": cell, "reader": read, "package": package, "old": before[package],
             "new": after[package], "writer": writer, "model": model, "format": fmt, "floor": record["floor"],
-            "also": [(q, before[q], after[q]) for q in also]}
+            "also": [(q, before[q], after[q]) for q in also],
+            "pythons": tuple(".".join(str(s.get("python") or "").split(".")[:2]) for s in (before, after))}
 
 
 def writers_folder(results: Path) -> Path:
@@ -191,14 +192,41 @@ def narrow(p: dict, m, engine, results: Path, console, *, jobs: int, bundles: Pa
         except UserError as exc:   # no releases between the two, or none listed for this Python: said
             ev = {"change": change.as_dict(), "package": package, "problem": str(exc), "command": command}
             continue
+        crossed = len(set(p["pythons"])) > 1
+        if crossed:   # the old end is on its own stack's Python, where the releases after it may not install
+            versions = versions[1:]
+            if len(versions) < 2:   # nothing between: the grid's two stacks are the evidence
+                ev = across(None, q, versions, command)
+                break
         with own_disk(slug(change.id)):
             found, _ = bisect_run(m=m, base_cells=[p["cell"]], package=package, versions=versions, engine=engine,
                                   results_root=results, console=console, jobs=jobs, bundles=bundles,
                                   resolver=resolver, verdicts=verdicts(results / m.name, q, read))
-        ev = kept(found, q, command)
-        if not the_ends_agree(found):
+        ev = across(found, q, versions, command) if crossed and the_ends_agree(found) else kept(found, q, command)
+        if not the_ends_agree(found) or ev.get("across_python"):
             break
     return {**ev, "sentence": sentence(ev)}
+
+
+def across(found, p: dict, versions: list[str], command: str) -> dict:
+    """A change whose two stacks are on two Pythons (the grid gives each release range its own):
+    the releases after the old end are searched on the newer stack's Python, without the old end,
+    which the grid measured on its own. When every one of them judges the file as the newer stack
+    does (or there is only the newer one), the change is at the first of them."""
+    change = p["change"]
+    good = judge.SAME if judge.SAME in (change.was, change.now) else change.was
+    now = GOOD if change.now == good else BAD
+    ev = kept(found, p, command) if found is not None else {
+        "change": change.as_dict(), "package": p["package"], "versions": versions, "cell": p["cell"].id,
+        "file": {"writer": p["writer"], "reader": p["reader"].environment.name, "model": p["model"],
+                 "format": p["format"]}, "tested": {}, "command": command, "warnings": [], "candidates": []}
+    if found is not None and any(t.kind != now for t in found.tested.values()):
+        return ev   # the ends agree, but not as the newer stack: said as the search said it
+    first, last = ("first_good", "last_bad") if now == GOOD else ("first_bad", "last_good")
+    return {**ev, "problem": None, "direction": MENDED if now == GOOD else BROKE, first: versions[0],
+            last: p["old"], "across_python": (f"the old end, {p['package']} {p['old']}, is the grid's own stack on "
+                                              f"Python {p['pythons'][0]}; the releases after it ran on "
+                                              f"Python {p['pythons'][1]}, the newer stack's")}
 
 
 def sentence(ev: dict) -> str:
@@ -211,6 +239,8 @@ def sentence(ev: dict) -> str:
     on = (f" (bisected on `{f.get('writer')}`'s {f.get('model')} {f.get('format')})" if f and not
           ev["change"]["moved"] == WRITER else f" (bisected on each release's {f.get('model')} {f.get('format')}, "
           f"read by `{f.get('reader')}`)" if f else "")
+    if ev.get("across_python"):
+        on += "; the old end as its own stack measured it, on another Python"
     if first:
         return f"first at {package} {first}, as before at {last}{on}"
     return f"first at one of {package} {', '.join(ev.get('candidates') or [])}, as before at {last}{on}"
