@@ -238,6 +238,12 @@ def test_compile_caches_are_keyed_by_what_decides_a_program(tmp_path, monkeypatc
     assert variables["JAX_COMPILATION_CACHE_DIR"].startswith(str(tmp_path / "compile"))
     assert variables["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0" and not notes
     assert variables["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] == "none", "whole programs only: no autotuning shared"
+    torch = Environment(name="torch", python="3.12", keras="3.6.0", backend="torch")
+    variables, notes = caches.variables(_cell(torch), Slot())   # inductor's kernels, kept beyond the cell
+    assert variables["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path / "compile")) and not notes
+    assert variables["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "1" and "JAX_COMPILATION_CACHE_DIR" not in variables
+    volumes, seen = caches.in_container(variables)
+    assert seen["TORCHINDUCTOR_CACHE_DIR"].startswith(caches.CONTAINER_COMPILE) and len(volumes) == 2
     (tmp_path / "data").chmod(0o777)
     variables, notes = caches.variables(one, Slot())
     assert "HARNESS_DATA_DIR" not in variables and "writable by others" in notes[0]

@@ -17,6 +17,12 @@ them. What each stack offers:
   among themselves -- measured on an H200, two fresh runs of the same GRU /
   LSTM cells differed in validation accuracy in 5 of 8 cells, by up to
   0.0066 -- while warm runs, replaying one program, agree bitwise.)
+* **Keras 3 on PyTorch** -- TorchInductor's caches (``TORCHINDUCTOR_CACHE_DIR``,
+  with its whole-graph cache on: ``TORCHINDUCTOR_FX_GRAPH_CACHE=1``). A model compiled for
+  ``torch.compile`` -- every Keras 3 from 3.5 on recompiles a loaded model with its saved
+  ``jit_compile=True`` -- otherwise compiles its C++ kernels again in every cell (its default
+  folder is under the cell's own temporary folder): about 35 s a cell on 2 CPUs, where the grid's
+  other readers take 3.
 * **GPU cells** -- CUDA's own JIT cache (``CUDA_CACHE_PATH``): PTX compiled
   by the driver for a GPU the wheel carries no binary for.
 * **TensorFlow** (TF 1.x, tf.keras, Keras 3 on TF) -- nothing persistent for
@@ -56,6 +62,8 @@ CACHE_VERSION = 2  # 2: whole programs only (no shared XLA autotuning): entries 
 JAX_VARIABLES = ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
                  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES")
 CUDA_VARIABLES = ("CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE")
+TORCH_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TORCHINDUCTOR_FX_GRAPH_CACHE")
+FOLDERS = ("JAX_COMPILATION_CACHE_DIR", "CUDA_CACHE_PATH", "TORCHINDUCTOR_CACHE_DIR")   # each one folder
 
 
 def root() -> Path:
@@ -103,8 +111,9 @@ def variables(cell: Cell, slot: Slot) -> tuple[dict[str, str], list[str]]:
     else:
         out[ENV_DATA_DIR] = str(data)
     uses_jax = env.api == "keras3" and env.backend == "jax"
+    uses_torch = env.api == "keras3" and env.backend == "torch"
     on_gpu = bool(slot.gpus) or env.device == "gpu"
-    if not (uses_jax or on_gpu):
+    if not (uses_jax or uses_torch or on_gpu):
         return out, notes
     folder = root() / "compile" / key(cell, slot)
     why = private(folder.parent) or private(folder)
@@ -117,6 +126,8 @@ def variables(cell: Cell, slot: Slot) -> tuple[dict[str, str], list[str]]:
                       JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                       JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1",
                       JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES="none")
+    if uses_torch:
+        wanted.update(TORCHINDUCTOR_CACHE_DIR=str(folder / "inductor"), TORCHINDUCTOR_FX_GRAPH_CACHE="1")
     if on_gpu:
         wanted.update(CUDA_CACHE_PATH=str(folder / "cuda"), CUDA_CACHE_MAXSIZE=str(4 << 30))
     out.update({k: v for k, v in wanted.items() if k not in own})
@@ -133,12 +144,11 @@ def in_container(variables: dict[str, str]) -> tuple[dict, dict[str, str]]:
     wrote; it generates a missing one in memory); the compile cache folder read-write, written
     as the user the container runs as."""
     volumes: dict = {}
-    env = {k: v for k, v in variables.items() if k not in (ENV_DATA_DIR, "JAX_COMPILATION_CACHE_DIR",
-                                                          "CUDA_CACHE_PATH")}
+    env = {k: v for k, v in variables.items() if k not in (ENV_DATA_DIR, *FOLDERS)}
     if ENV_DATA_DIR in variables:
         volumes[variables[ENV_DATA_DIR]] = {"bind": CONTAINER_DATA, "mode": "ro"}
         env[ENV_DATA_DIR] = CONTAINER_DATA
-    for name in ("JAX_COMPILATION_CACHE_DIR", "CUDA_CACHE_PATH"):
+    for name in FOLDERS:
         if name in variables:
             path = Path(variables[name])
             volumes[str(path.parent)] = {"bind": CONTAINER_COMPILE, "mode": "rw"}
