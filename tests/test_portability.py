@@ -442,6 +442,20 @@ def test_a_disk_bound_run_writes_on_every_stack_before_any_stack_reads_and_skips
         assert {c.environment.name for c in owed} == {stack}
         assert len(owed) == (1 if p == "writes" else len(names))
     assert sorted(c.id for _, _, owed in plan for c in owed) == sorted(c.id for c in chosen)
+    # a writer that wrote nothing (its stack does not install): once it has failed again in this run's
+    # writes, its readers, unavailable for it before, are not owed -- no stack is built to say so again
+    writer = next(c for c in chosen if c.workload.name == grid.WRITER)
+    readers = [c for c in chosen if c.needs and c.needs[0]["cell"] == writer.id]
+    for cell in [writer, *readers]:
+        folder = store.final_dir(cell)
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps({
+            "schema": SCHEMA, "cell": cell.id, "status": "unavailable", "environment": cell.environment.name,
+            "workload": cell.workload.name}))
+    before = {c.id for _, _, owed in bounded.passes(m, chosen, store) for c in owed}
+    assert {writer.id, *(c.id for c in readers)} <= before    # the writer tries again, and so may they
+    after = {c.id for _, _, owed in bounded.passes(m, chosen, store, writing=set()) for c in owed}
+    assert not after & {c.id for c in readers} and len(after) == len(chosen) - len(readers)
 
 
 CUSTOM_LAYER = '''"""The user's own layer, as their training code defines it."""

@@ -28,21 +28,43 @@ from harness.matrix import Matrix
 from harness.portability import grid
 from harness.results.result import Result
 from harness.results.store import ResultStore
+from harness.status import OK, UNAVAILABLE
 
 INTERRUPTED = (130, -signal.SIGINT, -signal.SIGTERM, 143)
 
 
-def passes(m: Matrix, cells: list[Cell], store: ResultStore) -> list[tuple[str, str, list[Cell]]]:
+def passes(m: Matrix, cells: list[Cell], store: ResultStore,
+           writing: set[str] | None = None) -> list[tuple[str, str, list[Cell]]]:
     """(pass, stack, its owed cells) in the order they run: every stack's writer, then every stack's
-    readers; a stack that owes nothing in a pass is not in it."""
+    readers; a stack that owes nothing in a pass is not in it. A reader already found unavailable
+    because its writer wrote nothing is not owed unless that writer is still to write (`writing`:
+    the writer cells not run yet; by default, every owed one): a run would decide it the same
+    without launching, after building the reader's stack for it."""
+    if writing is None:
+        writing = {c.id for c in cells if c.workload.name == grid.WRITER and store.needs_run(c)}
+    by_id = {c.id: c for c in m.cells}
     out = []
     for name, wanted in (("writes", lambda c: c.workload.name == grid.WRITER),
                          ("reads", lambda c: grid.is_reader(c.workload.name))):
         for env in m.environments:
-            owed = [c for c in cells if c.environment.name == env.name and wanted(c) and store.needs_run(c)]
+            owed = [c for c in cells if c.environment.name == env.name and wanted(c) and store.needs_run(c)
+                    and not _writer_wrote_nothing(c, store, writing, by_id)]
             if owed:
                 out.append((name, env.name, owed))
     return out
+
+
+def _writer_wrote_nothing(cell: Cell, store: ResultStore, writing: set[str], by_id: dict[str, Cell]) -> bool:
+    """Whether `cell` ended unavailable for a writer that ended without files and does not write in
+    this run (chains: a consumer of a producer that is not ok is unavailable, with its reason)."""
+    mine = store.existing(cell)
+    if mine is None or mine.status != UNAVAILABLE or not cell.needs:
+        return False
+    for need in cell.needs:
+        producer = store.existing(by_id[need["cell"]]) if need["cell"] in by_id else None
+        if need["cell"] in writing or producer is None or producer.status == OK:
+            return False
+    return True
 
 
 def run(matrix_path: Path, m: Matrix, cells: list[Cell], results: Path, extra: list[str],
@@ -52,17 +74,28 @@ def run(matrix_path: Path, m: Matrix, cells: list[Cell], results: Path, extra: l
     resumes from there); a pass that failed otherwise is said, and the run goes on."""
     store = ResultStore(results, m.name)
     stacks = {env.name: drive.Stack(matrix_path, m, env) for env in m.environments}
-    todo = passes(m, cells, store)
-    for i, (name, stack, owed) in enumerate(todo, 1):
-        say(f"[{i}/{len(todo)}] {stack} {name}: {len(owed)} cell(s)")
-        started = time.time()
-        rc = drive.run_one(stacks[stack], results, extra, only=[c.id for c in owed])
-        uv = drive.uv_cache(stacks[stack])
-        disk = drive.footprint(*drive.built_from(uv), uv)
-        built = drive.remove(stacks[stack])   # only what this pass built (drive.remove says why)
-        said = (f"its environment removed ({disk / 1e9:.1f} GB with its own uv cache)" if built else
-                f"its environment was there already, and is kept (built from another uv cache than {uv.name}'s)")
-        say(f"      {stack} {name}: exit {rc} in {time.time() - started:.0f} s; {said}")
-        if rc in INTERRUPTED:
-            raise KeyboardInterrupt
+    writes = [p for p in passes(m, cells, store) if p[0] == "writes"]
+    for i, (name, stack, owed) in enumerate(writes, 1):
+        _one(stacks[stack], name, owed, results, extra, say, f"{i}/{len(writes)}")
+    # the writers are done: what their readers owe now (none for a writer that wrote nothing again)
+    reads = [p for p in passes(m, cells, store, writing=set()) if p[0] == "reads"]
+    for i, (name, stack, owed) in enumerate(reads, 1):
+        _one(stacks[stack], name, owed, results, extra, say, f"{i}/{len(reads)}")
     return [r for c in cells if (r := store.existing(c)) is not None]
+
+
+def _one(stack: drive.Stack, name: str, owed: list[Cell], results: Path, extra: list[str],
+         say: Callable[[str], None], place: str) -> None:
+    """One stack's pass in a child process, then the environment it built removed; an
+    interrupted pass stops the run."""
+    say(f"[{place}] {stack.environment.name} {name}: {len(owed)} cell(s)")
+    started = time.time()
+    rc = drive.run_one(stack, results, extra, only=[c.id for c in owed])
+    uv = drive.uv_cache(stack)
+    disk = drive.footprint(*drive.built_from(uv), uv)
+    built = drive.remove(stack)   # only what this pass built (drive.remove says why)
+    said = (f"its environment removed ({disk / 1e9:.1f} GB with its own uv cache)" if built else
+            f"its environment was there already, and is kept (built from another uv cache than {uv.name}'s)")
+    say(f"      {stack.environment.name} {name}: exit {rc} in {time.time() - started:.0f} s; {said}")
+    if rc in INTERRUPTED:
+        raise KeyboardInterrupt
