@@ -116,6 +116,13 @@ def the_ends_agree(found) -> bool:
     return bool(found.problem) and found.problem.startswith("the ends do not differ")
 
 
+def good_and_bad(change: Change) -> tuple[str, str]:
+    """The change's two verdicts as the bisect names them: good is the better end's (`same`, where
+    one end is), bad the other's."""
+    good = judge.SAME if judge.SAME in (change.was, change.now) else change.was
+    return good, change.now if good == change.was else change.was
+
+
 def verdicts(run_dir: Path, p: dict, read=None):
     """A release's verdict for the bisect: the grid's judgement of the change's file on that
     release, good when it is the better end's (`same`, where one end is), bad when the other's.
@@ -123,8 +130,7 @@ def verdicts(run_dir: Path, p: dict, read=None):
     change's reader on a writer cell's files, `reader_of`, and returns its result) the reader of
     the release's files -- a writer that wrote nothing is skipped, as a reader that did not run."""
     change = p["change"]
-    good = judge.SAME if judge.SAME in (change.was, change.now) else change.was
-    bad = change.now if good == change.was else change.was
+    good, bad = good_and_bad(change)
 
     def verdict(version: str, results: list) -> Verdict:
         ev = evidence(results)
@@ -156,10 +162,14 @@ def verdicts(run_dir: Path, p: dict, read=None):
 def kept(found, p: dict, command: str) -> dict:
     """The change's evidence: what the bisect found, each release's verdict, the command."""
     return {"change": p["change"].as_dict(), "package": p["package"], "versions": found.versions,
-            "file": {"writer": p["writer"], "reader": p["reader"].environment.name, "model": p["model"],
-                     "format": p["format"]}, "cell": p["cell"].id,
-            **found.answer(), "candidates": found.candidates, "problem": found.problem, "warnings": found.warnings,
+            "file": _file(p), "cell": p["cell"].id, **found.answer(), "candidates": found.candidates,
+            "problem": found.problem, "warnings": found.warnings,
             "tested": {v: {"verdict": t.kind, "why": t.why} for v, t in found.tested.items()}, "command": command}
+
+
+def _file(p: dict) -> dict:
+    """The file a change is bisected on: its writer, reader, model and format."""
+    return {"writer": p["writer"], "reader": p["reader"].environment.name, "model": p["model"], "format": p["format"]}
 
 
 def narrow(p: dict, m, engine, results: Path, console, *, jobs: int, bundles: Path, command: str) -> dict:
@@ -184,6 +194,7 @@ def narrow(p: dict, m, engine, results: Path, console, *, jobs: int, bundles: Pa
             return next(iter(Runner(m, engine, results, console, jobs=1).complete([cell])), None)
     else:
         read = None
+    crossed = len(set(p["pythons"])) > 1
     for package, old, new in [(p["package"], p["old"], p["new"]), *p["also"]]:
         q = {**p, "package": package, "old": old, "new": new}
         try:
@@ -192,7 +203,6 @@ def narrow(p: dict, m, engine, results: Path, console, *, jobs: int, bundles: Pa
         except UserError as exc:   # no releases between the two, or none listed for this Python: said
             ev = {"change": change.as_dict(), "package": package, "problem": str(exc), "command": command}
             continue
-        crossed = len(set(p["pythons"])) > 1
         if crossed:   # the old end is on its own stack's Python, where the releases after it may not install
             versions = versions[1:]
             if len(versions) < 2:   # nothing between: the grid's two stacks are the evidence
@@ -214,12 +224,10 @@ def across(found, p: dict, versions: list[str], command: str) -> dict:
     which the grid measured on its own. When every one of them judges the file as the newer stack
     does (or there is only the newer one), the change is at the first of them."""
     change = p["change"]
-    good = judge.SAME if judge.SAME in (change.was, change.now) else change.was
-    now = GOOD if change.now == good else BAD
+    now = GOOD if change.now == good_and_bad(change)[0] else BAD
     ev = kept(found, p, command) if found is not None else {
         "change": change.as_dict(), "package": p["package"], "versions": versions, "cell": p["cell"].id,
-        "file": {"writer": p["writer"], "reader": p["reader"].environment.name, "model": p["model"],
-                 "format": p["format"]}, "tested": {}, "command": command, "warnings": [], "candidates": []}
+        "file": _file(p), "tested": {}, "command": command, "warnings": [], "candidates": []}
     if found is not None and any(t.kind != now for t in found.tested.values()):
         return ev   # the ends agree, but not as the newer stack: said as the search said it
     first, last = ("first_good", "last_bad") if now == GOOD else ("first_bad", "last_good")
@@ -236,9 +244,12 @@ def sentence(ev: dict) -> str:
     package, f = ev["package"], ev.get("file") or {}
     first = ev.get("first_bad") or ev.get("first_good")
     last = ev.get("last_good") or ev.get("last_bad")
-    on = (f" (bisected on `{f.get('writer')}`'s {f.get('model')} {f.get('format')})" if f and not
-          ev["change"]["moved"] == WRITER else f" (bisected on each release's {f.get('model')} {f.get('format')}, "
-          f"read by `{f.get('reader')}`)" if f else "")
+    if not f:
+        on = ""
+    elif ev["change"]["moved"] == WRITER:
+        on = f" (bisected on each release's {f.get('model')} {f.get('format')}, read by `{f.get('reader')}`)"
+    else:
+        on = f" (bisected on `{f.get('writer')}`'s {f.get('model')} {f.get('format')})"
     if ev.get("across_python"):
         on += "; the old end as its own stack measured it, on another Python"
     if first:

@@ -137,7 +137,7 @@ def settings_back(model, mine, writer, x, expected, definitions=None):
     out = [tried(model, changes, x, expected) for changes in trials]
     definitions = definitions or {}
     named = dict(((index, key), value) for index, b in enumerate(writer) for key, value in b["config"].items()
-                 if key.endswith("activation") and value in definitions)
+                 if key.endswith("activation") and isinstance(value, str) and value in definitions)
     if named:
         changes = dict(differing)
         changes.update((place, definitions[name][0]) for place, name in named.items())
