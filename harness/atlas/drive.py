@@ -156,10 +156,11 @@ def built_from(uv: Path) -> list[Path]:
 
 
 def removed(venvs: list[Path], uv: Path) -> None:
-    """Virtualenvs and the uv cache they were installed from, each venv under its build lock
+    """Virtualenvs and the uv cache they were installed from. Each venv once no other run uses it
+    (buildlock.unused: a run that found it there may have cells in it), then under its build lock
     (another run that wants it waits and then builds it again, never sees half of it)."""
     for venv in venvs:
-        with buildlock.held(venv.name, venv):
+        with buildlock.unused(venv), buildlock.held(venv.name, venv):
             shutil.rmtree(venv, ignore_errors=True)
     shutil.rmtree(uv, ignore_errors=True)
 

@@ -34,6 +34,7 @@ class VenvEngine(ProcessEngine):
     def __init__(self, root: Path | None = None, pythons: dict[str, str] | None = None):
         self.root = Path(root) if root else cache_dir() / "venvs"
         self.pythons = pythons or {}
+        self._uses: dict[Path, buildlock.Use] = {}
 
     def location(self, env: Environment) -> Path:
         """The venv's folder, named for what is installed in it and nothing else: two environments
@@ -48,10 +49,28 @@ class VenvEngine(ProcessEngine):
 
     def prepare(self, env: Environment, log_path: Path) -> Prepared:
         """Build the venv once; concurrent runs (and cluster jobs sharing the
-        cache) wait for the one that builds it instead of racing it."""
+        cache) wait for the one that builds it instead of racing it. The venv is then in use
+        until the engine closes: nothing removes it under this run's cells (buildlock.Use)."""
         where = self.location(env)
-        with buildlock.held(where.name, where):
-            return self._prepare(env, where, log_path)
+        held = self._uses.get(where)
+        # the in-use hold before the build lock, in the order a removal takes the two
+        new = None if held is not None and held.fd is not None else buildlock.Use(where)
+        try:
+            with buildlock.held(where.name, where):
+                prepared = self._prepare(env, where, log_path)
+        except BaseException:
+            if new is not None:
+                new.release()
+            raise
+        if new is not None:
+            self._uses[where] = new
+        return prepared
+
+    def close(self) -> None:
+        super().close()
+        for use in self._uses.values():
+            use.release()
+        self._uses.clear()
 
     def _prepare(self, env: Environment, where: Path, log_path: Path) -> Prepared:
         marker = where / MARKER

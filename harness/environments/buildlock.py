@@ -6,6 +6,12 @@ workers of a test suite, cluster jobs sharing the cache -- would otherwise build
 minutes of downloads and unpacking, and the second then throws away what the first made.
 Instead the first takes an exclusive lock named for what it builds and the others wait on
 it; once it is released they find the environment there and reuse it.
+
+A built virtualenv is also *in use*: a run that prepared it holds a shared lock on it
+(`Use`) until its engine closes, and whatever removes it (a disk-bound atlas or portability
+run, a bisect with its own uv cache) first takes that lock exclusively (`unused`). Without it,
+a bisect that ended removed a venv from under a grid run that had found it there, and the
+grid's cells in it failed on half-deleted packages: a harness fault recorded as the cells'.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import contextlib
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness.files.paths import cache_dir
@@ -40,3 +47,57 @@ def held(key: str, folder: Path | None = None) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor drops the lock
+
+
+def use_file(folder: Path) -> Path:
+    """The in-use lock of a built folder, beside it (its build lock is `lock_file`)."""
+    return folder.with_name(folder.name + ".inuse")
+
+
+_HELD: dict[Path, list[Use]] = {}   # this process's holds, so that it never waits on itself
+
+
+class Use:
+    """A shared hold on a built folder while a run's cells may start in it: any number of runs
+    hold it at once, and a removal waits for all of them (`unused`). Released by `release` (an
+    engine's close) or with the process."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        path = use_file(folder)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_SH)
+        _HELD.setdefault(folder, []).append(self)
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        os.close(self.fd)
+        self.fd = None
+        _HELD[self.folder].remove(self)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def unused(folder: Path, say: Callable[[str], None] = _stderr) -> Iterator[None]:
+    """Hold `folder`'s in-use lock exclusively while the block runs (it removes the folder):
+    waits, saying so, until no other run holds it. This process's own holds are released first:
+    the code that removes a folder is done with it."""
+    for use in list(_HELD.get(folder, ())):
+        use.release()
+    path = use_file(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting to remove {folder.name}: another run's cells use it")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
