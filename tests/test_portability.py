@@ -335,6 +335,24 @@ def test_a_readers_change_is_bisected_on_its_newer_readers_cell_judged_by_the_gr
     assert (p["package"], p["old"], p["new"]) == ("tensorflow", "2.13.1", "2.14.1")
     assert p["also"] == [("keras", "2.13.1", "2.14.0")]   # searched when TensorFlow's ends agree
     assert p["cell"].id == "tf2.14.1/load-tf2.13.1/none-c1/b128/r0" and (p["model"], p["format"]) == ("custom", "keras")
+    # what follows TensorFlow's search: Keras's with TensorFlow at its old end, when TensorFlow's ends
+    # agree (across two Pythons, beside the newer stack); TensorFlow's again with Keras at its old end,
+    # when its old end does not install beside the newer Keras; nothing after a search that held one
+    q = {**p, "pinned": {}}
+    agree = Found(versions=["2.13.1", "2.14.1"], steps=[], problem="the ends do not differ: (planted)",
+                  tested={v: Verdict(BAD, "refuses") for v in ("2.13.1", "2.14.1")})
+    assert narrow.then(agree, q, p, crossed=False) == [("keras", "2.13.1", "2.14.0", {"tensorflow": "2.13.1"})]
+    assert narrow.then(agree, q, p, crossed=True) == [("keras", "2.13.1", "2.14.0", {})]
+    unjudged = Found(versions=["2.13.1", "2.14.1"], steps=[], problem="the old end 2.13.1 cannot be judged here",
+                     tested={"2.13.1": Verdict(SKIP, "unavailable: it requires keras<2.14"),
+                             "2.14.1": Verdict(BAD, "refuses")})
+    assert narrow.then(unjudged, q, p, crossed=False) == [("tensorflow", "2.13.1", "2.14.1", {"keras": "2.13.1"})]
+    assert narrow.then(agree, {**q, "pinned": {"tensorflow": "2.13.1"}}, p, crossed=False) == []
+    held = narrow.derived_cell(p["cell"], "tensorflow", "2.13.1", None, 0).environment
+    assert (held.tensorflow, held.python) == ("2.13.1", p["cell"].environment.python)
+    ev = {"change": change.as_dict(), "package": "keras", "first_bad": "2.14.0", "last_good": "2.13.1",
+          "file": narrow._file(p), "pinned": {"tensorflow": "2.13.1"}}
+    assert narrow.sentence(ev).endswith("with tensorflow 2.13.1 held, the older stack's"), narrow.sentence(ev)
     # a release judged by the grid's rule: the older end's verdict is good, the newer's bad, a reader
     # that did not run is skipped
     results = tmp_path / "r"
@@ -582,11 +600,14 @@ def test_three_stacks_write_read_judge_explain_every_file_resume_and_check_a_use
         assert (Path(other["bundle"]) / "run.sh").is_file(), other
     assert f"{k3}:" in proc.stdout and f"{tf}: loads and predicts the same" in proc.stdout, proc.stdout[-2000:]
     # a SavedModel folder and no inputs: they are drawn from its serving signature's input, and the
-    # stack that wrote it loads it and predicts the same; Keras 3 on JAX cannot know the format
+    # stack that wrote it loads it and predicts the same; Keras 3 on JAX cannot know the format. As the
+    # how-to writes it, without --engine: virtualenvs, which see the file where it lies, even where a
+    # Docker daemon answers
     [folder] = (tmp_path / "r").glob(f"*/{tf}/save/*/*/*/artifacts/gru/savedmodel")
     proc = harness("portability", "check", str(folder), str(tmp_path / "two.yaml"), "--writer", tf,
-                   "--engine", "venv", "--results", str(tmp_path / "c2"), "--out", str(tmp_path / "b2"), timeout=1800)
+                   "--results", str(tmp_path / "c2"), "--out", str(tmp_path / "b2"), timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert {r.engine for _, r in scan(tmp_path / "c2")} == {"venv"}
     said = json.loads((tmp_path / "b2" / "check.json").read_text())
     assert said["readers"][tf]["verdict"] == judge.SAME and said["readers"][tf]["format"] == "savedmodel", said
     assert said["readers"][k3]["verdict"] == judge.UNKNOWN, said

@@ -119,6 +119,7 @@ NARROWED = {   # the how-to's "changes narrowed to their release": change id -> 
     "reader:tf2.14.1->tf2.15.1:refuses->same": ("tensorflow", "2.15.0"),
     "reader:tf2.14.1->tf2.15.1:same->refuses": ("tensorflow", "2.15.0"),
     "reader:tf2.2.3->tf2.3.4:refuses->same": ("tensorflow", "2.3.0"),
+    "reader:tf2.20-keras3->tf2.21-keras3:refuses->same": ("keras", "3.13.0"),
     "reader:tf2.9.3->tf2.10.1:refuses->same": ("tensorflow", "2.10.0"),
     "writer:keras3.12.4-jax->keras3.13.2-jax:same->refuses": ("keras", "3.13.0"),
     "writer:keras3.12.4-torch->keras3.13.2-torch:same->refuses": ("keras", "3.13.0"),
@@ -142,6 +143,7 @@ NARROWED = {   # the how-to's "changes narrowed to their release": change id -> 
     "writer:tf2.17.1-keras3->tf2.18.1-keras3:same->refuses": ("keras", "3.7.0"),
     "writer:tf2.2.3->tf2.3.4:refuses->same": ("tensorflow", "2.3.0"),
     "writer:tf2.2.3->tf2.3.4:same->refuses": ("tensorflow", "2.3.0"),
+    "writer:tf2.20-keras3->tf2.21-keras3:same->refuses": ("keras", "3.13.0"),
 }
 
 
@@ -155,11 +157,14 @@ def test_each_narrowed_change_the_how_to_names_has_its_evidence_and_the_data_sti
     assert set(NARROWED) <= changes, set(NARROWED) - changes
 
 
-def test_tf_2_21s_keras3_change_is_not_narrowed_and_its_evidence_says_why():
+def test_tf_2_21s_keras3_change_is_narrowed_with_tensorflow_held_at_the_older_stacks_release():
+    """TF 2.21 requires Keras 3.12 or later, so the grid's older Keras (3.11) cannot be tried beside
+    it: the evidence is the search of Keras with TensorFlow 2.20.0 held, and says so."""
     for side, verdicts in (("reader", "refuses->same"), ("writer", "same->refuses")):
         name = f"{side}-tf2.20-keras3-tf2.21-keras3-{verdicts.replace('->', '-')}.json"
         ev = json.loads((EVIDENCE / name).read_text())
-        assert "3.11.2" in ev["problem"] and "cannot be judged" in ev["problem"], ev["problem"]
+        assert ev["pinned"] == {"tensorflow": "2.20.0"} and ev["versions"][0] == "3.11.2", ev
+        assert "tensorflow 2.20.0 held" in ev["sentence"], ev["sentence"]
 
 
 def test_keras3_on_jax_and_on_pytorch_cannot_know_a_savedmodel(grid):
@@ -167,3 +172,17 @@ def test_keras3_on_jax_and_on_pytorch_cannot_know_a_savedmodel(grid):
     for backend in ("jax", "torch"):
         on = [n for n in keras3 if stacks[n].get("backend") == backend]
         assert len(on) == 16 and set(_verdicts(by, keras2, on, MODELS, "savedmodel")) == {judge.UNKNOWN}, backend
+
+
+def test_a_keras_archive_written_on_jax_loads_on_pytorch_by_load_model_only_where_torch_compile_runs(grid):
+    """JAX keeps `jit_compile=True` in the archive, and Keras 3 over PyTorch compiles what it loads:
+    Keras 3.0-3.4 and 3.7-3.8 (a torch whose compile refuses the stack's Python) read every such
+    archive only with `compile=False`, 3.5-3.6 the GRU and LSTM ones, 3.9 on all by `load_model`."""
+    by, stacks, _, keras3, _ = grid
+    jax = [n for n in keras3 if stacks[n].get("backend") == "jax"]
+    torch = [n for n in keras3 if stacks[n].get("backend") == "torch"]
+    found = {(int(stacks[rd]["keras"].split(".")[1]), m, r["way"]) for w in jax for rd in torch for m in MODELS
+             if (r := by.get((w, rd, m, "keras"))) is not None and r["verdict"] == judge.SAME}
+    expected = {(minor, m, "load_model" if minor >= 9 or (minor in (5, 6) and m in ("convnet", "custom"))
+                 else "load_model compile=False") for minor in range(16) for m in MODELS}
+    assert found == expected, found ^ expected

@@ -6,6 +6,7 @@ Exit 0; 1 when a run left cells without a result or not ok; 2 for input that can
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from rich.console import Console
@@ -195,7 +196,7 @@ def _explain(args, console: Console) -> int:
 
     results = Path(args.results)
     probes = Path(args.probes) if args.probes else results.with_name(results.name + "-probes")
-    said = f"python -m harness portability explain --results {results} --out {args.out}"
+    said = f"python -m harness portability explain --results {_as_run(results)} --out {_as_run(args.out)}"
     with engine_for(args, console) as engine:
         explain.explain(results, Path(args.out), probes,
                         lambda m: _runner(m, engine, probes, args, console,
@@ -204,6 +205,17 @@ def _explain(args, console: Console) -> int:
     console.print(f"then: python -m harness portability publish --results {shown(str(results))} --out "
                   f"{shown(args.out)} (it links the evidence)", highlight=False)
     return 0
+
+
+def _as_run(path) -> str:
+    """A folder as an evidence file's command names it: relative to where the command ran when it
+    lies below it -- the evidence is published, and a checkout's own path means nothing elsewhere."""
+    path = Path(path)
+    try:
+        path = path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        pass
+    return shlex.quote(str(path))
 
 
 def _bisect(args, console: Console) -> int:
@@ -221,7 +233,8 @@ def _bisect(args, console: Console) -> int:
             change, target = p["change"], out / evidence.CHANGES / evidence.change_file(p["change"].id)
             if target.exists() and not args.again:
                 continue
-            said = f"python -m harness portability bisect --results {results} --out {out} --change '{change.id}'"
+            said = (f"python -m harness portability bisect --results {_as_run(results)} --out {_as_run(out)} "
+                    f"--change {shlex.quote(change.id)}")
             console.rule(shown(f"{change.id}: {p['package']} {p['old']} -> {p['new']}"))
             ev = narrow.narrow(p, m, engine, results, console, jobs=args.jobs or 2, bundles=Path(args.bundles),
                                command=said)

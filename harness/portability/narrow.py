@@ -36,6 +36,7 @@ from harness.errors import UserError
 from harness.files.paths import cache_dir
 from harness.investigate.bisect_judge import evidence
 from harness.investigate.bisect_search import BAD, BROKE, GOOD, MENDED, SKIP, Verdict
+from harness.matrix.release_cells import derived_cell
 from harness.portability import grid, judge
 from harness.portability.changes import READER, WRITER, Change
 from harness.portability.evidence import slug
@@ -163,6 +164,7 @@ def kept(found, p: dict, command: str) -> dict:
     """The change's evidence: what the bisect found, each release's verdict, the command."""
     return {"change": p["change"].as_dict(), "package": p["package"], "versions": found.versions,
             "file": _file(p), "cell": p["cell"].id, **found.answer(), "candidates": found.candidates,
+            **({"pinned": p["pinned"]} if p.get("pinned") else {}),
             "problem": found.problem, "warnings": found.warnings,
             "tested": {v: {"verdict": t.kind, "why": t.why} for v, t in found.tested.items()}, "command": command}
 
@@ -195,27 +197,57 @@ def narrow(p: dict, m, engine, results: Path, console, *, jobs: int, bundles: Pa
     else:
         read = None
     crossed = len(set(p["pythons"])) > 1
-    for package, old, new in [(p["package"], p["old"], p["new"]), *p["also"]]:
-        q = {**p, "package": package, "old": old, "new": new}
+    searches, ev = [(p["package"], p["old"], p["new"], {})], {}
+    while searches:
+        package, old, new, pinned = searches.pop(0)
+        q = {**p, "package": package, "old": old, "new": new, "pinned": pinned}
         try:
             versions = bounds(package, p["cell"].environment.python, good=old, bad=new, spec=None, pre=False,
                               resolver=resolver)
         except UserError as exc:   # no releases between the two, or none listed for this Python: said
             ev = {"change": change.as_dict(), "package": package, "problem": str(exc), "command": command}
+            searches = then(None, q, p, crossed)
             continue
         if crossed:   # the old end is on its own stack's Python, where the releases after it may not install
             versions = versions[1:]
             if len(versions) < 2:   # nothing between: the grid's two stacks are the evidence
                 ev = across(None, q, versions, command)
                 break
+        base = p["cell"]
+        for other, version in pinned.items():
+            base = derived_cell(base, other, version, None, base.repeat)
         with own_disk(slug(change.id)):
-            found, _ = bisect_run(m=m, base_cells=[p["cell"]], package=package, versions=versions, engine=engine,
+            found, _ = bisect_run(m=m, base_cells=[base], package=package, versions=versions, engine=engine,
                                   results_root=results, console=console, jobs=jobs, bundles=bundles,
                                   resolver=resolver, verdicts=verdicts(results / m.name, q, read))
         ev = across(found, q, versions, command) if crossed and the_ends_agree(found) else kept(found, q, command)
-        if not the_ends_agree(found) or ev.get("across_python"):
+        if ev.get("across_python"):
             break
+        searches = then(found, q, p, crossed)
     return {**ev, "sentence": sentence(ev)}
+
+
+def then(found, q: dict, p: dict, crossed: bool) -> list[tuple[str, str, str, dict]]:
+    """What is searched after the search `q` found `found` (None: it could not start), where
+    TensorFlow and Keras both moved: (package, old end, new end, the other held at). The first
+    search holds the other package at the newer stack's release. When its ends agree, the change
+    is the other package's, searched with the first at its old end -- both of that search's ends
+    are then measured already: the older stack, and the first search's old end. When its old end
+    cannot be installed beside the other's newer release (TF 2.21 requires Keras 3.12, so Keras
+    3.11 cannot be tried beside it), it is searched again with the other at its old end. Across
+    two Pythons nothing is held at an old end: that end's releases may not install on the newer
+    stack's Python."""
+    if q["pinned"] or not p["also"]:
+        return []
+    other, o_old, o_new = p["also"][0]
+    if found is None:   # no releases of the first to search: the other's, beside the newer stack
+        return [(other, o_old, o_new, {})]
+    if the_ends_agree(found):
+        return [(other, o_old, o_new, {} if crossed else {q["package"]: q["old"]})]
+    old_end = found.tested.get(found.versions[0])
+    if old_end is not None and old_end.kind == SKIP and not crossed:
+        return [(q["package"], q["old"], q["new"], {other: o_old})]
+    return []
 
 
 def across(found, p: dict, versions: list[str], command: str) -> dict:
@@ -252,6 +284,8 @@ def sentence(ev: dict) -> str:
         on = f" (bisected on `{f.get('writer')}`'s {f.get('model')} {f.get('format')})"
     if ev.get("across_python"):
         on += "; the old end as its own stack measured it, on another Python"
+    if ev.get("pinned"):
+        on += "; with " + ", ".join(f"{k} {v}" for k, v in ev["pinned"].items()) + " held, the older stack's"
     if first:
         return f"first at {package} {first}, as before at {last}{on}"
     return f"first at one of {package} {', '.join(ev.get('candidates') or [])}, as before at {last}{on}"
