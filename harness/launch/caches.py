@@ -18,11 +18,12 @@ them. What each stack offers:
   LSTM cells differed in validation accuracy in 5 of 8 cells, by up to
   0.0066 -- while warm runs, replaying one program, agree bitwise.)
 * **Keras 3 on PyTorch** -- TorchInductor's caches (``TORCHINDUCTOR_CACHE_DIR``,
-  with its whole-graph cache on: ``TORCHINDUCTOR_FX_GRAPH_CACHE=1``). A model compiled for
-  ``torch.compile`` -- every Keras 3 from 3.5 on recompiles a loaded model with its saved
-  ``jit_compile=True`` -- otherwise compiles its C++ kernels again in every cell (its default
-  folder is under the cell's own temporary folder): about 35 s a cell on 2 CPUs, where the grid's
-  other readers take 3.
+  with its whole-graph cache on: ``TORCHINDUCTOR_FX_GRAPH_CACHE=1``). A model compiled with
+  ``torch.compile`` -- Keras 3 compiles a loaded model whose archive kept ``jit_compile=True``, as
+  every archive a JAX writer saves does -- otherwise compiles its C++ kernels again in every cell
+  (its default folder is under the cell's own temporary folder). Measured on 2 CPUs
+  (bench/jit_load.py, Keras 3.15.1): a GRU's first predict 20.7 s with the cache empty, 7.0 s
+  with it warm; what is left is the graph's tracing, which no cache keeps.
 * **GPU cells** -- CUDA's own JIT cache (``CUDA_CACHE_PATH``): PTX compiled
   by the driver for a GPU the wheel carries no binary for.
 * **TensorFlow** (TF 1.x, tf.keras, Keras 3 on TF) -- nothing persistent for
