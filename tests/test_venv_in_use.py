@@ -1,6 +1,6 @@
 """A virtualenv a run uses is never removed under its cells: the run holds it in use from its
-engine's prepare to its close, and a removal (a disk-bound run, a bisect's own uv cache) waits
-for every run that holds it -- with real processes and real locks."""
+engine's prepare to its close, and a removal (a disk-bound run, a bisect's own uv cache) keeps a
+venv any other run holds, and says so -- with real processes and real locks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -45,32 +43,29 @@ def _taken(folder: Path) -> bool:
     return subprocess.run([sys.executable, "-c", probe, str(buildlock.use_file(folder))]).returncode == 1
 
 
-def test_a_removal_waits_for_the_run_that_uses_the_venv_and_says_so(tmp_path, capfd):
+def test_a_venv_another_run_uses_is_kept_and_said_and_removed_once_that_run_is_done(tmp_path, capfd):
     venv = _a_venv(tmp_path / "venvs" / "py3.11-0123456789abcdef")
+    uv = tmp_path / "uv"
+    uv.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(venv)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         assert holder.stdout.readline().strip() == "held"
-        remover = threading.Thread(target=drive.removed, args=([venv], tmp_path / "uv"))
-        remover.start()
-        time.sleep(1.5)
-        assert remover.is_alive() and (venv / "bin" / "python").exists()   # the run's cells still have it
+        assert drive.removed([venv], uv) == []
+        assert (venv / "bin" / "python").exists()            # the run's cells still have it
+        assert venv.name in capfd.readouterr().err            # and it is said
         holder.stdin.close()
-        remover.join(timeout=30)
-        assert not remover.is_alive() and not venv.exists()
+        holder.wait(timeout=30)
     finally:
         holder.kill()
         holder.wait()
-    assert venv.name in capfd.readouterr().err   # it said what it waited for
+    assert drive.removed([venv], uv) == [venv] and not venv.exists()
 
 
-def test_a_process_removing_what_it_used_itself_does_not_wait_on_itself(tmp_path):
+def test_a_process_removing_what_it_used_itself_removes_it(tmp_path):
     venv = _a_venv(tmp_path / "venvs" / "py3.11-fedcba9876543210")
     use = buildlock.Use(venv)
-    done = threading.Thread(target=drive.removed, args=([venv], tmp_path / "uv"))
-    done.start()
-    done.join(timeout=30)
-    assert not done.is_alive() and not venv.exists() and use.fd is None
+    assert drive.removed([venv], tmp_path / "uv") == [venv] and not venv.exists() and use.fd is None
 
 
 def test_an_engine_holds_each_venv_it_prepared_until_it_closes(tmp_path):

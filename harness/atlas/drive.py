@@ -133,14 +133,12 @@ def footprint(*folders: Path) -> int:
     return total
 
 
-def remove(stack: Stack) -> list[Path]:
+def remove(stack: Stack, say: Callable[[str], None] | None = None) -> list[Path]:
     """The virtualenvs installed from the environment's own uv cache, and that cache; returns the
-    virtualenvs. Only those: the same environment built from another uv cache (a user's run, a test
-    suite's) may be in use by that run, and stays."""
+    virtualenvs removed. Only those: the same environment built from another uv cache (a user's
+    run, a test suite's) may be in use by that run, and stays."""
     uv = uv_cache(stack)
-    built = built_from(uv)
-    removed(built, uv)
-    return built
+    return removed(built_from(uv), uv, say)
 
 
 def built_from(uv: Path) -> list[Path]:
@@ -155,14 +153,27 @@ def built_from(uv: Path) -> list[Path]:
     return found
 
 
-def removed(venvs: list[Path], uv: Path) -> None:
-    """Virtualenvs and the uv cache they were installed from. Each venv once no other run uses it
-    (buildlock.unused: a run that found it there may have cells in it), then under its build lock
-    (another run that wants it waits and then builds it again, never sees half of it)."""
+def removed(venvs: list[Path], uv: Path, say: Callable[[str], None] | None = None) -> list[Path]:
+    """Virtualenvs and the uv cache they were installed from; returns the venvs removed. A venv
+    another run uses (buildlock.unused: a run that found it there may have cells in it) is kept,
+    and said; its files stay whole without the uv cache (they are hard links). Each other venv goes
+    under its build lock (another run that wants it waits and then builds it again, never sees
+    half of it)."""
+    gone = []
     for venv in venvs:
-        with buildlock.unused(venv), buildlock.held(venv.name, venv):
-            shutil.rmtree(venv, ignore_errors=True)
+        with buildlock.unused(venv) as free:
+            if not free:
+                (say or _stderr)(f"kept {venv.name}: another run's cells use it")
+                continue
+            with buildlock.held(venv.name, venv):
+                shutil.rmtree(venv, ignore_errors=True)
+            gone.append(venv)
     shutil.rmtree(uv, ignore_errors=True)
+    return gone
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def run_one(stack: Stack, results: Path, extra: list[str], only: list[str] | None = None) -> int:
@@ -227,7 +238,7 @@ def drive(stack_list: list[Stack], results: Path, *, keep: bool, extra: list[str
             _log(results, entry)
             raise KeyboardInterrupt
         if not keep and not entry["left"]:
-            entry["removed"] = bool(remove(stack))
+            entry["removed"] = bool(remove(stack, say))
         _log(results, entry)
         done += 1
     return {"ran": done, "complete": skipped}

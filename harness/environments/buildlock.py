@@ -9,7 +9,7 @@ it; once it is released they find the environment there and reuse it.
 
 A built virtualenv is also *in use*: a run that prepared it holds a shared lock on it
 (`Use`) until its engine closes, and whatever removes it (a disk-bound atlas or portability
-run, a bisect with its own uv cache) first takes that lock exclusively (`unused`). Without it,
+run, a bisect with its own uv cache) first takes that lock exclusively, or keeps it (`unused`). Without it,
 a bisect that ended removed a venv from under a grid run that had found it there, and the
 grid's cells in it failed on half-deleted packages: a harness fault recorded as the cells'.
 """
@@ -20,8 +20,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness.files.paths import cache_dir
@@ -78,15 +77,13 @@ class Use:
         _HELD[self.folder].remove(self)
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 @contextlib.contextmanager
-def unused(folder: Path, say: Callable[[str], None] = _stderr) -> Iterator[None]:
-    """Hold `folder`'s in-use lock exclusively while the block runs (it removes the folder):
-    waits, saying so, until no other run holds it. This process's own holds are released first:
-    the code that removes a folder is done with it."""
+def unused(folder: Path) -> Iterator[bool]:
+    """Hold `folder`'s in-use lock exclusively while the block runs, which removes the folder; yields
+    False, holding nothing, when another run holds it: that run's cells may be in it, and the
+    folder stays (waiting instead could mean waiting for a run of hours, or for a process that
+    outlives the one removing). This process's own holds are released first: the code that
+    removes a folder is done with it."""
     for use in list(_HELD.get(folder, ())):
         use.release()
     path = use_file(folder)
@@ -96,8 +93,8 @@ def unused(folder: Path, say: Callable[[str], None] = _stderr) -> Iterator[None]
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            say(f"waiting to remove {folder.name}: another run's cells use it")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)

@@ -92,9 +92,11 @@ def _one(stack: drive.Stack, name: str, owed: list[Cell], results: Path, extra: 
     started = time.time()
     rc = drive.run_one(stack, results, extra, only=[c.id for c in owed])
     uv = drive.uv_cache(stack)
-    disk = drive.footprint(*drive.built_from(uv), uv)
-    built = drive.remove(stack)   # only what this pass built (drive.remove says why)
-    said = (f"its environment removed ({disk / 1e9:.1f} GB with its own uv cache)" if built else
+    built = drive.built_from(uv)
+    disk = drive.footprint(*built, uv)
+    gone = drive.remove(stack, say)   # only what this pass built (drive.remove says why)
+    said = (f"its environment removed ({disk / 1e9:.1f} GB with its own uv cache)" if gone else
+            "its environment is kept: another run uses it" if built else
             f"its environment was there already, and is kept (built from another uv cache than {uv.name}'s)")
     say(f"      {stack.environment.name} {name}: exit {rc} in {time.time() - started:.0f} s; {said}")
     if rc in INTERRUPTED:
