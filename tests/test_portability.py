@@ -506,6 +506,17 @@ TWO = "environments:\n" + "\n".join(THREE.splitlines()[2:]) + "\n"   # the user'
 
 
 @QUICK
+def test_an_evidence_files_command_names_folders_below_where_it_ran_relative_to_it(tmp_path, monkeypatch):
+    """Evidence is published: a folder below the command's own place is named from there (another
+    checkout can run it), one elsewhere as given, each quoted for a shell."""
+    from harness.portability.command import _as_run
+    monkeypatch.chdir(tmp_path)
+    assert _as_run(tmp_path / "results" / "portability-atlas") == "results/portability-atlas"
+    assert _as_run("docs/portability/atlas") == "docs/portability/atlas"
+    assert _as_run("/elsewhere/my results") == "'/elsewhere/my results'"
+
+
+@QUICK
 def test_check_refuses_what_is_no_model_file_in_one_line(tmp_path):
     (tmp_path / "folder").mkdir()
     (tmp_path / "layers.txt").write_text("")

@@ -50,7 +50,9 @@ def own_disk(name: str):
     and the virtualenvs built from it go with it once it is done (the atlas run's way: uv links a
     virtualenv's files to its cache, so removing one without the other frees nothing). A bisect of
     TensorFlow builds one environment per release it tests, about 1.5 GB each; what they measured
-    stays in the results."""
+    stays in the results. The cache is named by the variable every uv cache choice travels by
+    (installer.CACHE_VARIABLE), set for the bisect's length and put back: the processes it starts
+    -- warm launchers, a cluster's tasks -- inherit it from this environment."""
     uv = cache_dir() / "portability-uv" / name
     before = os.environ.get(CACHE_VARIABLE)
     os.environ[CACHE_VARIABLE] = str(uv)
