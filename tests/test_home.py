@@ -128,10 +128,11 @@ def test_the_users_keras_json_bends_no_venv_cell_fresh_or_warm(tmp_path, planted
 @pytest.mark.tf
 def test_the_users_keras_json_bends_no_local_cell(tmp_path, planted_home):
     home, env = planted_home
-    venv = VenvEngine().prepare(Environment(name="k3", python="3.11", keras="3.15.1", backend="jax"),
-                                tmp_path / "build.log")   # the same virtualenv as the venv test's (cached)
-    python = str(Path(venv.handle) / "bin" / "python")
-    proc = harness("run", str(tmp_path / "m.yaml"), "--engine", "local", "--python", f"3.11={python}",
-                   "--results", str(tmp_path / "r"), "--fresh", env=env, timeout=1800)
+    with VenvEngine() as engine:   # held in use while the local run's cells are in it
+        venv = engine.prepare(Environment(name="k3", python="3.11", keras="3.15.1", backend="jax"),
+                              tmp_path / "build.log")   # the same virtualenv as the venv test's (cached)
+        python = str(Path(venv.handle) / "bin" / "python")
+        proc = harness("run", str(tmp_path / "m.yaml"), "--engine", "local", "--python", f"3.11={python}",
+                       "--results", str(tmp_path / "r"), "--fresh", env=env, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     _check({r["cell"]: r for _, r in iter_results(tmp_path / "r")}, home)

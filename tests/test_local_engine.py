@@ -26,11 +26,12 @@ MATRIX = textwrap.dedent("""
 
 def test_local_engine_uses_the_interpreter_as_it_is(tmp_path):
     env = Environment(name="tf2.15", python="3.11", tensorflow="2.15.0", packages=("numpy<2",))
-    venv = VenvEngine().prepare(env, tmp_path / "build.log")  # the same venv the other tests use (cached)
-    python = str(Path(venv.handle) / "bin" / "python")
     (tmp_path / "m.yaml").write_text(MATRIX)
-    proc = harness("run", str(tmp_path / "m.yaml"), "--engine", "local", "--python", f"3.11={python}",
-                   "--results", str(tmp_path / "r"))
+    with VenvEngine() as engine:   # held in use while the local run's cells are in it
+        venv = engine.prepare(env, tmp_path / "build.log")  # the same venv the other tests use (cached)
+        python = str(Path(venv.handle) / "bin" / "python")
+        proc = harness("run", str(tmp_path / "m.yaml"), "--engine", "local", "--python", f"3.11={python}",
+                       "--results", str(tmp_path / "r"))
     results = {r["environment"]: r for _, r in iter_results(tmp_path / "r")}
     assert results["tf2.15"]["status"] == "ok", results["tf2.15"].get("error")
     assert results["tf2.15"]["engine"] == "local" and results["tf2.15"]["seen"]["tensorflow"] == "2.15.0"
