@@ -133,7 +133,11 @@ def footprint(*folders: Path) -> int:
     return total
 
 
-def remove(stack: Stack, say: Callable[[str], None] | None = None) -> list[Path]:
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def remove(stack: Stack, say: Callable[[str], None] = _stderr) -> list[Path]:
     """The virtualenvs installed from the environment's own uv cache, and that cache; returns the
     virtualenvs removed. Only those: the same environment built from another uv cache (a user's
     run, a test suite's) may be in use by that run, and stays."""
@@ -153,7 +157,7 @@ def built_from(uv: Path) -> list[Path]:
     return found
 
 
-def removed(venvs: list[Path], uv: Path, say: Callable[[str], None] | None = None) -> list[Path]:
+def removed(venvs: list[Path], uv: Path, say: Callable[[str], None] = _stderr) -> list[Path]:
     """Virtualenvs and the uv cache they were installed from; returns the venvs removed. A venv
     another run uses (buildlock.unused: a run that found it there may have cells in it) is kept,
     and said; its files stay whole without the uv cache (they are hard links). Each other venv goes
@@ -163,17 +167,13 @@ def removed(venvs: list[Path], uv: Path, say: Callable[[str], None] | None = Non
     for venv in venvs:
         with buildlock.unused(venv) as free:
             if not free:
-                (say or _stderr)(f"kept {venv.name}: another run's cells use it")
+                say(f"kept {venv.name}: another run's cells use it")
                 continue
             with buildlock.held(venv.name, venv):
                 shutil.rmtree(venv, ignore_errors=True)
             gone.append(venv)
     shutil.rmtree(uv, ignore_errors=True)
     return gone
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def run_one(stack: Stack, results: Path, extra: list[str], only: list[str] | None = None) -> int:

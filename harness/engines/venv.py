@@ -52,19 +52,17 @@ class VenvEngine(ProcessEngine):
         cache) wait for the one that builds it instead of racing it. The venv is then in use
         until the engine closes: nothing removes it under this run's cells (buildlock.Use)."""
         where = self.location(env)
-        held = self._uses.get(where)
-        # the in-use hold before the build lock, in the order a removal takes the two
-        new = None if held is not None and held.fd is not None else buildlock.Use(where)
+        # the in-use hold before the build lock, in the order a removal takes the two; once per venv
+        fresh = where not in self._uses or self._uses[where].fd is None
+        if fresh:
+            self._uses[where] = buildlock.Use(where)
         try:
             with buildlock.held(where.name, where):
-                prepared = self._prepare(env, where, log_path)
+                return self._prepare(env, where, log_path)
         except BaseException:
-            if new is not None:
-                new.release()
+            if fresh:   # nothing of this run is in it
+                self._uses.pop(where).release()
             raise
-        if new is not None:
-            self._uses[where] = new
-        return prepared
 
     def close(self) -> None:
         super().close()

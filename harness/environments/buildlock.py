@@ -9,8 +9,8 @@ it; once it is released they find the environment there and reuse it.
 
 A built virtualenv is also *in use*: a run that prepared it holds a shared lock on it
 (`Use`) until its engine closes, and whatever removes it (a disk-bound atlas or portability
-run, a bisect with its own uv cache) first takes that lock exclusively, or keeps it (`unused`). Without it,
-a bisect that ended removed a venv from under a grid run that had found it there, and the
+run, a bisect with its own uv cache) first takes that lock exclusively, or keeps the venv
+(`unused`). Without it, a bisect that ended removed a venv from under a grid run that had found it there, and the
 grid's cells in it failed on half-deleted packages: a harness fault recorded as the cells'.
 """
 
@@ -58,8 +58,8 @@ _HELD: dict[Path, list[Use]] = {}   # this process's holds, so that it never wai
 
 class Use:
     """A shared hold on a built folder while a run's cells may start in it: any number of runs
-    hold it at once, and a removal waits for all of them (`unused`). Released by `release` (an
-    engine's close) or with the process."""
+    hold it at once, and a removal leaves the folder alone while any does (`unused`). Released by
+    `release` (an engine's close) or with the process."""
 
     def __init__(self, folder: Path):
         self.folder = folder

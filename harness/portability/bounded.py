@@ -94,7 +94,7 @@ def _one(stack: drive.Stack, name: str, owed: list[Cell], results: Path, extra: 
     uv = drive.uv_cache(stack)
     built = drive.built_from(uv)
     disk = drive.footprint(*built, uv)
-    gone = drive.remove(stack, say)   # only what this pass built (drive.remove says why)
+    gone = drive.removed(built, uv, say)   # only what this pass built (drive.remove says why)
     said = (f"its environment removed ({disk / 1e9:.1f} GB with its own uv cache)" if gone else
             "its environment is kept: another run uses it" if built else
             f"its environment was there already, and is kept (built from another uv cache than {uv.name}'s)")
