@@ -14,13 +14,25 @@ import sys
 
 from rich.console import Console
 
-from harness.atlas import command as atlas
-from harness.commands import bisect, build, diverge, listing, reduce, report, repro, run, status, watch
+from harness import exits
+from harness.commands import (
+    atlas,
+    bisect,
+    build,
+    diverge,
+    listing,
+    portability,
+    reduce,
+    report,
+    repro,
+    run,
+    status,
+    upgrade,
+    watch,
+)
 from harness.errors import UserError
 from harness.files import outputroots
-from harness.portability import command as portability
 from harness.terminal import shown
-from harness.upgrade import command as upgrade
 
 # Each verb's module (`add`, `command`), in the order --help lists them
 VERBS = {"list": listing, "run": run, "status": status, "build": build, "repro": repro, "bisect": bisect,
@@ -55,13 +67,13 @@ def main(argv: list[str] | None = None) -> int:
             return VERBS[args.command].command(args, console)
     except UserError as exc:
         err.print(f"[bold red]error:[/] {shown(str(exc), lines=True)}", highlight=False, markup=True)
-        return 2
+        return exits.USER_ERROR
     except BrokenPipeError:  # `python -m harness list M | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return exits.OK
     except KeyboardInterrupt:
         err.print("\ninterrupted: every finished cell's result is kept; run the same command again to resume")
-        return 130
+        return exits.INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ Two tables after pytest's own summary:
   its seconds, read from the harness's build ledger (``harness.environments.ledger``) of every cache the run
   used (the user's, and the temporary ones tests make under pytest's base folder).
 
+Then one line naming the machine: its CPU model, whether it has AVX-512, the cores the run could
+use and the workers. The same commit's summed time has differed more than twofold between machines
+of one size (docs/reference/tests.md), so a figure from a log is comparable only with the machine it
+ran on, which the log would otherwise not name; ``bench/suite_cost.py`` reads it back.
+
 pytest's ``--durations`` (set in pyproject.toml) lists the slowest tests themselves.
 
 The same figures order the next run: the suite runs on several workers with each file on
@@ -20,6 +25,8 @@ previous run's figures (pytest's cache) or, on a fresh checkout such as CI's, fr
 
 from __future__ import annotations
 
+import os
+import platform
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -76,6 +83,36 @@ def _caches(config) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+def machine() -> dict:
+    """The CPU this run ran on, as /proc/cpuinfo names it (where there is one), and the cores it
+    could use: what the suite's summed time depends on, and what a log keeps no other trace of."""
+    model, flags = "", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity to ask (not Linux): the machine's count
+        cores = os.cpu_count() or 0
+    return {"cpu": model or platform.processor() or platform.machine() or "unknown",
+            "avx512": "avx512f" in flags, "cores": cores}
+
+
+def machine_line(config) -> str:
+    """The machine and the workers, in one line of the end-of-run output (``bench/suite_cost.py`` parses it)."""
+    found = machine()
+    asked = getattr(config.option, "numprocesses", 0)  # xdist's -n, `auto` resolved by now
+    workers = asked if isinstance(asked, int) and asked > 0 else 1  # -n 0, or no xdist: one process
+    return (f"machine: {found['cpu']}; AVX-512 {'yes' if found['avx512'] else 'no'}; {found['cores']} cores; "
+            f"{workers} worker{'s' if workers != 1 else ''}")
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
@@ -111,3 +148,5 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
             slowest = sorted(made, key=lambda e: -e.get("seconds", 0))[:5]
             write(f"  {engine}: {len(made)}, {sum(e.get('seconds', 0) for e in made):.0f} s; slowest: "
                   + ", ".join(f"{e.get('environment')} {e.get('seconds', 0):.0f} s" for e in slowest))
+    write("")
+    write(machine_line(config))

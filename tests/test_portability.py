@@ -509,11 +509,10 @@ TWO = "environments:\n" + "\n".join(THREE.splitlines()[2:]) + "\n"   # the user'
 def test_an_evidence_files_command_names_folders_below_where_it_ran_relative_to_it(tmp_path, monkeypatch):
     """Evidence is published: a folder below the command's own place is named from there (another
     checkout can run it), one elsewhere as given, each quoted for a shell."""
-    from harness.portability.command import _as_run
     monkeypatch.chdir(tmp_path)
-    assert _as_run(tmp_path / "results" / "portability-atlas") == "results/portability-atlas"
-    assert _as_run("docs/portability/atlas") == "docs/portability/atlas"
-    assert _as_run("/elsewhere/my results") == "'/elsewhere/my results'"
+    assert evidence.as_run(tmp_path / "results" / "portability-atlas") == "results/portability-atlas"
+    assert evidence.as_run("docs/portability/atlas") == "docs/portability/atlas"
+    assert evidence.as_run("/elsewhere/my results") == "'/elsewhere/my results'"
 
 
 @QUICK

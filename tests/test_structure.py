@@ -113,7 +113,7 @@ def test_no_two_rooms_import_each_other():
     assert circles(rooms) == []
 
 
-MAX_MODULES_AT_THE_DOOR = 12  # more, and the folder no longer shows the packages that answer the questions
+MAX_MODULES_AT_THE_DOOR = 13  # more, and the folder no longer shows the packages that answer the questions
 
 
 def test_few_modules_live_directly_under_harness():

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.atlas import drive
 from harness.cells import Environment
 from harness.engines.venv import MARKER, VenvEngine
-from harness.environments import buildlock
+from harness.environments import buildlock, removal
 
 pytestmark = pytest.mark.quick
 
@@ -51,7 +50,7 @@ def test_a_venv_another_run_uses_is_kept_and_said_and_removed_once_that_run_is_d
                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         assert holder.stdout.readline().strip() == "held"
-        assert drive.removed([venv], uv) == []
+        assert removal.removed([venv], uv) == []
         assert (venv / "bin" / "python").exists()            # the run's cells still have it
         assert venv.name in capfd.readouterr().err            # and it is said
         holder.stdin.close()
@@ -59,13 +58,13 @@ def test_a_venv_another_run_uses_is_kept_and_said_and_removed_once_that_run_is_d
     finally:
         holder.kill()
         holder.wait()
-    assert drive.removed([venv], uv) == [venv] and not venv.exists()
+    assert removal.removed([venv], uv) == [venv] and not venv.exists()
 
 
 def test_a_process_removing_what_it_used_itself_removes_it(tmp_path):
     venv = _a_venv(tmp_path / "venvs" / "py3.11-fedcba9876543210")
     use = buildlock.Use(venv)
-    assert drive.removed([venv], tmp_path / "uv") == [venv] and not venv.exists() and use.fd is None
+    assert removal.removed([venv], tmp_path / "uv") == [venv] and not venv.exists() and use.fd is None
 
 
 def test_an_engine_holds_each_venv_it_prepared_until_it_closes(tmp_path):

@@ -31,7 +31,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from rich.console import Console
 
-from harness import status
+from harness import exits, status
 from harness.atlas import records, rows
 from harness.atlas.changes import OTHER_WAY_SAID, host_limited
 from harness.atlas.facts import FACTS, defaults_crossed, load_facts
@@ -340,11 +340,11 @@ def command(args, console: Console) -> int:
     found = audit(data, page, load_facts(Path(args.facts) if args.facts else FACTS))
     if args.json:
         print(json.dumps([asdict(f) for f in found], indent=1))
-        return 1 if found else 0
+        return exits.CHANGED if found else exits.OK
     for f in found:
         console.print(f"[red]{f.check}[/] {shown(f.where)}: {shown(f.what)}", highlight=False)
     by = Counter(f.check for f in found)
     console.print(f"{len(found)} contradiction(s)" + (f" ({', '.join(f'{n} {k}' for k, n in by.items())})"
                                                       if found else ": the atlas says only what its data and "
                                                       "the facts hold"), highlight=False)
-    return 1 if found else 0
+    return exits.CHANGED if found else exits.OK

@@ -1,10 +1,11 @@
 """The atlas run: every environment of every atlas matrix, one after another, within a disk bound.
 
-An environment at a time: ``harness run MATRIX --only 'ENV/*'`` in its own process (the
-process boundary of every run: a crash or a kill there costs that run, never the atlas), then,
-unless kept, the environment is removed -- the virtualenv and the uv cache it was installed
-from, which is its own (``HARNESS_UV_CACHE`` per environment): uv links a virtualenv's files
-to its cache, so removing one without the other frees nothing. Peak disk is then about one
+An environment at a time: its cells run through the API (``api.run``, every cell in a process of
+its own: a crash or a kill there costs that cell; a harness error costs that environment's run,
+never the atlas), then, unless kept, the environment is removed (environments.removal) -- the
+virtualenv and the uv cache it was installed from, which is its own (``HARNESS_UV_CACHE`` per
+environment): uv links a virtualenv's files to its cache, so removing one without the other
+frees nothing. Peak disk is then about one
 environment, whatever the number of releases.
 
 Resumable by construction: finished cells are in the results store, so a second run skips an
@@ -16,10 +17,6 @@ the others. Each environment's course is one line of ``atlas-run.jsonl`` in the 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -29,12 +26,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness import matrix as matrix_mod
 from harness.atlas import records
 from harness.cells import Environment
 from harness.engines.venv import MARKER, VenvEngine
-from harness.environments import buildlock
-from harness.environments.installer import CACHE_VARIABLE
+from harness.environments import removal
 from harness.errors import UserError
 from harness.files.paths import cache_dir
 from harness.index import releases
@@ -117,22 +114,6 @@ def uv_cache(stack: Stack) -> Path:
     return cache_dir() / "atlas-uv" / VenvEngine().location(stack.environment).name
 
 
-def footprint(*folders: Path) -> int:
-    """Bytes on disk below the folders, each inode once (a virtualenv's files are its cache's)."""
-    seen, total = set(), 0
-    for folder in folders:
-        for root, _dirs, files in os.walk(folder):
-            for name in files:
-                try:
-                    st = os.lstat(os.path.join(root, name))
-                except OSError:
-                    continue
-                if (st.st_dev, st.st_ino) not in seen:
-                    seen.add((st.st_dev, st.st_ino))
-                    total += st.st_blocks * 512
-    return total
-
-
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -140,75 +121,47 @@ def _stderr(line: str) -> None:
 def remove(stack: Stack, say: Callable[[str], None] = _stderr) -> list[Path]:
     """The virtualenvs installed from the environment's own uv cache, and that cache; returns the
     virtualenvs removed. Only those: the same environment built from another uv cache (a user's
-    run, a test suite's) may be in use by that run, and stays."""
+    run, a test suite's) may be in use by that run, and stays (environments.removal)."""
     uv = uv_cache(stack)
-    return removed(built_from(uv), uv, say)
+    return removal.removed(removal.built_from(uv), uv, say)
 
 
-def built_from(uv: Path) -> list[Path]:
-    """The virtualenvs of the harness's cache installed from the uv cache `uv` (their marker says)."""
-    found = []
-    for marker in sorted((cache_dir() / "venvs").glob(f"*/{MARKER}")):
-        try:
-            if json.loads(marker.read_text()).get("uv_cache") == str(uv):
-                found.append(marker.parent)
-        except (OSError, ValueError):
-            continue
-    return found
+def run_one(stack: Stack, results: Path, how: dict, only: list[str] | None = None,
+            console: Console | None = None) -> int:
+    """The stack's cells run in this process through the API (each cell in a process of its own,
+    as every run's), installing through the stack's own uv cache; returns the exit status
+    ``harness run`` gives (0, 1 for a missed expectation, 2 for a run that could not start or
+    failed, 130 interrupted). A harness error in one stack's run is said and costs that run,
+    never the driver's: the others go on. `how`: `api.run`'s options (jobs, rerun, pythons,
+    cpus_per_cell) and ``executor="slurm"``, which builds the environment here, submits its
+    cells as one job array and waits for them, so the environment is removed only once its tasks
+    are done."""
+    from harness import api  # deferred: the API loads the runner when it runs
 
-
-def removed(venvs: list[Path], uv: Path, say: Callable[[str], None] = _stderr) -> list[Path]:
-    """Virtualenvs and the uv cache they were installed from; returns the venvs removed. A venv
-    another run uses (buildlock.unused: a run that found it there may have cells in it) is kept,
-    and said; its files stay whole without the uv cache (they are hard links). Each other venv goes
-    under its build lock (another run that wants it waits and then builds it again, never sees
-    half of it)."""
-    gone = []
-    for venv in venvs:
-        with buildlock.unused(venv) as free:
-            if not free:
-                say(f"kept {venv.name}: another run's cells use it")
-                continue
-            with buildlock.held(venv.name, venv):
-                shutil.rmtree(venv, ignore_errors=True)
-            gone.append(venv)
-    shutil.rmtree(uv, ignore_errors=True)
-    return gone
-
-
-def run_one(stack: Stack, results: Path, extra: list[str], only: list[str] | None = None) -> int:
-    """``harness run`` for the stack's cells in a child process; a TERM or INT here ends the
-    child first (with TERM: its handler stops its cells and keeps what finished). On a cluster
-    (``--executor slurm`` in `extra`) the run builds the environment here and submits its cells
-    as one job array; ``harness status --wait`` then waits for them, so the environment is
-    removed only once its tasks are done."""
-    env = dict(os.environ, **{CACHE_VARIABLE: str(uv_cache(stack))})
-    harness = [sys.executable, "-m", "harness"]
-    rc = _child([*harness, "run", str(stack.matrix_path), "--quiet", "--engine", "venv", "--results", str(results),
-                 *[a for cell in only or [f"{stack.environment.name}/*"] for a in ("--only", cell)], *extra], env)
-    if rc == 0 and "slurm" in extra:
-        _child([*harness, "status", str(stack.matrix_path), "--results", str(results), "--wait", f"{MAX_SECONDS:.0f}"],
-               env)
-    return rc
-
-
-def _child(cmd: list[str], env: dict) -> int:
-    child = subprocess.Popen(cmd, env=env)
+    console = console or Console(soft_wrap=True)
+    how = dict(how)
+    executor = how.pop("executor", None)
+    cells = only or [f"{stack.environment.name}/*"]
     try:
-        return child.wait()
-    except BaseException:
-        # SIGTERM, which the harness takes as Ctrl-C: SIGINT may be ignored in the child (a
-        # background job of a non-interactive shell starts with it ignored, and Python keeps that)
-        child.send_signal(signal.SIGTERM)
-        try:
-            child.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        raise
+        with removal.using(uv_cache(stack)):
+            if executor == "slurm":
+                api.submit(stack.matrix, results=results, engine="venv", only=cells,
+                           rerun=how.get("rerun", ()), pythons=how.get("pythons"), console=console)
+                api.board(stack.matrix, results=results, wait=MAX_SECONDS, console=console)
+                return exits.OK
+            return api.run(stack.matrix, results=results, engine="venv", only=cells, console=console,
+                           **how).exit_code
+    except KeyboardInterrupt:
+        return exits.INTERRUPTED
+    except UserError as exc:
+        console.print(f"[bold red]error:[/] {shown(str(exc), lines=True)}", highlight=False)
+        return exits.USER_ERROR
+    except Exception:  # a harness bug in this stack's run: said with its traceback, the driver goes on
+        console.print_exception()
+        return exits.USER_ERROR
 
 
-def drive(stack_list: list[Stack], results: Path, *, keep: bool, extra: list[str],
+def drive(stack_list: list[Stack], results: Path, *, keep: bool, how: dict,
           say: Callable[[str], None], rerun: frozenset[str] = frozenset(),
           published: frozenset[tuple[str, str]] = frozenset()) -> dict:
     """Run every stack that owes cells; returns the counts. Stops at the first run that was
@@ -227,14 +180,14 @@ def drive(stack_list: list[Stack], results: Path, *, keep: bool, extra: list[str
         # some of the environment's cells are in the committed data: name the others, or its run would
         # measure those again (a run skips only what its results folder holds)
         partial = published and missing < owed(stack, results, rerun)
-        rc = run_one(stack, results, extra, only=[c.id for c in cells] if partial else None)
+        rc = run_one(stack, results, how, only=[c.id for c in cells] if partial else None)
         venv = VenvEngine().location(stack.environment)
         entry = {"matrix": stack.matrix.name, "environment": stack.environment.name, "cells": missing,
                  "left": owed(stack, results, published=published), "rc": rc, "started": _iso(started),
                  "seconds": round(time.time() - started, 1),
                  "build_seconds": _build_seconds(venv),
-                 "disk_bytes": footprint(venv, uv_cache(stack)), "removed": False}
-        if rc in (130, -signal.SIGINT, -signal.SIGTERM, 143):
+                 "disk_bytes": removal.footprint(venv, uv_cache(stack)), "removed": False}
+        if rc == exits.INTERRUPTED:
             _log(results, entry)
             raise KeyboardInterrupt
         if not keep and not entry["left"]:
@@ -293,11 +246,10 @@ def run(where: Path, results: Path, console: Console, *, refresh: bool = False, 
         if confirm is not None and not confirm(said):
             console.print("atlas: nothing run", highlight=False)
             return sum(n for _, n in owing)
-    # each environment's own run expands the matrix again: refreshed too, or it would not see
-    # the new release its stack was planned for (it reads the expansion an earlier run recorded)
-    extra = [*(["--jobs", str(jobs)] if jobs else []), *[f"--rerun={s}" for s in sorted(rerun)],
-             *(["--executor", executor] if executor else []), *(["--refresh-releases"] if refresh else [])]
-    counts = drive(found, results, keep=keep, extra=extra, rerun=rerun, published=published,
+    # each stack's run takes its matrix as `stacks` expanded it (refreshed when asked: it sees the
+    # new release its stack was planned for)
+    how = {"jobs": jobs, "rerun": rerun, **({"executor": executor} if executor else {})}
+    counts = drive(found, results, keep=keep, how=how, rerun=rerun, published=published,
                    say=lambda line: console.print(shown(line), highlight=False))
     left = sum(owed(s, results, published=published) for s in found)  # without --rerun: cells with no result
     console.print(f"atlas: {len(found)} environments; ran {counts['ran']}, already complete "

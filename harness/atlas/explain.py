@@ -22,21 +22,16 @@ the one-device stack scatters by itself; its record is the evidence.
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from rich.console import Console
 
-from harness import status
-from harness.atlas import changes, drive, records, rows
-from harness.environments.installer import CACHE_VARIABLE
+from harness import exits, status
+from harness.atlas import changes, records, rows
+from harness.environments import removal
 from harness.errors import UserError
 from harness.files.paths import cache_dir
-from harness.investigate.bisect import record_path
 from harness.terminal import shown
 
 STATUS_KINDS = ("broke", "mended", "family-changed")
@@ -150,48 +145,65 @@ def command_line(argv: list[str]) -> str:
     return "python -m harness " + shlex.join(argv)
 
 
-def _harness(argv: list[str], **how) -> subprocess.CompletedProcess:
-    """A bisect or a comparison within the atlas's disk bound: it installs from a uv cache of its
-    own (`UV`), and the virtualenvs built from it are removed with it once it is done -- a bisect
-    builds one environment per release it tests, and a dozen explained changes would otherwise
-    keep tens of GB. What it measured is in its results; a removed environment is built again
-    when something needs it."""
-    uv = cache_dir() / UV
+def _calling(argv: list[str]) -> tuple[str, str, dict]:
+    """The API call a plan's command line names (`plan` makes them, in two shapes only): the verb,
+    the matrix, and the keyword arguments -- so the evidence keeps the command a reader runs
+    again, and this process runs the same thing without starting the command line."""
+    verb, matrix, rest = argv[0], argv[1], argv[2:]
+    if verb == "diverge":
+        return verb, matrix, {"cell_a": rest[0], "cell_b": rest[1]}
+    flags = {"--cell": "cells", "--package": "package", "--old": "old", "--new": "new",
+             "--speed-drop": "speed_drop", "--accuracy-drop": "accuracy_drop"}
+    kwargs: dict = {"nightly": "auto" if "--nightly" in rest else None}
+    pairs = [a for a in rest if a != "--nightly"]
+    for flag, value in zip(pairs[::2], pairs[1::2], strict=True):
+        name = flags[flag]
+        kwargs[name] = [value] if name == "cells" else float(value) if name.endswith("_drop") else value
+    return verb, matrix, kwargs
+
+
+def _harness(argv: list[str], results: Path, out: Path):
+    """A bisect or a comparison through the API, within the atlas's disk bound: it installs from a
+    uv cache of its own (`UV`), and the virtualenvs built from it are removed with it once it is
+    done -- a bisect builds one environment per release it tests, and a dozen explained changes
+    would otherwise keep tens of GB. What it measured is in its results; a removed environment is
+    built again when something needs it. None when it could not answer (an input it refused, a
+    side it could not measure): said, and no evidence."""
+    from harness import api  # deferred: the API loads the runner when it runs
+
+    verb, matrix, kwargs = _calling(argv)
+    console = Console(soft_wrap=True)
     try:
-        done = subprocess.run([sys.executable, "-m", "harness", *argv], **how,
-                              env=dict(os.environ, **{CACHE_VARIABLE: str(uv)}))
-    finally:
-        drive.removed(drive.built_from(uv), uv)
-    if done.returncode in (130, -2):
-        raise KeyboardInterrupt
-    return done
+        with removal.own_cache(cache_dir() / UV):
+            m = api.load_matrix(matrix, results=results)
+            if verb == "diverge":
+                return api.diverge(m, **kwargs, results=results, out=out / "diverge", engine="venv", console=console)
+            return api.bisect(m, **kwargs, results=results, out=out / "bundles", engine="venv", console=console)
+    except api.UserError as exc:
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {shown(str(exc), lines=True)}",
+                                                   highlight=False)
+        return None
 
 
 def _bisect(argv: list[str], results: Path, out: Path, matrix: str) -> dict | None:
-    """Run the bisect (its bundle under OUT/bundles, never among results) and read its record, at
-    the path bisect derives from the matrix, the package and the two ends."""
-    started = time.time()
-    done = _harness([*argv, "--engine", "venv", "--results", str(results), "--out", str(out / "bundles")])
-    package, old, new = (argv[argv.index(flag) + 1] for flag in ("--package", "--old", "--new"))
-    record = record_path(results / matrix, package, old, new)
-    # exit 0: an answer, 1: none (the ends do not differ: that is evidence too); 2: it could not search,
-    # and a record at that path is an earlier bisect's (another criterion, another cell), not this one's
-    if done.returncode not in (0, 1) or not record.is_file() or record.stat().st_mtime < started:
+    """Run the bisect (its bundle under OUT/bundles, never among results) and keep its record: an
+    answer (exit 0) or none (1: the ends do not differ, which is evidence too)."""
+    done = _harness(argv, results, out)
+    if done is None:
         return None
-    data = json.loads(record.read_text())
-    return {"exit": done.returncode, **{k: data.get(k) for k in KEPT}}
+    data = json.loads(done.record.read_text())
+    return {"exit": done.exit_code, **{k: data.get(k) for k in KEPT}}
 
 
 def _diverge(argv: list[str], results: Path, out: Path, matrix: str) -> dict | None:
-    """Run the comparison (its sides and page under OUT/diverge) and keep its verdicts from the record
-    it prints (--json); any other exit than 0 (the same) or 1 (parts) is a side it could not
-    measure: no record."""
-    done = _harness([*argv, "--engine", "venv", "--results", str(results), "--out", str(out / "diverge"), "--json"],
-                    stdout=subprocess.PIPE, text=True)
-    if done.returncode not in (0, 1):
+    """Run the comparison (its sides and page under OUT/diverge) and keep its verdicts; a side it
+    could not measure is no record."""
+    done = _harness(argv, results, out)
+    if done is None:
         return None
-    found = json.loads(done.stdout)
-    return {"exit": done.returncode, "kind": "diverge", "diverges": found.get("diverges"),
+    found, _ = done
+    return {"exit": exits.CHANGED if found.get("diverges") else exits.OK, "kind": "diverge",
+            "diverges": found.get("diverges"),
             "summary": found.get("summary"), "stacks": found.get("stacks"),
             "first": {part: (found.get(part) or {}).get("first") for part in ("forward", "backward", "training")},
             "configurations": (found.get("configurations") or {}).get("differences"),

@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from rich.console import Console
 
+from harness import exits
 from harness.atlas import changes, explain, publish, records, rows
 from harness.errors import UserError
 from harness.terminal import shown
@@ -53,7 +54,7 @@ def command(args, console: Console) -> int:
     else:
         for line in text(answer):
             console.print(shown(line), highlight=False)
-    return 1 if any(c["for_you"] == "breaks" for c in answer["changes"]) else 0
+    return exits.CHANGED if any(c["for_you"] == "breaks" for c in answer["changes"]) else exits.OK
 
 
 def _pins(path: str | None, texts: list[str]) -> tuple[dict[str, str], list[str]]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness.atlas import changes, drive, explain, feed, notes, pages, plots, records, rows
 from harness.errors import UserError
 from harness.terminal import shown
@@ -32,7 +33,7 @@ def command(args, console: Console) -> int:
         _said(console, len(recs), about, written, out)
     else:
         from_results(Path(args.results), out, console)
-    return 0
+    return exits.OK
 
 
 def from_results(results: Path, out: Path, console: Console) -> dict:

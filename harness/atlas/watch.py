@@ -22,8 +22,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness.atlas import drive, explain, publish, records
-from harness.investigate.watcher import BUSY, CHANGED, NOTHING_NEW
 from harness.terminal import shown
 from harness.watch import history
 
@@ -37,8 +37,8 @@ def command(args, console: Console) -> int:
             return once(args, console, results, out)
     except history.Busy as busy:
         console.print(f"another atlas watch of {shown(str(results))} is running (pid {shown(str(busy))}); "
-                      f"nothing done. Exit {BUSY}; --wait waits for it.", highlight=False)
-        return BUSY
+                      f"nothing done. Exit {exits.BUSY}; --wait waits for it.", highlight=False)
+        return exits.BUSY
 
 
 def once(args, console: Console, results: Path, out: Path) -> int:
@@ -61,9 +61,9 @@ def once(args, console: Console, results: Path, out: Path) -> int:
         linked = next((e["what"] for e in c["evidence"] if e.get("link")), "not explained yet")
         console.print(f"new change: {shown(c['kind'])} {shown(c['column'])} at {shown(c['after'])}: "
                       f"{shown(c['detail'])} -- {shown(linked)}", highlight=False)
-    console.print(f"atlas watch: {len(new)} new change(s). Exit {CHANGED if new else NOTHING_NEW}.",
+    console.print(f"atlas watch: {len(new)} new change(s). Exit {exits.CHANGED if new else exits.OK}.",
                   highlight=False)
-    return CHANGED if new else NOTHING_NEW
+    return exits.CHANGED if new else exits.OK
 
 
 def _changes(path: Path) -> list[dict]:

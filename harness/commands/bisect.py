@@ -6,13 +6,14 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness.commands.common import engine_for, load
 from harness.errors import UserError
 from harness.files.outputs import check_output_folder
 from harness.files.paths import check_writable
 from harness.index import releases
 from harness.options.engine import add_engine_args, pythons
-from harness.options.shared import DEFAULT_MATRIX, DEFAULT_RESULTS, add_slurm_args, positive
+from harness.options.shared import add_matrix, add_out, add_results, add_slurm_args, positive
 from harness.options.slurm import SlurmOptions
 from harness.run.selection import select
 
@@ -24,7 +25,7 @@ def add(sub) -> None:
                                    "their outcome changes, whichever way the ends show: the first bad release, or "
                                    "the first good one (the mend); with the options, accuracy or speed shifts too. "
                                    "Finished cells are reused; the changed release's cell is left as a bundle.")
-    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+    add_matrix(p)
     p.add_argument("--package", required=True, metavar="NAME",
                    help="the package whose releases are searched: tensorflow, keras, or any package")
     p.add_argument("--good", metavar="VERSION", help="a release known good (newer than --bad: where was it mended?)")
@@ -48,8 +49,8 @@ def add(sub) -> None:
                    help="then search the nightly builds between the releases on either side of the change "
                         "(tf-nightly, keras-nightly, tf-keras-nightly; or the PACKAGE named)")
     p.add_argument("--no-cutoff", action="store_true", help="resolve the rest as of today, not each release's day")
-    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
-    p.add_argument("--out", default="bundles", metavar="DIR", help="where the changed release's cell is bundled")
+    add_results(p)
+    add_out(p, "bundles", "where the changed release's cell is bundled", tell_default=False)
     p.add_argument("--offline", action="store_true", help="list releases from the cache only")
     add_engine_args(p)
     add_slurm_args(p, "one Slurm job-array task per cell, each round submitted and waited for")
@@ -88,4 +89,4 @@ def command(args, console: Console) -> int:
                               criteria=Criteria(args.accuracy_drop, args.speed_drop), resolver=resolver,
                               slurm=slurm, engine_args={"pythons": pythons(args.python), "ca_bundle": args.ca_bundle},
                               nightly=nightly, said=said)
-    return 0 if not found.problem else 1
+    return exits.OK if not found.problem else exits.CHANGED

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness import status
+from harness import exits, status
 from harness.commands.common import engine_for, load_selected
 from harness.files.outputs import check_output_folder
 from harness.files.paths import check_writable
 from harness.options.engine import add_engine_args
-from harness.options.shared import DEFAULT_MATRIX, DEFAULT_RESULTS, add_release_args
+from harness.options.shared import add_matrix, add_release_args, add_results
 
 
 def add(sub) -> None:
@@ -20,11 +20,10 @@ def add(sub) -> None:
                                    "host -- and self-check the GPU ones (CUDA / cuDNN libraries present and "
                                    "loading; GPU operations where a GPU is). One line per environment; exit 1 "
                                    "if any is unavailable.")
-    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+    add_matrix(p)
     p.add_argument("--only", action="append", metavar="GLOB",
                    help="only environments of cells whose id matches (repeatable)")
-    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
-                   help="results folder; build logs go to DIR/<matrix>/.build (default: results)")
+    add_results(p, what="results folder; build logs go to DIR/<matrix>/.build")
     p.add_argument("--export", metavar="DIR",
                    help="docker engine: also 'docker save' each image into DIR, with the Apptainer / enroot "
                         "commands that turn the archives into what a cluster runs")
@@ -47,4 +46,4 @@ def command(args, console: Console) -> int:
                          export=Path(args.export) if args.export else None)
     missing = [o for o in outcomes if o.status == status.UNAVAILABLE]
     console.print(f"{len(outcomes) - len(missing)} of {len(outcomes)} environment(s) usable ({engine.name})")
-    return 1 if missing else 0
+    return exits.CHANGED if missing else exits.OK

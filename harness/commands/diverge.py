@@ -10,7 +10,7 @@ from harness.commands.common import engine_for, load
 from harness.files.outputs import check_apart
 from harness.files.paths import check_writable
 from harness.options.engine import add_engine_args
-from harness.options.shared import add_release_args
+from harness.options.shared import add_matrix, add_out, add_release_args
 from harness.options.types import whole
 
 
@@ -19,15 +19,14 @@ def add(sub) -> None:
                        description="Compare cell A's and cell B's models layer by layer (configurations, weights, "
                                    "outputs, gradients, a short training) above a floor measured on A's own stack. "
                                    "Exit 0: no divergence above the floor; 1: a divergence; 2: an error.")
-    p.add_argument("matrix", metavar="MATRIX")
+    add_matrix(p, required=True)
     p.add_argument("cell_a", metavar="CELL_A", help="the reference cell: an id, a prefix or a glob naming one cell")
     p.add_argument("cell_b", metavar="CELL_B", help="the cell compared with it")
     p.add_argument("--rows", type=whole(1, 65_536), metavar="N",
                    help="rows of the batch compared (default: cell A's batch size)")
     p.add_argument("--epochs", type=whole(1, 1_000), metavar="N",
                    help="epochs of the training compared (default: cell A's)")
-    p.add_argument("--out", default="diverge", metavar="DIR",
-                   help="where the sides' cells, the record and the page go (default: diverge)")
+    add_out(p, "diverge", "where the sides' cells, the record and the page go")
     p.add_argument("--rerun", action="store_true", help="run the sides again instead of reusing finished ones")
     p.add_argument("--json", action="store_true", help="print the record as JSON instead of the table")
     add_engine_args(p)

@@ -6,11 +6,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness.commands.common import engine_for, load
 from harness.files.outputs import check_apart
 from harness.files.paths import check_writable
 from harness.options.engine import add_engine_args
-from harness.options.shared import add_release_args
+from harness.options.shared import add_matrix, add_out, add_release_args
 from harness.options.types import seconds
 
 
@@ -20,7 +21,7 @@ def add(sub) -> None:
                        description="Shrink the script of two cells (the last good and the first bad release) while "
                                    "both sides hold; write the reduced script, run.sh per side and ISSUE.md under "
                                    "--out. The original file is never written.")
-    p.add_argument("matrix", metavar="MATRIX")
+    add_matrix(p, required=True)
     p.add_argument("cells", nargs="+", metavar="CELL",
                    help="GOOD_CELL BAD_CELL (each an id, a prefix or a glob naming one cell); or one CELL with "
                         "--package, --good and --bad: that cell on the two releases (as bisect names them)")
@@ -33,7 +34,7 @@ def add(sub) -> None:
                    help="start every candidate in a new interpreter instead of forking it from a warm launcher")
     p.add_argument("--unconfined", action="store_true", help="let candidates write anywhere you can, not only in "
                    "their own folders")
-    p.add_argument("--out", default="reduced", metavar="DIR", help="where the result goes (default: reduced)")
+    add_out(p, "reduced", "where the result goes")
     add_engine_args(p)
     add_release_args(p, results=True)
 
@@ -51,4 +52,4 @@ def command(args, console: Console) -> int:
         engine.warm = engine.warm and not args.fresh
         found = reduce(m, good, bad, engine, Path(args.out), console, budget=args.budget, unconfined=args.unconfined)
         show(found, console)
-    return 0
+    return exits.OK

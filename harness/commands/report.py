@@ -6,11 +6,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness.commands.common import quarantined
 from harness.errors import UserError
 from harness.files.outputs import check_output_folder
 from harness.files.paths import check_writable
-from harness.options.shared import DEFAULT_RESULTS
+from harness.options.shared import DEFAULT_RESULTS, add_out
 from harness.results.store import scan
 from harness.terminal import shown, visible
 
@@ -22,7 +23,7 @@ def add(sub) -> None:
                                    "site with plots, Markdown, CSV and JSON. 'report compare RUN_A RUN_B' "
                                    "prints regressions and fixes from A to B and exits 1 if there are regressions.")
     p.add_argument("results", nargs="*", default=[DEFAULT_RESULTS], metavar="RESULTS")
-    p.add_argument("--out", default="site", metavar="DIR", help="where the site goes (default: site)")
+    add_out(p, "site", "where the site goes")
     p.add_argument("--markdown", metavar="FILE", help="also write the Markdown report here, plots beside it")
     p.add_argument("--title", default="Compatibility report")
     p.add_argument("--diverge", default="diverge", metavar="DIR",
@@ -41,7 +42,7 @@ def command(args, console: Console) -> int:
                 raise UserError(f"no result.json below {folder}")
         text, regressions = report.compare(Path(args.results[1]), Path(args.results[2]), notes=quarantined(console))
         print(visible(text, lines=True))
-        return 1 if regressions else 0
+        return exits.CHANGED if regressions else exits.OK
     roots = [Path(p) for p in args.results]
     if not any(True for root in roots for _ in scan(root)):
         raise UserError(f"no result.json below {', '.join(args.results)}")
@@ -64,4 +65,4 @@ def command(args, console: Console) -> int:
     console.print(f"markdown: {written['markdown']}" + (f", {written['markdown_copy']}"
                                                          if written.get("markdown_copy") else ""))
     console.print(f"csv/json: {Path(args.out) / 'results.csv'}, {Path(args.out) / 'results.json'}")
-    return 0
+    return exits.OK

@@ -10,7 +10,7 @@ from harness.commands.common import engine_for
 from harness.files.outputs import check_output_folder
 from harness.files.paths import check_writable
 from harness.options.engine import add_engine_args
-from harness.options.shared import DEFAULT_RESULTS
+from harness.options.shared import add_out, add_results
 from harness.options.types import whole
 
 
@@ -24,10 +24,8 @@ def add(sub) -> None:
     p.add_argument("--matrix", action="append", default=[], metavar="FILE",
                    help="matrix to look the cell up in (repeatable; default: every matrices/*.yaml)")
     p.add_argument("--repeat", type=whole(1, 1_000), default=1, metavar="N", help="attempts (default 1)")
-    p.add_argument("--out", default="bundles", metavar="DIR", help="where bundles go (default: bundles)")
-    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
-                   help="the run's results folder: version ranges expand as that run recorded them "
-                        f"(default: {DEFAULT_RESULTS})")
+    add_out(p, "bundles", "where bundles go")
+    add_results(p, what="the run's results folder: version ranges expand as that run recorded them")
     p.add_argument("--shell", action="store_true", help="open a shell in the cell's environment instead of running")
     p.add_argument("--command", dest="shell_command", metavar="CMD",
                    help="with --shell: run CMD (bash -c) in the cell's environment instead of an interactive "

@@ -6,15 +6,16 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness.commands.common import engine_for, load_selected
 from harness.files.paths import check_writable
 from harness.options.engine import add_engine_args, pythons
 from harness.options.shared import (
-    DEFAULT_MATRIX,
-    DEFAULT_RESULTS,
     STATUSES,
+    add_matrix,
     add_release_args,
     add_resource_args,
+    add_results,
     add_slurm_args,
 )
 from harness.options.slurm import SlurmOptions
@@ -24,8 +25,8 @@ from harness.terminal import shown, visible
 
 def add(sub) -> None:
     p = sub.add_parser("run", help="run a matrix and write results")
-    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
-    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
+    add_matrix(p)
+    add_results(p)
     p.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches (repeatable)")
     p.add_argument("--rerun", action="append", choices=STATUSES, default=[], metavar="STATUS",
                    help="run finished cells with this status again (repeatable; 'all' for every cell)")
@@ -75,7 +76,7 @@ def command(args, console: Console) -> int:
         for line in values.not_judged_lines(r):
             console.print(f"[blue]not judged here[/]: {shown(r.cell)}: {shown(line)}", highlight=False)
     console.print(f"results: {shown(runner.store.run_dir)}", highlight=False)
-    return 1 if missed else 0
+    return exits.CHANGED if missed else exits.OK
 
 
 def _submit_to_slurm(args, m, cells, console: Console) -> int:
@@ -87,4 +88,4 @@ def _submit_to_slurm(args, m, cells, console: Console) -> int:
         submit(m, cells, engine, Path(args.results), opts, console, rerun=frozenset(args.rerun),
                engine_args={"pythons": pythons(args.python), "ca_bundle": args.ca_bundle}, fresh=args.fresh)
     console.print(f"follow it with: python -m harness status {args.matrix} --results {args.results}")
-    return 0
+    return exits.OK

@@ -6,15 +6,16 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness.commands.common import load
-from harness.options.shared import DEFAULT_MATRIX, DEFAULT_RESULTS
+from harness.options.shared import add_matrix, add_results
 from harness.options.types import seconds
 
 
 def add(sub) -> None:
     p = sub.add_parser("status", help="queued / running / finished cells of a matrix (Slurm queue and results)")
-    p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
-    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
+    add_matrix(p)
+    add_results(p)
     p.add_argument("--wait", type=seconds, metavar="SECONDS",
                    help="poll until nothing is queued or running, at most this long")
 
@@ -24,4 +25,4 @@ def command(args, console: Console) -> int:
     from harness.run.executors.slurm.board import status as board_status
 
     entries = board_status(load(args), Path(args.results), console, wait=args.wait)
-    return 1 if any(e.drifted for e in entries) else 0
+    return exits.CHANGED if any(e.drifted for e in entries) else exits.OK

@@ -7,12 +7,13 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness.commands.common import engine_for
 from harness.errors import UserError
 from harness.files.outputs import check_output_folder
 from harness.files.paths import check_writable
 from harness.options.engine import add_engine_args
-from harness.options.shared import DEFAULT_RESULTS, positive
+from harness.options.shared import add_matrix, add_results, positive
 
 
 def add(sub) -> None:
@@ -24,8 +25,8 @@ def add(sub) -> None:
                                    "JSON and Atom feeds and badges under --site. Exit 0: nothing new changed; "
                                    "1: new changes; 2: bad input or a harness error; 3: another watch of this "
                                    "matrix is running (nothing done).")
-    p.add_argument("matrix", metavar="MATRIX")
-    p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR", help="results folder (default: results)")
+    add_matrix(p, required=True)
+    add_results(p)
     p.add_argument("--as-of", metavar="DATE",
                    help="replay the index as it stood then (a date or a UTC time): only releases uploaded "
                         "before it, nothing resolved later than it")
@@ -63,4 +64,4 @@ def command(args, console: Console) -> int:
     except Exception:  # a harness bug: exit 2 (never 1, which a schedule reads as "new changes"), traceback kept
         traceback.print_exc()
         Console(stderr=True).print("[bold red]error:[/] the watch failed (above); exit 2", highlight=False)
-        return 2
+        return exits.USER_ERROR

@@ -124,6 +124,13 @@ class Engine(ABC):
     # Where its cells may write (confinement.py): reduce confines its candidates; any other cell
     # writes wherever its user can. A container is its cells' confinement whatever this says.
     confine: Offer = NOT_ASKED
+    # Whether what a cell runs in confines it already (a container: a read-only root, writes only in its
+    # cell folder and its own /tmp): reduce then asks for no confinement of its own.
+    confines_cells = False
+    # Whether an environment prepared here serves the cell wherever it runs (an image, a virtualenv in
+    # the shared cache): a Slurm submission prepares each one before its tasks start. An environment
+    # that is the running machine's own interpreter can only be checked there, by the node.
+    prepares_for_other_hosts = True
     replay_words = "a virtualenv from the exact pins"   # how a bundle's run.sh remakes the environment
     recipe_words = "the exact pip lock"                 # what a bundle's environment/ holds
 

@@ -148,6 +148,7 @@ class _Follower(threading.Thread):
 
 class DockerEngine(Engine):
     name = "docker"
+    confines_cells = True  # each cell in its own container: a read-only root, writes only where it is mounted
 
     def __init__(self, client, ca_bundle: str | None = None, console: Console | None = None,
                  pythons: dict[str, str] | None = None):

@@ -37,6 +37,7 @@ _VERSIONS = (
 
 class LocalEngine(ProcessEngine):
     name = "local"
+    prepares_for_other_hosts = False  # the interpreter a node finds is the node's: only the node can check it
 
     def __init__(self, pythons: dict[str, str] | None = None):
         self.pythons = pythons or {}

@@ -23,7 +23,7 @@ from harness.environments import buildlock, installer, interpreters, ledger
 from harness.errors import EnvironmentUnavailable
 from harness.files.paths import inside
 
-MARKER = "harness-env.json"
+MARKER = installer.MARKER  # the marker's name is decided where the uv cache it records is
 RECIPE_VERSION = 5  # bump when the way venvs are built changes (2: folders named by content alone; 3: uv; 4-5: seeded)
 
 

@@ -95,6 +95,9 @@ def version() -> str:
 
 CREATED = ".harness-created"  # in uv's cache: when the harness made it (ISO 8601 UTC)
 CACHE_VARIABLE = "HARNESS_UV_CACHE"
+# written into each virtualenv the harness builds: its provenance, and the uv cache it was installed
+# from (removal.built_from finds an environment's by it)
+MARKER = "harness-env.json"
 
 
 def cache() -> Path:

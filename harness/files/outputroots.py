@@ -56,11 +56,13 @@ def folders_of(args) -> dict[str, object]:
 
 @contextlib.contextmanager
 def declared(args):
-    """Run the command of `args` (argparse's) with its output folders (``folders_of``) kept out of
-    every code folder's hash and copy, and marked when it ends -- unless it ends refusing its input
-    (a UserError), when what it was given may be the user's own folder."""
-    _declared.clear()  # one command per process; a test may call `main` again
-    _holding.clear()
+    """Run the command of `args` (argparse's, or any object with OPTIONS as attributes: the API's
+    operations pass their own) with its output folders (``folders_of``) kept out of every code
+    folder's hash and copy, and marked when it ends -- unless it ends refusing its input (a
+    UserError), when what it was given may be the user's own folder. Nested (an API call inside a
+    command, a notebook's second run), the inner folders join the outer ones for the inner's
+    length; each call leaves the declarations as it found them."""
+    before, holding_before = dict(_declared), set(_holding)
     for what, path in folders_of(args).items():
         resolved = _resolved(path) if path not in (None, "") else None
         if resolved is not None:
@@ -72,7 +74,13 @@ def declared(args):
     except BaseException:  # interrupted, or a bug: what it wrote so far is still the harness's
         _mark()
         raise
-    _mark()
+    else:
+        _mark()
+    finally:
+        _declared.clear()
+        _declared.update(before)
+        _holding.clear()
+        _holding.update(holding_before)
 
 
 def is_output(folder: Path) -> bool:

@@ -64,7 +64,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
     release (portability's: how a reader judges one file), instead of `bisect_judge`'s."""
     resolver = resolver or releases.Resolver()
     cells = ReleaseCells(base_cells, package, resolver, repeats, cutoff, margin_days)
-    rounds = _Rounds(m, cells, versions, engine, results_root, console, criteria, slurm, engine_args, verdicts)
+    rounds = Rounds(m, cells, versions, engine, results_root, console, criteria, slurm, engine_args, verdicts)
     started = time.monotonic()
     found = search(versions, rounds.oracle, jobs=jobs, on_step=rounds.show_step)
     if said and found.direction and found.direction != said:
@@ -87,7 +87,7 @@ def run(*, m, base_cells: list[Cell], package: str, versions: list[str], engine,
             try:
                 found.nightly = below(found, ReleaseCells(base_cells, package, resolver, repeats, cutoff, margin_days,
                                                           nightly=nightly),
-                                      lambda cells_for, nights: _Rounds(m, cells_for, nights, engine, results_root,
+                                      lambda cells_for, nights: Rounds(m, cells_for, nights, engine, results_root,
                                                                         console, criteria, None, None),
                                       console, jobs, as_of)
             except UserError as exc:  # no night to search: the release answer stands, and says so
@@ -157,7 +157,7 @@ class ReleaseCells:
         return self.of[version]
 
 
-class _Rounds:
+class Rounds:
     """The search's oracle: one round runs the asked releases' cells (here through the Runner,
     or on Slurm), keeps their results, and judges each release -- the two ends by what each
     does (`judge_ends`), then the others against the end that works."""
@@ -246,12 +246,12 @@ def _show_answer(found: Found, package: str, console: Console) -> None:
         console.print(f"[yellow]warning[/]: {shown(w)}", highlight=False)
 
 
-def _bundle_after(found: Found, rounds: _Rounds, engine, run_dir: Path, bundles: Path,
+def _bundle_after(found: Found, rounds: Rounds, engine, run_dir: Path, bundles: Path,
                   console: Console) -> Path | None:
     """The first changed release's cell as a repro bundle, with every attempt's own folder (result,
     events, logs) under attempts/: a break's failing cell, the report upstream asks for; a mend's
     working cell, the environment to move to, pinned. None when it left no result."""
-    # deferred: repro imports the runner (see `_Rounds._run`)
+    # deferred: repro imports the runner (see `Rounds._run`)
     from harness.investigate.repro import write_bundle
 
     after = found.candidates[-1]

@@ -31,7 +31,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from harness import chains, status
+from harness import chains, exits, status
 from harness.cells import BUILT_IN_MODELS, Cell
 from harness.errors import UserError
 from harness.files.paths import inside
@@ -112,7 +112,7 @@ def command(args, m, engine, console: Console, talk: Console) -> int:
         print(json.dumps(found, indent=2, sort_keys=True, default=str))
     else:
         show(found, folder, console)
-    return 1 if found["diverges"] else 0
+    return exits.CHANGED if found["diverges"] else exits.OK
 
 
 def folder_of(out: Path, matrix_name: str, a: Cell, b: Cell) -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness import WORKLOADS, chains, status, usercode
+from harness import WORKLOADS, chains, exits, status, usercode
 from harness import matrix as matrix_mod
 from harness.cells import Cell
 from harness.engines.base import Engine
@@ -210,4 +210,4 @@ def run_command(args, console: Console, engine: Engine) -> int:
         how = ("./run.sh reproduces it without the harness" if (bundle / "run.sh").exists()
                else "no run.sh: the environment could not be had; see attempts/ for the build log")
         console.print(f"bundle: {shown(bundle)}  ({how}; {time.monotonic() - started:.0f} s)")
-    return 0
+    return exits.OK

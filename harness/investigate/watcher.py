@@ -20,8 +20,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
+from harness import exits, status
 from harness import matrix as matrix_mod
-from harness import status
 from harness.cells import Cell
 from harness.errors import NothingReleasedYet, UserError
 from harness.files.paths import check_writable
@@ -35,7 +35,6 @@ from harness.terminal import shown
 from harness.watch import changelog as ch
 from harness.watch import expand, history, page, publish, series
 
-NOTHING_NEW, CHANGED, ERROR, BUSY = 0, 1, 2, 3
 BISECTED_KINDS = ("broke", "mended", "expectation", "family-changed")  # a bisect goes whichever way the ends do
 DIVERGED_KINDS = ("accuracy", "expectation")  # a value moved: `diverge` says where in the model
 
@@ -48,9 +47,9 @@ def command(args, console: Console, engine_factory) -> int:
         m = expand.capped(matrix_mod.load(args.matrix, resolver=resolver), as_of)
     except NothingReleasedYet as nothing:   # a future major, a date before the first release: not an error
         console.print(f"watch {shown(args.matrix)}" + (f" as of {as_of}" if as_of else "") + ": no release yet in "
-                      + ", ".join(shown(r) for r in nothing.ranges) + f"; nothing to run. Exit {NOTHING_NEW}.",
+                      + ", ".join(shown(r) for r in nothing.ranges) + f"; nothing to run. Exit {exits.OK}.",
                       highlight=False)
-        return NOTHING_NEW
+        return exits.OK
     results = Path(args.results)
     check_writable(results, "--results")
     where = history.folder(results, m.name)
@@ -59,9 +58,9 @@ def command(args, console: Console, engine_factory) -> int:
             return Watch(args, console, m, as_of, results, where, engine_factory).run()
     except history.Busy as busy:
         console.print(f"another watch of {shown(m.name)} is running (pid {shown(str(busy))}, lock "
-                      f"{shown(where / history.LOCK)}); nothing done. Exit {BUSY}; --wait waits for it.",
+                      f"{shown(where / history.LOCK)}); nothing done. Exit {exits.BUSY}; --wait waits for it.",
                       highlight=False)
-        return BUSY
+        return exits.BUSY
 
 
 class Watch:
@@ -114,7 +113,7 @@ class Watch:
             for change in fresh:
                 records.append(self._evidence(change, entries))
             history.append(self.where / history.CHANGES, records)
-            code = CHANGED if fresh else NOTHING_NEW
+            code = exits.CHANGED if fresh else exits.OK
             history.append(self.where / history.RUNS, [{
                 "watch": self.id, "date": self.date, "as_of": self.as_of,
                 "started": releases.utc_text(dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat()),
@@ -235,7 +234,7 @@ class Watch:
             c.print(f"... and {len(fresh) - 15} more (the feeds list every one)")
         c.print(f"published: {shown(written['page'])}; feeds {shown(', '.join(str(p) for p in written['feeds']))}; "
                 f"{written['badges']} badge(s)", highlight=False)
-        c.print(f"exit {CHANGED if fresh else NOTHING_NEW}: " + ("new changes" if fresh else "nothing new changed"))
+        c.print(f"exit {exits.CHANGED if fresh else exits.OK}: " + ("new changes" if fresh else "nothing new changed"))
 
 
 def _is_version(text) -> bool:

@@ -155,7 +155,7 @@ def for_reduce(engine, unconfined: bool) -> tuple[Offer, str]:
     """The confinement reduce's candidates get on `engine`, and the line that says so before
     the first runs. None on a process engine is a UserError (exit 2) unless the user said
     `--unconfined`: a candidate may run a branch the script never took."""
-    if engine.name == "docker":
+    if engine.confines_cells:
         return NOT_ASKED, ("candidates are confined by their containers: a read-only root, writes only in each "
                            "cell's folder, its /tmp and the compile cache"
                            + (" (--unconfined changes nothing here)" if unconfined else ""))

@@ -1,6 +1,6 @@
 """The engine options every command that builds environments takes (--engine, --python,
---ca-bundle), and how --python's VERSION=PATH values are read: one place, for the commands
-in cli.py and those in packages of their own (harness/upgrade/)."""
+--ca-bundle), and how --python's VERSION=PATH values are read: one place, for every verb in
+harness/commands/ and the work below it that reads them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The options several verbs take, each declared once: the results folder's defaults, how version
-ranges expand, the host's resources for cells, and the executor (with the Slurm options)."""
+"""The options several verbs take, each declared once: the matrix, the results and output folders,
+how version ranges expand, the host's resources for cells, and the executor (with the Slurm options).
+A flag that every verb spells, defaults and describes the same way reads the same in every --help."""
 
 from __future__ import annotations
 
@@ -16,11 +17,29 @@ positive = whole(1, 4_096)  # cells at once, cores per cell
 __all__ = ["gpu_list", "seconds", "whole"]  # the argument types the verbs take from here
 
 
+def add_matrix(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """The positional MATRIX file: named by the user, or (not `required`) the smoke matrix by default."""
+    if required:
+        p.add_argument("matrix", metavar="MATRIX")
+    else:
+        p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
+
+
+def add_results(p: argparse.ArgumentParser, default: str = DEFAULT_RESULTS, what: str = "results folder") -> None:
+    """--results DIR: `what` the folder is to this verb, then its default."""
+    p.add_argument("--results", default=default, metavar="DIR", help=f"{what} (default: {default})")
+
+
+def add_out(p: argparse.ArgumentParser, default: str, what: str, tell_default: bool = True) -> None:
+    """--out DIR, where the verb writes what it makes: `what` goes there, then (`tell_default`) its default."""
+    p.add_argument("--out", default=default, metavar="DIR",
+                   help=f"{what} (default: {default})" if tell_default else what)
+
+
 def add_release_args(p: argparse.ArgumentParser, results: bool = False) -> None:
     """How version ranges expand; with `results`, also --results (the run whose expansion is reused)."""
     if results:
-        p.add_argument("--results", default=DEFAULT_RESULTS, metavar="DIR",
-                       help="version ranges expand as this results folder recorded them (default: results)")
+        add_results(p, what="version ranges expand as this results folder recorded them")
     p.add_argument("--refresh-releases", action="store_true",
                    help="version ranges: ask the package index again instead of reusing the expansion this "
                         "results folder recorded (new releases become new cells)")

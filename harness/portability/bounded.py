@@ -10,27 +10,26 @@ without the other frees nothing); peak disk is about one stack, plus the files w
 are results.
 
 A pass removes only the environment it built: one that was there already (built by another run,
-from another uv cache) may be in use, and stays. Each stack's pass is ``harness run GRID --only
-CELL...`` in a child process, the process boundary of
-every run: a crash there costs that stack's pass, and finished cells are in the results store, so a
-second run skips every stack that owes nothing (without building it) and resumes the others."""
+from another uv cache) may be in use, and stays. Each stack's pass is the atlas's (`drive.run_one`:
+the grid's cells of that stack through the API, each cell in a process of its own): a harness
+error there costs that stack's pass, and finished cells are in the results store, so a second run
+skips every stack that owes nothing (without building it) and resumes the others."""
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness import exits
 from harness.atlas import drive
 from harness.cells import Cell
+from harness.environments import removal
 from harness.matrix import Matrix
 from harness.portability import grid
 from harness.results.result import Result
 from harness.results.store import ResultStore
 from harness.status import OK, UNAVAILABLE
-
-INTERRUPTED = (130, -signal.SIGINT, -signal.SIGTERM, 143)
 
 
 def passes(m: Matrix, cells: list[Cell], store: ResultStore,
@@ -67,7 +66,7 @@ def _writer_wrote_nothing(cell: Cell, store: ResultStore, writing: set[str], by_
     return True
 
 
-def run(matrix_path: Path, m: Matrix, cells: list[Cell], results: Path, extra: list[str],
+def run(matrix_path: Path, m: Matrix, cells: list[Cell], results: Path, how: dict,
         say: Callable[[str], None]) -> list[Result]:
     """Run the cells a stack at a time, each stack's environment removed once its pass is done;
     returns the results `cells` have then. An interrupted pass stops the run (it
@@ -76,28 +75,28 @@ def run(matrix_path: Path, m: Matrix, cells: list[Cell], results: Path, extra: l
     stacks = {env.name: drive.Stack(matrix_path, m, env) for env in m.environments}
     writes = [p for p in passes(m, cells, store) if p[0] == "writes"]
     for i, (name, stack, owed) in enumerate(writes, 1):
-        _one(stacks[stack], name, owed, results, extra, say, f"{i}/{len(writes)}")
+        _one(stacks[stack], name, owed, results, how, say, f"{i}/{len(writes)}")
     # the writers are done: what their readers owe now (none for a writer that wrote nothing again)
     reads = [p for p in passes(m, cells, store, writing=set()) if p[0] == "reads"]
     for i, (name, stack, owed) in enumerate(reads, 1):
-        _one(stacks[stack], name, owed, results, extra, say, f"{i}/{len(reads)}")
+        _one(stacks[stack], name, owed, results, how, say, f"{i}/{len(reads)}")
     return [r for c in cells if (r := store.existing(c)) is not None]
 
 
-def _one(stack: drive.Stack, name: str, owed: list[Cell], results: Path, extra: list[str],
+def _one(stack: drive.Stack, name: str, owed: list[Cell], results: Path, how: dict,
          say: Callable[[str], None], place: str) -> None:
-    """One stack's pass in a child process, then the environment it built removed; an
-    interrupted pass stops the run."""
+    """One stack's pass (`drive.run_one`, `how` its options), then the environment it built
+    removed; an interrupted pass stops the run."""
     say(f"[{place}] {stack.environment.name} {name}: {len(owed)} cell(s)")
     started = time.time()
-    rc = drive.run_one(stack, results, extra, only=[c.id for c in owed])
+    rc = drive.run_one(stack, results, how, only=[c.id for c in owed])
     uv = drive.uv_cache(stack)
-    built = drive.built_from(uv)
-    disk = drive.footprint(*built, uv)
-    gone = drive.removed(built, uv, say)   # only what this pass built (drive.remove says why)
+    built = removal.built_from(uv)
+    disk = removal.footprint(*built, uv)
+    gone = removal.removed(built, uv, say)   # only what this pass built (removal.removed says why)
     said = (f"its environment removed ({disk / 1e9:.1f} GB with its own uv cache)" if gone else
             "its environment is kept: another run uses it" if built else
             f"its environment was there already, and is kept (built from another uv cache than {uv.name}'s)")
     say(f"      {stack.environment.name} {name}: exit {rc} in {time.time() - started:.0f} s; {said}")
-    if rc in INTERRUPTED:
+    if rc == exits.INTERRUPTED:
         raise KeyboardInterrupt

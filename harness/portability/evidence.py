@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,17 @@ from harness.portability.table import line
 
 EVIDENCE = "evidence"   # beside the published page: OUT/evidence/<group>.json
 CHANGES = f"{EVIDENCE}/changes"   # and each narrowed change's: OUT/evidence/changes/<change>.json
+
+
+def as_run(path) -> str:
+    """A folder as an evidence file's command names it: relative to where the command ran when it
+    lies below it -- the evidence is published, and a checkout's own path means nothing elsewhere."""
+    path = Path(path)
+    try:
+        path = path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        pass
+    return shlex.quote(str(path))
 
 
 @dataclass(frozen=True)

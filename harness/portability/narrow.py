@@ -22,16 +22,13 @@ stack of the grid."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 from harness import chains, status
-from harness.atlas import drive
 from harness.atlas.rows import released_package
-from harness.environments.installer import CACHE_VARIABLE
+from harness.environments import removal
 from harness.errors import UserError
 from harness.files.paths import cache_dir
 from harness.investigate.bisect_judge import evidence
@@ -44,26 +41,12 @@ from harness.portability.publish import LOADS
 from harness.workloads.protocol import OUTPUT_DIR, SPEC_FILE
 
 
-@contextlib.contextmanager
 def own_disk(name: str):
     """A bisect within a disk bound: the releases it installs come through a uv cache of its own,
-    and the virtualenvs built from it go with it once it is done (the atlas run's way: uv links a
-    virtualenv's files to its cache, so removing one without the other frees nothing). A bisect of
-    TensorFlow builds one environment per release it tests, about 1.5 GB each; what they measured
-    stays in the results. The cache is named by the variable every uv cache choice travels by
-    (installer.CACHE_VARIABLE), set for the bisect's length and put back: the processes it starts
-    -- warm launchers, a cluster's tasks -- inherit it from this environment."""
-    uv = cache_dir() / "portability-uv" / name
-    before = os.environ.get(CACHE_VARIABLE)
-    os.environ[CACHE_VARIABLE] = str(uv)
-    try:
-        yield uv
-    finally:
-        if before is None:
-            os.environ.pop(CACHE_VARIABLE, None)
-        else:
-            os.environ[CACHE_VARIABLE] = before
-        drive.removed(drive.built_from(uv), uv)
+    and the virtualenvs built from it go with it once it is done (environments.removal.own_cache).
+    A bisect of TensorFlow builds one environment per release it tests, about 1.5 GB each; what
+    they measured stays in the results."""
+    return removal.own_cache(cache_dir() / "portability-uv" / name)
 
 
 def plan(change: Change, stacks: dict[str, dict], records: list[dict], cells: list) -> dict | None:

@@ -30,11 +30,9 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
-
 from harness.toolchain.failures import VARIABLE
 from harness.toolchain.failures import read as read_failures
-from harness.toolchain.lockfile import LOCK, NOT_LOCKED, ROOT, LockError, Pin, canonical, installed, read, this_python
+from harness.toolchain.lockfile import LOCK, NOT_LOCKED, ROOT, LockError, Pin, installed, read, this_python
 from harness.toolchain.lockfile import compare as compare_with_lock
 
 GROUPS = ("runtime", "test", "docs")  # what the tests session installs (the build group is not imported)
@@ -161,46 +159,49 @@ def stage_source(root: Path, dest: Path) -> Path:
 
 
 def search_matrix(folder: Path, package: str, moved: Moved, tests: list[str], pins: list[Pin],
-                  python: str) -> Path:
+                  python: str) -> dict:
     """The matrix of one search: the lock's pins but `package`, which ranges from its locked
-    release to the newest; one script cell running `tests` on the staged source."""
+    release to the newest; one script cell running `tests` on the staged source (in `folder`)."""
     packages = [f"{p.name}=={p.version}" for p in pins if p.name != package]
     packages.append({package: f">={moved.locked},<={moved.newest}"})
-    doc = {"name": f"tests-latest-{package}",
-           "description": f"which {package} release breaks {len(tests)} test(s) of this project's suite",
-           "environments": [{"python": python, "packages": packages}],
-           "workloads": [{"name": "failing-tests", "script": f"source/{CELL_NAME}", "path": "source",
-                          "args": tests}],
-           "releases": {"cutoff": False},  # every other package is pinned: its locked release, not a contemporary
-           "timeouts": {"wall": CELL_SECONDS, "progress": CELL_SECONDS}}
-    path = folder / "matrix.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False, width=200))
-    return path
+    return {"name": f"tests-latest-{package}",
+            "description": f"which {package} release breaks {len(tests)} test(s) of this project's suite",
+            "environments": [{"python": python, "packages": packages}],
+            "workloads": [{"name": "failing-tests", "script": f"source/{CELL_NAME}", "path": "source",
+                           "args": tests}],
+            "releases": {"cutoff": False},  # every other package is pinned: its locked release, not a contemporary
+            "timeouts": {"wall": CELL_SECONDS, "progress": CELL_SECONDS}}
 
 
 def bisect(package: str, moved: Moved, tests: list[str], pins: list[Pin], python: str, work: Path, root: Path,
            log=print) -> Cause:
-    """`harness bisect` over `package`'s releases, as a user would run it; its record says the answer."""
+    """The harness's bisect over `package`'s releases (through its API, as a user's script would
+    call it), on a matrix written beside the staged source; its answer says the release."""
+    # deferred, both: the API loads the runner (and rich), and the lock's own commands import this
+    # module on the standard library and PyYAML alone
+    from rich.console import Console  # deferred: see above
+
+    from harness import api  # deferred: see above
+
     folder = work / "bisect" / package
     folder.mkdir(parents=True, exist_ok=True)
     stage_source(root, folder / "source")
-    matrix = search_matrix(folder, package, moved, tests, pins, python)
     results, bundles = work / "results", work / "bundles"
-    log(f"== harness bisect {matrix} --package {package} --good {moved.locked} --bad {moved.newest}")
-    subprocess.run([sys.executable, "-m", "harness", "bisect", str(matrix), "--package", package,
-                    "--good", moved.locked, "--bad", moved.newest, "--engine", "venv", "--no-cutoff",
-                    "--python", f"{python}={getattr(sys, '_base_executable', sys.executable)}",
-                    "--results", str(results), "--out", str(bundles)], cwd=work)
-    record = (results / f"tests-latest-{package}" / ".bisect"
-              / f"{canonical(package)}-{moved.locked}-{moved.newest}.json")
+    log(f"== harness bisect {folder / 'matrix.yaml'} --package {package} --good {moved.locked} --bad {moved.newest}")
     try:
-        found = json.loads(record.read_text())
-    except (OSError, ValueError):
-        return Cause(tests[0], "no-answer", package, note=f"{package}: the search left no record ({record})")
-    if found.get("problem") or not found.get("first_bad"):
-        why = found.get("problem") or f"first bad is one of {', '.join(found.get('candidates') or [])}"
+        m = api.matrix_from_dict(search_matrix(folder, package, moved, tests, pins, python), folder / "matrix.yaml",
+                                 results=results)
+        done = api.bisect(m, package=package, good=moved.locked, bad=moved.newest, engine="venv", cutoff=False,
+                          pythons={python: getattr(sys, "_base_executable", sys.executable)},
+                          results=results, out=bundles, console=Console(soft_wrap=True))
+    except api.UserError as exc:
+        return Cause(tests[0], "no-answer", package, note=f"{package}: the search could not run: {exc}")
+    found = done.found
+    if found.problem or not found.first_bad:
+        why = found.problem or f"first bad is one of {', '.join(found.candidates or [])}"
         return Cause(tests[0], "no-answer", package, note=f"{package} {moved.locked} -> {moved.newest}: {why}")
-    return Cause(tests[0], "release", package, found["first_bad"], found["last_good"], found.get("bundle"))
+    return Cause(tests[0], "release", package, found.first_bad, found.last_good,
+                 str(done.bundle) if done.bundle else None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import exits  # the exit statuses' names: a module of plain numbers, no dependency
+
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "lock.txt"
 GROUPS = ("runtime", "test", "lint", "docs", "build", "nox")
@@ -236,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(read(args.lock).requirements(args.groups, args.python))
     except LockError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return exits.USER_ERROR
+    return exits.OK
 
 
 if __name__ == "__main__":

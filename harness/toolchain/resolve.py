@@ -31,6 +31,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from harness import exits
 from harness.environments import interpreters
 from harness.index import releases
 from harness.index.cutoff import pip_arguments
@@ -202,13 +203,13 @@ def check(lock: Lock, pythons: dict[str, str], log=print) -> int:
     found = {py: differences(lock, fresh, py) for py in pythons}
     if not any(found.values()):
         log(f"{lock.path}: the index as of {lock.cutoff} still resolves to it, file for file")
-        return 0
+        return exits.OK
     for py, lines in found.items():
         for line in lines:
             log(f"Python {py}: {line}")
     log(f"{lock.path} is not what its cut-off resolves to now: the index's record before {lock.cutoff} has changed "
         f"since it was made (or pyproject.toml has); `nox -s lock -- --as-of {lock.cutoff[:10]}` takes that in")
-    return 1
+    return exits.CHANGED
 
 
 _HAS_PIP = "import importlib.util, sys; sys.exit(importlib.util.find_spec('pip') is None)"
@@ -259,19 +260,19 @@ def main(argv: list[str] | None = None) -> int:
             return check(lock, interpreters_for(args.python or list(lock.pythons)))
         except (ResolveError, LockError, releases.ReleasesUnavailable) as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return exits.USER_ERROR
     try:
         cutoff = cutoff_of(args.as_of)
         lock = make(interpreters_for(args.python or list(SUPPORTED_PYTHONS)), cutoff)
     except (ResolveError, releases.ReleasesUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exits.USER_ERROR
     tmp = args.out.with_name(args.out.name + ".tmp")
     tmp.write_text(lock.text())
     os.replace(tmp, args.out)
     print(f"{args.out}: {len({p.name for p in lock.pins})} packages for Python {', '.join(lock.pythons)}, "
           f"files uploaded before {cutoff}")
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

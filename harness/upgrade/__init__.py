@@ -10,3 +10,6 @@ become one environment of a generated matrix and their script or model factory i
 `upgrade` reuse; the evidence of a change comes from `reduce`, `diverge` and a bisect below the
 releases (`evidence`); the report says nothing a cell does not back (`writers`).
 """
+
+# Named here, below both the command line (its --accuracy-drop help) and the course that applies it
+ACCURACY_FLOOR = 0.01  # the least accuracy change counted, however narrow the baseline's spread

@@ -88,7 +88,7 @@ def nightly(search: Search, found: Found, console: Console) -> dict:
         cells_for = bisect.ReleaseCells(search.base_cells, search.package, search.resolver, None, True,
                                         search.cells_for.margin_days, nightly=name)
         return bisect.below(found, cells_for,
-                            lambda cf, nights: bisect._Rounds(search.m, cf, nights, search.engine, search.results,
+                            lambda cf, nights: bisect.Rounds(search.m, cf, nights, search.engine, search.results,
                                                               console, search.criteria, None, None),
                             console, 1, None)
     except UserError as exc:

@@ -90,7 +90,7 @@ class Search:
         return sorted({*found.versions}, key=Version)
 
     def find(self, versions: list[str], expect: str | None = None) -> bisect_search.Found:
-        rounds = bisect._Rounds(self.m, self.cells_for, versions, self.engine, self.results, self.console,
+        rounds = bisect.Rounds(self.m, self.cells_for, versions, self.engine, self.results, self.console,
                                 self.criteria, None, None)
         self.rounds.append(rounds)
 

@@ -163,7 +163,7 @@ def prepare_environments(cells: list[Cell], engine: Engine, store: ResultStore, 
     in the shared cache instead of racing to build it on many nodes. The local engine is the exception:
     it checks the node's own interpreter, so only a node can do it."""
     failed: dict[str, EnvironmentUnavailable] = {}
-    if engine.name == "local":  # noqa: SIM102 - the engine that only a node can check
+    if not engine.prepares_for_other_hosts:  # noqa: SIM102 - the engine that only a node can check
         return failed
     for env in {c.environment.name: c.environment for c in cells}.values():
         log_path = store.run_dir / ".build" / f"{env.name}-{env.content_hash()}.log"

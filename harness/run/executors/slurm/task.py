@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness import matrix as matrix_mod
 from harness.cells import Cell
 from harness.engines import select_engine
@@ -44,7 +45,7 @@ def run_task(sub_dir: Path, offset: int) -> int:
         why = "'matrix_file' is missing or not a string"
     if why:
         print(f"{sub_dir / 'submission.json'}: not a submission ({why})", file=sys.stderr)
-        return 2
+        return exits.USER_ERROR
     cell_id = cells[line]
     try:
         base = meta.get("matrix_dir") if isinstance(meta.get("matrix_dir"), str) else None
@@ -53,11 +54,11 @@ def run_task(sub_dir: Path, offset: int) -> int:
                             resolver=Resolver(sub_dir.parents[2], offline=True), base=base)  # the user's code paths
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exits.USER_ERROR
     cell = next((c for c in m.cells if c.id == cell_id), None) or _derived(sub_dir, m, cell_id)
     if isinstance(cell, str) or cell is None:
         print(cell or f"cell {cell_id} is not in {sub_dir / meta['matrix_file']}", file=sys.stderr)
-        return 2
+        return exits.USER_ERROR
     seen = {"cell": cell_id, "node": os.uname().nodename, "started": record.now(), "job": task_identity()["job"],
             "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "SLURM_JOB_GPUS": os.environ.get("SLURM_JOB_GPUS"), "pid": os.getpid()}
@@ -75,7 +76,7 @@ def run_task(sub_dir: Path, offset: int) -> int:
         result = record_fault(cell, exc, store, meta, m.sha256, console)
     if result is not None:
         console.print(f"{result.cell}: {result.status}")
-    return 0
+    return exits.OK
 
 
 def record_fault(cell: Cell, exc: Exception, store: ResultStore, meta: dict, matrix_sha256: str,
@@ -182,6 +183,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 3 or argv[0] != "task" or not argv[2].isdigit() or "SLURM_ARRAY_TASK_ID" not in os.environ:
         print("usage (inside a Slurm array task): python -m harness.run.executors.slurm task SUBMISSION_DIR OFFSET",
               file=sys.stderr)
-        return 2
+        return exits.USER_ERROR
     return run_task(Path(argv[1]), int(argv[2]))
 

@@ -1,7 +1,9 @@
-"""`harness portability`'s command line: ``run`` (every stack of a stacks file writes the seeds'
-models in every format it has, then every stack loads every file; resumable, as any matrix) and
-``publish`` (the judged records, CSV and the grid page, from the results).
-Exit 0; 1 when a run left cells without a result or not ok; 2 for input that cannot be used."""
+"""What each ``harness portability`` action does with its options: ``run`` the grid (here, a stack at a
+time within a disk bound, or as Slurm job arrays), ``check`` a user's own file on every stack,
+``explain`` and ``bisect`` what the grid found, ``publish`` it. The command line (harness/commands/)
+declares the options and imports this when an action runs, so the CLI starts without the grid's work.
+Each returns the process's exit status (`harness.exits`); `engine_factory()` opens the engine the
+options name (a context manager), only where cells run."""
 
 from __future__ import annotations
 
@@ -11,106 +13,18 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.commands.common import engine_for
+from harness import exits
 from harness.errors import UserError
 from harness.matrix import load
-from harness.options.engine import add_engine_args, pythons
-from harness.options.shared import add_resource_args, add_slurm_args
+from harness.options.engine import pythons
 from harness.options.slurm import SlurmOptions
 from harness.portability import bounded, evidence, grid, judge, publish
 from harness.status import OK
 from harness.terminal import shown
 
-STACKS = "matrices/portability/stacks.yaml"
-RESULTS = "results/portability"
-OUT = "docs/portability"
 
-
-def add(sub) -> None:
-    p = sub.add_parser("portability", help="model files saved on one release, loaded on another",
-                       description="Every stack of a stacks file saves the seeds' models (GRU, LSTM, convnet, a "
-                                   "custom layer) in every format it writes; every stack loads every file by each "
-                                   "way its users would try, and each file is judged: loads and predicts the same, "
-                                   "loads but predicts differently, refuses, or a format the reader cannot know. "
-                                   "Exit 0; 1 when cells were left without a result or not ok; 2 for bad input.")
-    acts = p.add_subparsers(dest="action", required=True)
-    r = acts.add_parser("run", help="write and read every pair; resumable (finished cells are kept)")
-    r.add_argument("stacks_file", nargs="?", default=STACKS, metavar="STACKS",
-                   help=f"a YAML file whose 'environments:' are the stacks, as a matrix's (default: {STACKS})")
-    r.add_argument("--stacks", action="append", metavar="GLOB",
-                   help="only the stacks whose name matches, as writers and as readers (repeatable): a slice of a "
-                        "large grid; every finished pair is kept, and a later slice reads only what is missing")
-    r.add_argument("--row-and-column", action="store_true",
-                   help="with --stacks: every pair with either end among them -- their row and column against "
-                        "every stack of the file (a new release's cost), not only the pairs between them")
-    r.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
-    r.add_argument("--disk-bound", action="store_true",
-                   help="one stack's environment at a time (venv engine): every stack writes, then every stack "
-                        "reads, the virtualenv each pass built removed after it with its own uv cache -- about one "
-                        "stack of disk at the peak, each stack built twice (the PyTorch stacks are about 7 GB each)")
-    add_engine_args(r)
-    add_resource_args(r)
-    add_slurm_args(r, "Slurm job arrays: the writers first; run it again once they are done, and the readers "
-                      "go (each waits for its writer's files)")
-    c = acts.add_parser("check", help="your own model file, loaded on every stack: loads? predicts the same?")
-    c.add_argument("model", metavar="FILE", help="an HDF5 model (.h5), a .keras archive, or a SavedModel folder "
-                                                 "(read where it lies: on virtualenvs, or --engine local)")
-    c.add_argument("stacks", nargs="?", default=STACKS, metavar="STACKS",
-                   help=f"the stacks to load it on, as for run (default: {STACKS})")
-    c.add_argument("--writer", metavar="STACK", help="the stack that wrote it (its name in STACKS): the reference")
-    c.add_argument("--custom", metavar="FILE.py", help="a Python file that defines the model's own layers")
-    c.add_argument("--inputs", metavar="FILE.npy", help="the model's inputs to predict on, as a NumPy array (default: "
-                                                         "sixteen drawn from its input's shape: token ids for an "
-                                                         "Embedding)")
-    c.add_argument("--results", default=f"{RESULTS}-check", metavar="DIR",
-                   help=f"results folder (default: {RESULTS}-check)")
-    c.add_argument("--out", default="bundles/portability", metavar="DIR",
-                   help="where check.json and a repro bundle per refusal or difference go "
-                        "(default: bundles/portability)")
-    add_engine_args(c)
-    add_resource_args(c)
-    ex = acts.add_parser("explain", help="where each group of files that load but predict differently parts from "
-                                         "its writer, layer by layer")
-    ex.add_argument("--results", default=RESULTS, metavar="DIR", help=f"the grid's results folder (default: {RESULTS})")
-    ex.add_argument("--out", default=OUT, metavar="DIR",
-                    help=f"the published grid's folder: the evidence goes to DIR/evidence, and the next publish "
-                         f"links it (default: {OUT})")
-    ex.add_argument("--probes", metavar="DIR", help="the probes' results folder (default: the grid's, -probes)")
-    ex.add_argument("--group", action="append", metavar="ID", help="only this group (repeatable; the ids are "
-                                                                     "the evidence files' names)")
-    ex.add_argument("--again", action="store_true",
-                    help="probe again the pairs probed before (a probe's result is kept, as any cell's: after the "
-                         "harness's probe changed, its evidence is new only with this)")
-    add_engine_args(ex)
-    add_resource_args(ex)
-    bs = acts.add_parser("bisect", help="narrow each change, along a line of readers or of writers, to the release "
-                                        "that made it")
-    bs.add_argument("--results", default=RESULTS, metavar="DIR", help=f"the grid's results folder (default: {RESULTS})")
-    bs.add_argument("--out", default=OUT, metavar="DIR",
-                    help=f"the published grid's folder: each change's evidence goes to DIR/evidence/changes, and the "
-                         f"next publish adds it to the change (default: {OUT})")
-    bs.add_argument("--change", action="append", metavar="ID",
-                    help="only this change (repeatable; the ids are in changes.json)")
-    bs.add_argument("--again", action="store_true", help="narrow the changes that already have evidence too")
-    bs.add_argument("--bundles", default="bundles/portability-bisect", metavar="DIR",
-                    help="where each bisect's repro bundle of the changed release goes (default: "
-                         "bundles/portability-bisect)")
-    add_engine_args(bs)
-    add_resource_args(bs)
-    pub = acts.add_parser("publish", help="the judged records (JSON, CSV) and the grid page")
-    pub.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
-    pub.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and the page go (default: {OUT})")
-
-
-def command(args, console: Console) -> int:
-    if args.action == "run":
-        return _run(args, console)
-    if args.action == "check":
-        return _check(args, console)
-    if args.action == "explain":
-        return _explain(args, console)
-    if args.action == "bisect":
-        return _bisect(args, console)
+def publish_grid(args, console: Console) -> int:
+    """The judged records (JSON, CSV) and the grid page, from the results."""
     data = publish.publish(Path(args.results), Path(args.out))
     counts: dict[str, int] = {}
     for r in publish.expanded(data):
@@ -120,10 +34,11 @@ def command(args, console: Console) -> int:
     for line in data["missing"]:
         console.print(f"[yellow]no observations[/]: {shown(line)}", highlight=False)
     console.print(f"written: {shown(str(Path(args.out)))}/portability.{{json,csv,md}}", highlight=False)
-    return 0
+    return exits.OK
 
 
-def _run(args, console: Console) -> int:
+def run_grid(args, console: Console, engine_factory) -> int:
+    """Every stack writes, then every stack reads every writer's files; resumable."""
     results = Path(args.results)
     if args.disk_bound and args.executor == "slurm":
         raise UserError("--disk-bound runs a stack at a time here; a cluster's job arrays run many at once: "
@@ -140,37 +55,36 @@ def _run(args, console: Console) -> int:
     console.print(f"{len(writers)} stacks of {len(m.environments)}: {len(writers)} writers, then a reader per pair: "
                   f"{len(cells) - len(writers)} cells (matrix: {shown(str(matrix))})", highlight=False)
     if args.executor == "slurm":
-        return _submit(args, m, cells, results, console)
+        return _submit(args, m, cells, results, console, engine_factory)
     if args.disk_bound:
         done = _bounded(args, matrix, m, cells, results, console)
     else:
-        with engine_for(args, console) as engine:
+        with engine_factory() as engine:
             done = _runner(m, engine, results, args, console).complete(cells)
     bad = [r for r in done if r.status != OK]
     for r in bad:
         console.print(f"[yellow]{shown(r.cell)}[/]: {r.status} ({shown((r.reason or r.failure_text)[:200])})",
                       highlight=False)
     console.print(f"then: python -m harness portability publish --results {shown(str(results))}", highlight=False)
-    return 1 if bad or len(done) < len(cells) else 0
+    return exits.CHANGED if bad or len(done) < len(cells) else exits.OK
 
 
 def _bounded(args, matrix: Path, m, cells, results: Path, console: Console) -> list:
     """The grid a stack at a time (`bounded`); the results its cells have once it is done."""
     if args.engine not in ("venv", "auto"):
         raise UserError(f"--disk-bound builds and removes virtualenvs: --engine venv, not {args.engine}")
-    extra = [*(["--jobs", str(args.jobs)] if args.jobs else []), *(f"--python={p}" for p in args.python),
-             *(["--cpus-per-cell", str(args.cpus_per_cell)] if args.cpus_per_cell else [])]
-    return bounded.run(matrix, m, cells, results, extra, lambda line: console.print(shown(line), highlight=False))
+    how = {"jobs": args.jobs, "pythons": pythons(args.python), "cpus_per_cell": args.cpus_per_cell}
+    return bounded.run(matrix, m, cells, results, how, lambda line: console.print(shown(line), highlight=False))
 
 
-def _submit(args, m, cells, results: Path, console: Console) -> int:
+def _submit(args, m, cells, results: Path, console: Console, engine_factory) -> int:
     """The grid as Slurm job arrays, as `run --executor slurm` submits any matrix: the cells whose
     producers have their results go now, the others wait for the next call."""
     # only with --executor slurm: the submitter is imported when it submits, so the CLI starts without it
     from harness.run.executors.slurm.submit import submit
 
     opts = SlurmOptions.merged(m.slurm, args)
-    with engine_for(args, console) as engine:
+    with engine_factory() as engine:
         submit(m, cells, engine, results, opts, console,
                engine_args={"pythons": pythons(args.python), "ca_bundle": args.ca_bundle})
     slice_ = "".join(f" --stacks '{g}'" for g in args.stacks or [])
@@ -179,7 +93,7 @@ def _submit(args, m, cells, results: Path, console: Console) -> int:
                   f"{shown(str(results))}; once the writers are done, the same command again submits the readers"
                   f"{shown(slice_)}; then: python -m harness portability publish --results {shown(str(results))}",
                   highlight=False)
-    return 0
+    return exits.OK
 
 
 def _runner(m, engine, results: Path, args, console: Console, rerun: frozenset[str] = frozenset()):
@@ -191,34 +105,26 @@ def _runner(m, engine, results: Path, args, console: Console, rerun: frozenset[s
                   rerun=rerun)
 
 
-def _explain(args, console: Console) -> int:
+def explain_groups(args, console: Console, engine_factory) -> int:
+    """Where each group of files that load but predict differently parts from its writer."""
     from harness.portability import explain  # numpy, when a comparison runs: not at CLI start
 
     results = Path(args.results)
     probes = Path(args.probes) if args.probes else results.with_name(results.name + "-probes")
-    said = f"python -m harness portability explain --results {_as_run(results)} --out {_as_run(args.out)}"
-    with engine_for(args, console) as engine:
+    said = (f"python -m harness portability explain --results {evidence.as_run(results)} "
+            f"--out {evidence.as_run(args.out)}")
+    with engine_factory() as engine:
         explain.explain(results, Path(args.out), probes,
                         lambda m: _runner(m, engine, probes, args, console,
                                           rerun=frozenset({"all"} if args.again else ())).complete(m.cells),
                         lambda line: console.print(shown(line), highlight=False), args.group, said)
     console.print(f"then: python -m harness portability publish --results {shown(str(results))} --out "
                   f"{shown(args.out)} (it links the evidence)", highlight=False)
-    return 0
+    return exits.OK
 
 
-def _as_run(path) -> str:
-    """A folder as an evidence file's command names it: relative to where the command ran when it
-    lies below it -- the evidence is published, and a checkout's own path means nothing elsewhere."""
-    path = Path(path)
-    try:
-        path = path.resolve().relative_to(Path.cwd().resolve())
-    except ValueError:
-        pass
-    return shlex.quote(str(path))
-
-
-def _bisect(args, console: Console) -> int:
+def bisect_changes(args, console: Console, engine_factory) -> int:
+    """Each change narrowed, along a line of readers or of writers, to the release that made it."""
     from harness.portability import narrow  # the bisect and its search, when a change is narrowed: not at CLI start
 
     results, out = Path(args.results), Path(args.out)
@@ -228,13 +134,13 @@ def _bisect(args, console: Console) -> int:
              if (p := narrow.plan(c, g.stacks, g.records, m.cells)) is not None]
     narrow.check_wanted(args.change, plans, g.changes)
     (out / evidence.CHANGES).mkdir(parents=True, exist_ok=True)
-    with engine_for(args, console) as engine:
+    with engine_factory() as engine:
         for p in plans:
             change, target = p["change"], out / evidence.CHANGES / evidence.change_file(p["change"].id)
             if target.exists() and not args.again:
                 continue
-            said = (f"python -m harness portability bisect --results {_as_run(results)} --out {_as_run(out)} "
-                    f"--change {shlex.quote(change.id)}")
+            said = (f"python -m harness portability bisect --results {evidence.as_run(results)} "
+                    f"--out {evidence.as_run(out)} --change {shlex.quote(change.id)}")
             console.rule(shown(f"{change.id}: {p['package']} {p['old']} -> {p['new']}"))
             ev = narrow.narrow(p, m, engine, results, console, jobs=args.jobs or 2, bundles=Path(args.bundles),
                                command=said)
@@ -242,10 +148,11 @@ def _bisect(args, console: Console) -> int:
             console.print(f"{shown(change.id)}: {shown(ev['sentence'])}", highlight=False)
     console.print(f"then: python -m harness portability publish --results {shown(str(results))} --out "
                   f"{shown(str(out))} (it adds each change's release)", highlight=False)
-    return 0
+    return exits.OK
 
 
-def _check(args, console: Console) -> int:
+def check_file(args, console: Console, engine_factory) -> int:
+    """The user's own model file, loaded on every stack: loads? predicts the same?"""
     # imported when a check runs, not at CLI start: the repro bundles need the runner, the comparison numpy
     from harness.investigate.repro import reproduce
     from harness.portability import check
@@ -262,7 +169,7 @@ def _check(args, console: Console) -> int:
     matrix = check.write_matrix(Path(args.stacks), model, custom, args.writer, results / "check.yaml", inputs)
     m = load(matrix)
     order = [e.name for e in m.environments]
-    with engine_for(args, console) as engine:
+    with engine_factory() as engine:
         _runner(m, engine, results, args, console).complete(m.cells)
         answer = check.compare(results / m.name, order, args.writer)
         console.print(f"{shown(model.name)}, against {shown(answer['reference'] or 'no stack that loads it')}:",
@@ -289,4 +196,4 @@ def _check(args, console: Console) -> int:
                 a["bundle"] = str(bundle)
     (out / "check.json").write_text(json.dumps({"model": str(model), **answer}, indent=1, sort_keys=True) + "\n")
     console.print(f"written: {shown(str(out / 'check.json'))}", highlight=False)
-    return 0 if answer["readers"] else 1
+    return exits.OK if answer["readers"] else exits.CHANGED

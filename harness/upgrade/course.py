@@ -1,5 +1,6 @@
-"""`harness upgrade`'s command line and its course: read the project, write and load its matrix,
-search each package, gather each blocker's evidence, try the combined stack, write the report.
+"""`harness upgrade`'s course: read the project, write and load its matrix, search each package,
+gather each blocker's evidence, try the combined stack, write the report. The command line
+(harness/commands/upgrade.py) declares the options and imports this when the verb runs.
 Exit 0: every target holds, together; 1: something blocks (or the combination does not hold);
 2: the input cannot be used (one line)."""
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from packaging.version import Version
 from rich.console import Console
 
+from harness import exits
 from harness.engines import select_engine
 from harness.errors import UserError
 from harness.files.outputs import check_apart
@@ -23,56 +25,25 @@ from harness.investigate.bisect_judge import Criteria
 from harness.investigate.bisect_search import GOOD
 from harness.matrix import load
 from harness.matrix.release_cells import with_release
-from harness.options.engine import add_engine_args, pythons
-from harness.options.types import whole
+from harness.options.engine import pythons
 from harness.terminal import shown
-from harness.upgrade import announced, evidence, fromcell, frontier, pinned_python, plan, project, writers
+from harness.upgrade import (
+    ACCURACY_FLOOR,
+    announced,
+    evidence,
+    fromcell,
+    frontier,
+    pinned_python,
+    plan,
+    project,
+    writers,
+)
 
-ACCURACY_FLOOR = 0.01  # the least accuracy change counted, however narrow the baseline's spread
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
 
 
-def add(sub) -> None:
-    p = sub.add_parser("upgrade", help="how far a project's packages can move up, each blocker with its evidence",
-                       description="Run the project's pins (the baseline) and the newest releases (or those named) "
-                                   "on its script or model factory -- or a matrix cell's environment and workload "
-                                   "(--matrix, --cell); per package, bisect to the newest release that "
-                                   "keeps the baseline's status and values, with each blocker's evidence; try the "
-                                   "combined stack; write UPGRADE.md and upgrade.json under --out.")
-    p.add_argument("project", nargs="?", metavar="PROJECT", help="the project's folder (default: .)")
-    p.add_argument("--requirements", metavar="FILE",
-                   help="the pins: requirements.txt, pyproject.toml, uv.lock or poetry.lock (default: found there)")
-    p.add_argument("--script", metavar="FILE", help="the training script (relative to PROJECT)")
-    p.add_argument("--args", nargs="*", metavar="ARG", help="the script's arguments")
-    p.add_argument("--factory", metavar="MODULE:FUNCTION", help="instead of --script: the model factory")
-    p.add_argument("--data", metavar="MODULE:FUNCTION", help="with --factory: the data")
-    p.add_argument("--matrix", metavar="FILE", help="instead of a project: a matrix, with --cell")
-    p.add_argument("--cell", metavar="GLOB", help="with --matrix: the cells (of one environment) whose environment "
-                                                  "and workload are the baseline")
-    p.add_argument("--package", action="append", default=[], metavar="NAME[==VERSION]",
-                   help="a package to move, to its newest release or VERSION (repeatable; default: the ML stack "
-                        "the project or the cell's environment pins)")
-    p.add_argument("--python-version", metavar="X.Y",
-                   help="the project's Python (default: the newest that every pinned release has files for, "
-                        "within the project's requires-python)")
-    p.add_argument("--repeats", type=whole(1, 100), metavar="R", help="repeats per release (default 1)")
-    p.add_argument("--accuracy-drop", type=float, metavar="X",
-                   help=f"an accuracy change counts past X or the baseline's spread (default {ACCURACY_FLOOR})")
-    p.add_argument("--speed-drop", type=float, metavar="PERCENT",
-                   help="also a blocker: steady samples/s more than PERCENT %% below the baseline and outside "
-                        "its range (every release then runs afresh)")
-    p.add_argument("--nightly", action="store_true", help="for each blocker, the first bad nightly build too")
-    p.add_argument("--no-reduce", action="store_true", help="no reduced script for a break")
-    p.add_argument("--no-diverge", action="store_true", help="no layer-by-layer comparison for a value shift")
-    p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS", help="reduce: each candidate's time")
-    p.add_argument("--unconfined", action="store_true", help="reduce: candidates unconfined (as reduce --unconfined)")
-    p.add_argument("--results", default="results", metavar="DIR", help="results folder (default: results)")
-    p.add_argument("--out", default="upgrade", metavar="DIR", help="where the report goes (default: upgrade)")
-    p.add_argument("--offline", action="store_true", help="list releases from the cache only")
-    add_engine_args(p)
-
-
-def command(args, console: Console) -> int:
+def run(args, console: Console) -> int:
+    """The whole course, for the parsed command line; the process's exit status."""
     from_cell = _checked(args)
     start = _from_cell(args, load) if from_cell else _from_project(args)
     pins, python, keep = start["pins"], start["python"], start["keep"]
@@ -142,7 +113,7 @@ def command(args, console: Console) -> int:
         console.print(shown(line), highlight=False)
     console.print(f"report: {shown(str(md))}, {shown(str(js))}", highlight=False)
     blocked = any(not p["holds"] for p in report["packages"]) or report["combined"].get("holds") is False
-    return 1 if blocked else 0
+    return exits.CHANGED if blocked else exits.OK
 
 
 def _checked(args) -> bool:

@@ -1,9 +1,10 @@
-"""`harness atlas`'s command line: ``run`` (every environment of the atlas matrices, resumable,
+"""``harness atlas``: ``run`` (every environment of the atlas matrices, resumable,
 within a disk bound), ``publish`` (the compact data, the changes and the site pages),
 ``explain`` (each break and mend bisected), ``watch`` (one pass that keeps it current) and
 ``lookup`` (a project's pins against the atlas) and ``audit`` (the published atlas held against itself and
 the projects' release notes).
-Exit 0; 1 when a run left cells without a result; 2 for input that cannot be used (one line)."""
+Exit 0; 1 when a run left cells without a result; 2 for input that cannot be used (one line).
+Each action's work lives in harness/atlas/ and is imported when the action runs: the CLI starts without it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
+from harness.options.shared import add_out, add_results
 from harness.options.types import whole
 from harness.status import ALL
 
@@ -40,7 +43,7 @@ def _add_run(acts) -> None:
     r = acts.add_parser("run", help="run every environment that owes cells, one at a time; resumable")
     r.add_argument("matrices", nargs="?", default=MATRICES, metavar="PATH",
                    help=f"a folder or one file (default: {MATRICES})")
-    r.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
+    add_results(r, RESULTS)
     r.add_argument("--keep", action="store_true", help="keep each environment once its cells are done "
                                                        "(default: removed, so the disk holds about one)")
     r.add_argument("--only", action="append", metavar="GLOB",
@@ -58,8 +61,8 @@ def _add_run(acts) -> None:
 
 def _add_publish(acts) -> None:
     p = acts.add_parser("publish", help="the compact data (CSV, JSON), the changes, the pages and the feed")
-    p.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
-    p.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and pages go (default: {OUT})")
+    add_results(p, RESULTS)
+    add_out(p, OUT, "where the data and pages go")
     p.add_argument("--data", metavar="FILE", help="publish from committed data (atlas.json) instead of results")
 
 
@@ -70,11 +73,9 @@ def _add_explain(acts) -> None:
     ex.add_argument("--change", action="append", default=[], metavar="ID", help="only this change (repeatable)")
     ex.add_argument("--evidence", default=f"{OUT}/evidence", metavar="DIR",
                     help=f"where each change's bisect record goes (default: {OUT}/evidence)")
-    ex.add_argument("--results", default="results/atlas-explain", metavar="DIR",
-                    help="the bisects' and comparisons' results folder (default: results/atlas-explain)")
-    ex.add_argument("--out", default="bundles/atlas-explain", metavar="DIR",
-                    help="where the bisects' bundles (DIR/bundles) and the comparisons' sides and pages "
-                         "(DIR/diverge) go (default: bundles/atlas-explain)")
+    add_results(ex, "results/atlas-explain", "the bisects' and comparisons' results folder")
+    add_out(ex, "bundles/atlas-explain", "where the bisects' bundles (DIR/bundles) and the comparisons' sides and "
+                                         "pages (DIR/diverge) go")
     ex.add_argument("--no-nightly", action="store_true", help="stop at the releases, no nightly search")
     ex.add_argument("--again", action="store_true", help="bisect changes that already have evidence too")
 
@@ -88,8 +89,8 @@ def _add_watch(acts) -> None:
                                     "2: bad input; 3: another atlas watch holds this results folder.")
     w.add_argument("matrices", nargs="?", default=MATRICES, metavar="PATH",
                    help=f"a folder or one file (default: {MATRICES})")
-    w.add_argument("--results", default=RESULTS, metavar="DIR", help=f"results folder (default: {RESULTS})")
-    w.add_argument("--out", default=OUT, metavar="DIR", help=f"where the data and pages go (default: {OUT})")
+    add_results(w, RESULTS)
+    add_out(w, OUT, "where the data and pages go")
     w.add_argument("--explain-results", default="results/atlas-explain", metavar="DIR",
                    help="the bisects' and comparisons' results folder (default: results/atlas-explain)")
     w.add_argument("--explain-out", default="bundles/atlas-explain", metavar="DIR",
@@ -159,7 +160,7 @@ def _run(args, console: Console) -> int:
                      only=args.only, keep=args.keep, jobs=args.jobs, rerun=frozenset(args.rerun),
                      executor=args.executor, data=Path(args.data),
                      confirm=None if args.yes or not _at_a_terminal() else _ask)
-    return 1 if left else 0
+    return exits.CHANGED if left else exits.OK
 
 
 def _at_a_terminal() -> bool:

@@ -1,0 +1,150 @@
+"""bench/suite_cost.py reads the figures a run's log holds, and the table of runs in
+docs/reference/tests.md is made from its records.
+
+The log it reads here is a real one: a tiny pytest session run through the suite's own timing
+plugin (tests/suite_timing.py) on two xdist workers, with build-ledger lines written by the
+harness's own ledger, wrapped in the lines .ci/run prints around the tests -- so a change to
+what the plugin or pytest prints that the script no longer reads fails here, not in a CI log
+read months later. The page's table is held to the committed records, so neither drifts alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench import suite_cost
+from tests import suite_timing
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.quick
+
+TINY_A = """
+import time
+import pytest
+from harness.environments import ledger
+
+def test_builds_two_virtualenvs():
+    ledger.append("build", engine="venv", environment="tf2.15", seconds=4.0)
+    ledger.append("build", engine="venv", environment="tf1.12", seconds=3.0)
+    time.sleep(0.3)
+
+def test_builds_an_image():
+    ledger.append("build", engine="docker", environment="keras3", seconds=20.0)
+
+@pytest.mark.skip(reason="planted")
+def test_skipped():
+    pass
+"""
+TINY_B = """
+import time
+
+def test_passes():
+    time.sleep(0.4)
+
+def test_passes_too():
+    pass
+
+def test_fails():
+    assert False, "planted"
+"""
+
+
+@pytest.fixture(scope="module")
+def ci_log():
+    """A log as .ci/run leaves it: its phase line, the tests' own output, its closing lines. The tiny
+    suite and its harness cache lie outside pytest's base folder: the suite's own table of
+    environments built reads every ledger there, and these builds are planted."""
+    with tempfile.TemporaryDirectory(prefix="tiny-suite-") as folder:
+        yield _tiny_ci_log(Path(folder))
+
+
+def _tiny_ci_log(where: Path) -> str:
+    (where / "pytest.ini").write_text("[pytest]\n")
+    (where / "test_a.py").write_text(textwrap.dedent(TINY_A))
+    (where / "test_b.py").write_text(textwrap.dedent(TINY_B))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "HARNESS_CACHE": str(where / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.suite_timing", "-c", str(where / "pytest.ini"),
+                           "--rootdir", str(where), "-n", "2", "--dist", "loadfile", "-ra",
+                           "test_a.py", "test_b.py"], cwd=where, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the planted failure, nothing worse
+    assert "where the time went" in proc.stdout, proc.stdout + proc.stderr
+    # .ci/run's own lines, as its printf formats write them ('%4d', '%6d s  %s', ...)
+    before = "== [  95 s] nox -s tests (a worker per core and one more; ...)\n"
+    after = ("== the cores were busy 97 % of the tests' time (2 cores)\n"
+             "== [ 120 s] nox -s lock -- --check (information only; asked while the tests ran)\n"
+             "== [ 121 s] end\n\n"
+             "== where CI's 121 s went\n"
+             "    60 s  installing: docker.io\n"
+             "    35 s  nox -s lint\n"
+             "    25 s  nox -s tests (a worker per core and one more; ...)\n"
+             "     1 s  nox -s lock -- --check (information only; asked while the tests ran)\n"
+             "== disk: 52 GB free at the start, 7 GB at the least, 30 GB at the end\n")
+    return before + proc.stdout + after
+
+
+def test_a_real_log_gives_its_figures(ci_log):
+    parsed = suite_cost.parse(ci_log)
+    assert set(parsed["files"]) == {"test_a.py", "test_b.py"}
+    assert parsed["tests_per_file"] == {"test_a.py": 3, "test_b.py": 3}
+    assert parsed["files"]["test_b.py"] >= 0.4 and parsed["files"]["test_a.py"] >= 0.3
+    assert parsed["test_seconds"] == pytest.approx(sum(parsed["files"].values()), abs=0.05)
+    assert parsed["results"] == {"passed": 4, "failed": 1, "skipped": 1}
+    assert 0 < parsed["suite_wall_seconds"] < 300
+    assert parsed["environments"] == {"count": 3, "seconds": 27, "by_engine": {
+        "docker": {"count": 1, "seconds": 20}, "venv": {"count": 2, "seconds": 7}}}
+    assert parsed["machine"] == suite_timing.machine()  # the log names the machine it ran on
+    assert parsed["workers"] == 2
+    assert parsed["ci_wall_seconds"] == 121
+    assert [p["seconds"] for p in parsed["phases"]] == [60, 35, 25, 1]
+    assert parsed["phases"][1]["phase"] == "nox -s lint"
+    assert parsed["cores_busy"] == {"percent": 97, "cores": 2}
+    assert parsed["disk_gb"] == {"start": 52, "least": 7, "end": 30}
+
+
+def test_a_log_from_before_the_machine_line_says_whose_machine_it_records(ci_log):
+    """An older log names no machine: the record takes the reader's and says so; xdist's status
+    line still gives the workers."""
+    older = "\n".join(line for line in ci_log.splitlines() if not line.startswith("machine: "))
+    parsed = suite_cost.parse(older)
+    assert parsed["machine"] is None and parsed["workers"] == 2
+    rec = suite_cost.record(parsed, commit=None, date="2026-12-02")
+    assert rec["machine"]["from"].startswith("the machine that read the log")
+    assert rec["source"] == suite_cost.FROM_LOG
+    assert "the machine that read the log" in suite_cost.table([rec])
+
+
+def test_the_script_records_what_it_read(ci_log, tmp_path, capsys):
+    log, out = tmp_path / "ci.log", tmp_path / "record.json"
+    log.write_text(ci_log)
+    assert suite_cost.main([str(log), "--record", str(out), "--commit", "nosuchrev", "--date", "2026-12-02"]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["commit"] == "nosuchrev" and rec["date"] == "2026-12-02"  # a rev git does not know, as given
+    assert rec["test_seconds"] == suite_cost.parse(ci_log)["test_seconds"]
+    printed = capsys.readouterr().out
+    assert "test-min" in printed and "4 passed" in printed and "1 failed" in printed
+
+
+def test_the_pages_table_is_made_from_the_records():
+    """docs/reference/tests.md's table of runs is what `--table` makes of bench/records/suite/
+    (`python bench/suite_cost.py --write-docs` writes it)."""
+    page = suite_cost.DOC.read_text()
+    assert suite_cost.between_markers(page) == suite_cost.table(suite_cost.load_records())
+
+
+def test_every_record_names_its_commit_date_source_and_figure():
+    records = sorted(suite_cost.RECORDS.glob("*.json"))
+    assert records
+    for path in records:
+        rec = json.loads(path.read_text())
+        assert rec["source"] in (suite_cost.FROM_LOG, "stated in the project's notes, no log kept"), path
+        assert path.stem.split("-")[:4] == [*rec["date"].split("-"), rec["commit"][:7]], path
+        assert isinstance(rec["test_seconds"], int | float) and rec["test_seconds"] > 0, path
+        assert "machine" in rec and "results" in rec, path
