@@ -63,12 +63,28 @@ def install(session: nox.Session, *groups: str, project: bool = True) -> None:
         session.error(f"this virtualenv does not hold {lockfile.LOCK.name}: " + "; ".join(missing + other))
 
 
+def harness(session: nox.Session, *args: str) -> None:
+    """Hand this process over to ``python -m harness ARGS`` in the session's virtualenv, so that its exit
+    status reaches the caller unchanged: nox reports every failure as 1 (and with ``success_codes``
+    a 1 as 0), while schedulers, CI jobs and scripts branch on the harness's own statuses -- 1 for
+    changes or cells left, 2 for input to fix, 3 for a watch another one holds, 130 for an
+    interruption (harness/exits.py). With ``--install-only`` nothing runs, as for ``session.run``."""
+    if session.run("python", "-c", "", log=False) is None:  # None: --install-only, which runs nothing
+        return
+    python = os.path.join(session.bin, "python")
+    env = {**os.environ, "VIRTUAL_ENV": str(session.env_dir),
+           "PATH": os.pathsep.join([session.bin, os.environ.get("PATH", os.defpath)])}
+    session.log("python -m harness " + " ".join(args))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(python, [python, "-m", "harness", *args], env)
+
+
 @nox.session
 def matrix(session: nox.Session) -> None:
     """Run a matrix: nox -s matrix -- [MATRIX] [--engine auto|docker|venv] [--results DIR] ..."""
     install(session, "runtime")
-    args = session.posargs or ["matrices/smoke.yaml"]
-    session.run("python", "-m", "harness", "run", *args)
+    harness(session, "run", *(session.posargs or ["matrices/smoke.yaml"]))
 
 
 @nox.session
@@ -76,8 +92,7 @@ def build(session: nox.Session) -> None:
     """Prepare a matrix's environments, GPU ones too, without running cells:
     nox -s build -- [MATRIX] [--engine E] [--only GLOB] [--export DIR]"""
     install(session, "runtime")
-    args = session.posargs or ["matrices/smoke.yaml"]
-    session.run("python", "-m", "harness", "build", *args)
+    harness(session, "build", *(session.posargs or ["matrices/smoke.yaml"]))
 
 
 @nox.session
@@ -87,12 +102,8 @@ def repro(session: nox.Session) -> None:
     install(session, "runtime")
     if not session.posargs:
         session.error("name the cell: nox -s repro -- CELL_ID_OR_GLOB (python -m harness list MATRIX shows ids)")
-    if "--shell" in session.posargs or any(a.startswith("--command") for a in session.posargs):
-        # the shell (or its command, or a script piped into it) owns the exit status: nox would turn
-        # any failure into 1, so the harness replaces this process instead of running under it
-        python = os.path.join(session.bin, "python")
-        os.execv(python, [python, "-m", "harness", "repro", *session.posargs])
-    session.run("python", "-m", "harness", "repro", *session.posargs)
+    # with --shell or --command, the shell's (or its command's) exit status: the harness passes it on
+    harness(session, "repro", *session.posargs)
 
 
 @nox.session
@@ -101,8 +112,8 @@ def watch(session: nox.Session) -> None:
     install(session, "runtime")
     if not session.posargs:
         session.error("usage: nox -s watch -- MATRIX [--results DIR] [--as-of DATE] [--no-bisect]")
-    # the exit status is the watch's own (1: new changes), for a CI schedule to act on
-    session.run("python", "-m", "harness", "watch", *session.posargs, success_codes=[0, 1])
+    # the exit status is the watch's own (1: new changes; 3: another watch holds it), for a CI schedule
+    harness(session, "watch", *session.posargs)
 
 
 @nox.session
@@ -111,7 +122,7 @@ def bisect(session: nox.Session) -> None:
     install(session, "runtime")
     if not session.posargs:
         session.error("usage: nox -s bisect -- MATRIX --package NAME --good OLD --bad NEW (or --range SPEC)")
-    session.run("python", "-m", "harness", "bisect", *session.posargs)
+    harness(session, "bisect", *session.posargs)
 
 
 @nox.session
@@ -120,7 +131,7 @@ def diverge(session: nox.Session) -> None:
     install(session, "runtime")
     if len(session.posargs) < 3:
         session.error("usage: nox -s diverge -- MATRIX CELL_A CELL_B [--rows N] [--epochs N] [--out DIR] [--json]")
-    session.run("python", "-m", "harness", "diverge", *session.posargs, success_codes=[0, 1])
+    harness(session, "diverge", *session.posargs)
 
 
 @nox.session
@@ -129,29 +140,28 @@ def reduce(session: nox.Session) -> None:
     install(session, "runtime")
     if len(session.posargs) < 2:
         session.error("usage: nox -s reduce -- MATRIX GOOD_CELL BAD_CELL, or MATRIX CELL --package P --good A --bad B")
-    session.run("python", "-m", "harness", "reduce", *session.posargs)
+    harness(session, "reduce", *session.posargs)
 
 
 @nox.session
 def upgrade(session: nox.Session) -> None:
     """How far a project's packages can move up: -- PROJECT --script FILE [--package NAME[==VERSION]]."""
     install(session, "runtime")
-    session.run("python", "-m", "harness", "upgrade", *session.posargs, success_codes=[0, 1])
+    harness(session, "upgrade", *session.posargs)
 
 
 @nox.session
 def atlas(session: nox.Session) -> None:
     """The compatibility atlas: run what is missing, then publish: -- [MATRICES] [atlas run's options]."""
     install(session, "runtime")
-    session.run("python", "-m", "harness", "atlas", "run", *session.posargs, success_codes=[0, 1])
-    session.run("python", "-m", "harness", "atlas", "publish")
+    harness(session, "atlas", "run", "--publish", *session.posargs)
 
 
 @nox.session
 def report(session: nox.Session) -> None:
     """Publish results: nox -s report -- [RESULTS...] [--out DIR]; or -- compare RUN_A RUN_B"""
     install(session, "runtime")
-    session.run("python", "-m", "harness", "report", *session.posargs)
+    harness(session, "report", *session.posargs)
 
 
 @nox.session

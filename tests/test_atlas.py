@@ -1051,3 +1051,22 @@ def test_a_keras_3_project_without_tensorflow_is_looked_up_on_the_backend_it_pin
     assert line_of({"keras": "3.10.0", "torch": "2.7.0", "tensorflow": "2.19.0"}) == "keras3-tensorflow"
     assert line_of({"keras": "3.10.0"}) == "keras3-tensorflow"
     assert line_of({"tensorflow": "2.1.4"}) == "keras2"
+
+
+@QUICK
+def test_publish_on_a_fresh_clone_republishes_the_committed_atlas_byte_for_byte(tmp_path):
+    """A fresh clone has the committed data and no results folder: `atlas publish` publishes that
+    data (exit 0), and every file it writes is the one committed -- the pages are made from the data."""
+    site = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs" / "atlas", site / "atlas")
+    shutil.copy2(ROOT / "docs" / "atlas.md", site / "atlas.md")
+    proc = harness("atlas", "publish", "--results", str(tmp_path / "no-results"), "--out", str(site / "atlas"),
+                   timeout=300)
+    assert proc.returncode == 0 and "republishing the committed data" in proc.stdout, proc.stdout + proc.stderr
+    committed = {p.relative_to(ROOT / "docs"): p.read_bytes() for p in (ROOT / "docs" / "atlas").rglob("*")
+                 if p.is_file()}
+    written = {p.relative_to(site): p.read_bytes() for p in (site / "atlas").rglob("*")
+               if p.is_file() and not p.name.startswith(".")}
+    assert set(written) == set(committed), set(written) ^ set(committed)
+    assert [f for f in committed if written[f] != committed[f]] == []
+    assert (site / "atlas.md").read_bytes() == (ROOT / "docs" / "atlas.md").read_bytes()

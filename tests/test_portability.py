@@ -503,6 +503,7 @@ environments:
   - {python: "3.11", keras: "3.15.1", backend: jax}
 """
 TWO = "environments:\n" + "\n".join(THREE.splitlines()[2:]) + "\n"   # the user's file is checked on these
+ONE = "environments:\n" + THREE.splitlines()[-1] + "\n"   # Keras 3 on JAX alone
 
 
 @QUICK
@@ -621,3 +622,9 @@ def test_three_stacks_write_read_judge_explain_every_file_resume_and_check_a_use
     said = json.loads((tmp_path / "b2" / "check.json").read_text())
     assert said["readers"][tf]["verdict"] == judge.SAME and said["readers"][tf]["format"] == "savedmodel", said
     assert said["readers"][k3]["verdict"] == judge.UNKNOWN, said
+    # on a stack that cannot read it the same, the answer is no: exit 1, a script can branch on it
+    (tmp_path / "one.yaml").write_text(ONE)
+    proc = harness("portability", "check", str(folder), str(tmp_path / "one.yaml"), "--results", str(tmp_path / "c3"),
+                   "--out", str(tmp_path / "b3"), timeout=1800)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert json.loads((tmp_path / "b3" / "check.json").read_text())["readers"][k3]["verdict"] == judge.UNKNOWN

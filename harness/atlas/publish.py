@@ -27,8 +27,15 @@ DATA, CSV, CHANGES, FEED, EVIDENCE = "atlas.json", "atlas.csv", "changes.json", 
 
 def command(args, console: Console) -> int:
     out = Path(args.out)
-    if args.data:
-        recs, about = records.read(Path(args.data))
+    data = Path(args.data) if args.data else None
+    if data is None and not Path(args.results).is_dir() and (out / DATA).exists():
+        # a fresh clone has the committed data and no results folder: publishing it is what it can do,
+        # and what it publishes is byte for byte what is committed
+        data = out / DATA
+        console.print(f"{shown(args.results)}: no results folder; republishing the committed data, "
+                      f"{shown(str(data))}", highlight=False)
+    if data:
+        recs, about = records.read(data)
         written, about = publish(recs, {**about, **describe(recs, [], previous=about)}, out)
         _said(console, len(recs), about, written, out)
     else:

@@ -8,6 +8,7 @@ Each action's work lives in harness/atlas/ and is imported when the action runs:
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -57,6 +58,8 @@ def _add_run(acts) -> None:
                    help="the committed atlas: its measured cells are not run again (default: "
                         f"{OUT}/atlas.json; --rerun STATUS runs them)")
     r.add_argument("--yes", action="store_true", help="at a terminal, start without asking after the cost is said")
+    r.add_argument("--publish", action="store_true",
+                   help=f"then publish, as `atlas publish` does, into {OUT} (the exit status stays the run's)")
 
 
 def _add_publish(acts) -> None:
@@ -160,6 +163,9 @@ def _run(args, console: Console) -> int:
                      only=args.only, keep=args.keep, jobs=args.jobs, rerun=frozenset(args.rerun),
                      executor=args.executor, data=Path(args.data),
                      confirm=None if args.yes or not _at_a_terminal() else _ask)
+    if args.publish:
+        from harness.atlas import publish  # imported when the verb runs: the CLI starts without it
+        publish.command(argparse.Namespace(results=args.results, out=OUT, data=None), console)
     return exits.CHANGED if left else exits.OK
 
 

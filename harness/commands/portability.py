@@ -44,7 +44,10 @@ def add(sub) -> None:
     add_resource_args(r)
     add_slurm_args(r, "Slurm job arrays: the writers first; run it again once they are done, and the readers "
                       "go (each waits for its writer's files)")
-    c = acts.add_parser("check", help="your own model file, loaded on every stack: loads? predicts the same?")
+    c = acts.add_parser("check", help="your own model file, loaded on every stack: loads? predicts the same?",
+                        description="Your model file (.h5, .keras, a SavedModel folder) loaded on every stack "
+                                    "of --stacks and its predictions compared. Exit 0: some stack reads it the "
+                                    "same; 1: none does (each stack's answer is printed); 2: bad input.")
     c.add_argument("model", metavar="FILE", help="an HDF5 model (.h5), a .keras archive, or a SavedModel folder "
                                                  "(read where it lies: on virtualenvs, or --engine local)")
     c.add_argument("stacks", nargs="?", default=STACKS, metavar="STACKS",

@@ -196,4 +196,7 @@ def check_file(args, console: Console, engine_factory) -> int:
                 a["bundle"] = str(bundle)
     (out / "check.json").write_text(json.dumps({"model": str(model), **answer}, indent=1, sort_keys=True) + "\n")
     console.print(f"written: {shown(str(out / 'check.json'))}", highlight=False)
-    return exits.OK if answer["readers"] else exits.CHANGED
+    # the question a user scripts against: does some stack read the file the same? A file every stack
+    # refuses, or reads differently, or that none could be asked about, is a "no"
+    same = [r for r, a in answer["readers"].items() if a["verdict"] == judge.SAME]
+    return exits.OK if same else exits.CHANGED
