@@ -11,7 +11,7 @@ import re
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 # pip releases that still run on old interpreters (newer ones refuse to install).
 PIP_FOR_PYTHON = {
@@ -216,3 +216,14 @@ def environment_name(tensorflow: str | None, keras: str | None, backend: str | N
     if device == "gpu":
         parts.append("gpu")
     return "-".join(parts)
+
+
+def release_key(version) -> tuple:
+    """The one order of release numbers in the harness: PEP 440's (2.9 before 2.10, 2.16.0rc0 before
+    2.16.0), and text that is no version -- a nightly's label, a "-" -- after every version, by its
+    text. Every page, series and search that sorts releases takes this key, so no two of them list
+    the same releases in two orders."""
+    try:
+        return (0, Version(str(version)), "")
+    except InvalidVersion:
+        return (1, Version("0"), str(version))

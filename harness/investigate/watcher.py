@@ -31,6 +31,7 @@ from harness.investigate import bisect, bisect_ends
 from harness.investigate.diverge import MODELS
 from harness.results.store import ResultStore
 from harness.run.runner import Runner
+from harness.stacks import release_key
 from harness.terminal import shown
 from harness.watch import changelog as ch
 from harness.watch import expand, history, page, publish, series
@@ -128,7 +129,7 @@ class Watch:
         out: dict[str, list[str]] = {}
         for exp in (self.m.resolver.used.values() if self.m.resolver else []):
             out.setdefault(exp["package"], [])
-            out[exp["package"]] = sorted({*out[exp["package"]], *exp.get("versions", [])}, key=_order)
+            out[exp["package"]] = sorted({*out[exp["package"]], *exp.get("versions", [])}, key=release_key)
         return out
 
     def _evidence(self, change: ch.Change, entries: list[dict]) -> dict:
@@ -243,10 +244,6 @@ def _is_version(text) -> bool:
         return True
     except InvalidVersion:
         return False
-
-
-def _order(v: str):
-    return series._order(v)
 
 
 def _version_of(e: dict, package: str) -> str | None:

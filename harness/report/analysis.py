@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.results.result import Result
 from harness.results.views import Seen
-from harness.stacks import short_version
+from harness.stacks import release_key, short_version
 from harness.stats import SPREAD_WIDE, Spread, spread_of, steady  # noqa: F401 - re-exported for the writers
 from harness.status import FAILED, NOT_RUN, OK  # noqa: F401 - the vocabulary is the status module's
 from harness.status.outcome import normalise
@@ -340,14 +340,6 @@ def release_of(r: Result) -> tuple[str, str] | None:
         return None
     package, _, version = chosen[0]
     return str(package), str(version)
-
-
-def release_key(version: str):
-    """PEP 440 order (2.9 before 2.10); text that is no version sorts after, as text."""
-    try:
-        return (0, Version(version), "")
-    except InvalidVersion:
-        return (1, Version("0"), version)
 
 
 def trends(results: list[Result]) -> list[dict]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.names import file_name
 from harness.report import analysis, reported
+from harness.stacks import release_key
 from harness.status import OK
 
 
@@ -132,7 +133,7 @@ def draw_trends(results: list[dict], out: Path) -> list[tuple[str, Path]]:
     plt = pyplot()
     made = []
     for (run, workload, package, stack), rows in analysis.trend_series(results).items():
-        versions = sorted({r["version"] for r in rows}, key=analysis.release_key)
+        versions = sorted({r["version"] for r in rows}, key=release_key)
         x_of = {v: n for n, v in enumerate(versions)}
         for metric, ylabel in TREND_METRICS:
             lines: dict[str, list] = defaultdict(list)

@@ -20,6 +20,7 @@ from harness.names import file_name
 from harness.report import analysis
 from harness.report.analysis import Spread
 from harness.results.result import NO_CUTOFF, Result
+from harness.stacks import release_key
 from harness.status import OK, failure_line
 
 MAX_COLUMNS = 12  # data columns per table, besides the row label: what a Markdown view shows unscrolled
@@ -428,7 +429,7 @@ def support_grids(results: list[Result], ctx: Context | None = None) -> list[Tab
         cols = list(dict.fromkeys((r["label"], r["batch"]) for r in sorted(
             rows, key=lambda r: (r["wrapper"] != "none", r["wrapper"], r["devices"], r["label"], r["batch"]))))
         at = {(r["version"], r["label"], r["batch"]): r for r in rows}
-        versions = sorted({r["version"] for r in rows}, key=analysis.release_key)
+        versions = sorted({r["version"] for r in rows}, key=release_key)
         title = f"Support: {workload} ({Path(run).stem}) across {package} releases, {stack.replace('*', 'X')}"
         headers = [label if len(batches) == 1 else f"{label} b{batch}" for label, batch in cols]
         first = {}

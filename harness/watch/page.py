@@ -21,6 +21,7 @@ from harness import status
 from harness.files import ownfiles
 from harness.files.paths import inside
 from harness.htmlpage import e, page
+from harness.stacks import release_key
 from harness.watch import changelog, history, publish, series
 
 
@@ -99,14 +100,14 @@ def stack_badges(entries: list[dict], found: list[tuple[changelog.Change, dict]]
     out = {}
     for (package, spec), versions in sorted(by.items(), key=lambda kv: (kv[0][0], labels[kv[0]], kv[0][1])):
         stack = labels[(package, spec)]
-        order = sorted(versions, key=series._order)
+        order = sorted(versions, key=release_key)
         good = [v for v in order if all(s == status.OK for s in versions[v])]
         if not good:
             out[badge_name(package, stack)] = publish.stack_badge(package, order[0] if order else None, False)
         elif good[-1] == order[-1]:
             out[badge_name(package, stack)] = publish.stack_badge(package, good[-1], True)
         else:
-            first_bad = next(v for v in order if series._order(v) > series._order(good[-1]))
+            first_bad = next(v for v in order if release_key(v) > release_key(good[-1]))
             bisected = [c.bisected_to for c, _ in found if c.kind == "broke" and c.package == package
                         and c.cell.startswith(f"{stack}/") and c.after == first_bad and c.bisected_to
                         and " " not in c.bisected_to]   # a bisect's single answer is the release it broke in
@@ -185,7 +186,7 @@ def grid(entries: list[dict], runs: list[dict]) -> str:
         out.append(f"<h3>{e(label)} across {e(package)} releases ({e(host)})</h3>")
         out.append("<table><thead><tr><th>" + e(package) + "</th>"
                    + "".join(f"<th>{e(dates[w])}</th>" for w in order) + "</tr></thead><tbody>")
-        for version in sorted(rows, key=series._order):
+        for version in sorted(rows, key=release_key):
             cells = []
             for w in order:
                 got = rows[version].get(w)

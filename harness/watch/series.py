@@ -17,10 +17,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from packaging.version import InvalidVersion, Version
-
 from harness import status
-from harness.stacks import short_version
+from harness.stacks import release_key, short_version
 from harness.watch import changelog
 from harness.watch import changes as ch
 
@@ -52,13 +50,6 @@ def blank(env_name: str, version: str) -> str:
         if sep:
             return f"{head}*{tail}"
     return f"{env_name}@*"
-
-
-def _order(version: str):
-    try:
-        return (0, Version(version), "")
-    except InvalidVersion:
-        return (1, Version("0"), version)
 
 
 def newest_per_cell(entries: list[dict], cells: set[str] | None = None) -> list[dict]:
@@ -102,7 +93,7 @@ def outcomes(entries: list[dict]) -> dict[Key, list[ch.Outcome]]:
     out = {}
     for key, points in by.items():
         series = []
-        for version in sorted(points, key=_order):
+        for version in sorted(points, key=release_key):
             es = sorted(points[version], key=lambda x: x.get("repeat") or 0)
             bad = [x.get("family") for x in es if x.get("status") != status.OK and x.get("family")]
             series.append(ch.Outcome(label=version, statuses=tuple(x["status"] for x in es),
@@ -124,7 +115,8 @@ def metric_series(entries: list[dict]) -> dict[tuple[Key, str, str], list[ch.Poi
         for metric, value in values.items():
             if tracked(metric) and isinstance(value, (int, float)):
                 by[(key, e.get("launch") or "fresh", metric)][version].append(float(value))
-    return {k: [ch.Point(label=v, samples=tuple(pts[v])) for v in sorted(pts, key=_order)] for k, pts in by.items()}
+    return {k: [ch.Point(label=v, samples=tuple(pts[v])) for v in sorted(pts, key=release_key)]
+            for k, pts in by.items()}
 
 
 def kind_of(metric: str) -> str | None:
