@@ -19,36 +19,18 @@ import json
 import re
 import urllib.parse
 import uuid
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import UserError
 from harness.files import ownfiles
+from harness.report import atom
 from harness.watch.changelog import Change
 
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
-ATOM_NS = "http://www.w3.org/2005/Atom"
 GENERATOR = "harness watch"
 HISTORY_PAGE = "history/{matrix}.html"   # the matrix's history page, relative to the site's root
-EMPTY_UPDATED = "1970-01-01T00:00:00Z"    # an empty feed's date: fixed, so writing it again changes nothing
 _ID_SPACE = uuid.UUID("0b8f3a56-5f1e-4c43-9a43-6f7d3d6c2e11")   # ids of this tool's feeds and entries
-
-# XML 1.0 allows tab, newline, carriage return and everything from U+0020 except surrogates
-# and U+FFFE/U+FFFF; anything else cannot appear even escaped.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def xml_text(text) -> str:
-    """`text` as a string XML 1.0 can carry (escaping is the writer's job; this drops what it can't)."""
-    return _NOT_XML.sub("", str(text))
-
-
-def _escape(text) -> str:
-    """Escaped for XML text and double- or single-quoted attributes alike."""
-    return (xml_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace('"', "&quot;").replace("'", "&#39;"))
-
 
 def _ordered(changes: Sequence[Change]) -> list[Change]:
     """Newest first, one entry per id (the same change found twice is one entry)."""
@@ -56,11 +38,6 @@ def _ordered(changes: Sequence[Change]) -> list[Change]:
     for c in changes:
         seen.setdefault(c.id, c)
     return sorted(seen.values(), key=lambda c: (c.first_seen, c.id), reverse=True)
-
-
-def _moment(day: str) -> str:
-    """RFC 3339 for a first-seen date ('YYYY-MM-DD', or already a full timestamp)."""
-    return f"{day}T00:00:00Z" if re.fullmatch(r"\d{4}-\d{2}-\d{2}", day or "") else (day or "")
 
 
 def _entry_id(change: Change) -> str:
@@ -93,7 +70,7 @@ def json_feed(changes: Sequence[Change], *, title: str, home_url: str, feed_url:
     items = []
     for c in _ordered(changes):
         item = {"id": _entry_id(c), "url": _link(home_url, c), "title": _title(c),
-                "content_text": c.summary, "date_published": _moment(c.first_seen), "tags": _tags(c),
+                "content_text": c.summary, "date_published": atom.moment(c.first_seen), "tags": _tags(c),
                 "_harness": c.to_dict()}
         if c.evidence:
             item["external_url"] = c.evidence[0]
@@ -103,40 +80,13 @@ def json_feed(changes: Sequence[Change], *, title: str, home_url: str, feed_url:
 
 
 def atom_feed(changes: Sequence[Change], *, title: str, home_url: str, feed_url: str, updated: str) -> str:
-    """An Atom 1.0 document (RFC 4287): feed id, title, updated, author, self link; per entry id,
-    title, updated, link, summary. Built with ElementTree, so every text is escaped."""
-    ET.register_namespace("", ATOM_NS)
-
-    def sub(parent, tag, text=None, **attrs):
-        el = ET.SubElement(parent, f"{{{ATOM_NS}}}{tag}", {k: xml_text(v) for k, v in attrs.items()})
-        if text is not None:
-            el.text = xml_text(text)
-        return el
-
-    feed = ET.Element(f"{{{ATOM_NS}}}feed")
-    sub(feed, "id", f"urn:uuid:{uuid.uuid5(_ID_SPACE, 'feed:' + (feed_url or title))}")
-    sub(feed, "title", title)
-    sub(feed, "updated", _moment(updated))
-    author = sub(feed, "author")
-    sub(author, "name", GENERATOR)
-    sub(feed, "generator", GENERATOR)
-    if feed_url:
-        sub(feed, "link", rel="self", href=feed_url, type="application/atom+xml")
-    if home_url:
-        sub(feed, "link", rel="alternate", href=home_url, type="text/html")
-    for c in _ordered(changes):
-        entry = sub(feed, "entry")
-        sub(entry, "id", _entry_id(c))
-        sub(entry, "title", _title(c))
-        sub(entry, "updated", _moment(c.first_seen))
-        sub(entry, "link", rel="alternate", href=_link(home_url, c))
-        for href in c.evidence:
-            sub(entry, "link", rel="related", href=href)
-        for tag in _tags(c):
-            sub(entry, "category", term=tag)
-        sub(entry, "summary", c.summary, type="text")
-    ET.indent(feed)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(feed, encoding="unicode") + "\n"
+    """The changes as an Atom 1.0 document, by the harness's one Atom writer (`report.atom`): per
+    entry its id, title, date, link to its history anchor, its evidence as related links, its
+    kind, package and matrix as categories, and its summary."""
+    entries = [atom.Entry(c.first_seen, _entry_id(c), _title(c), _link(home_url, c), c.summary,
+                          related=tuple(c.evidence), categories=tuple(_tags(c))) for c in _ordered(changes)]
+    return atom.feed(title, f"urn:uuid:{uuid.uuid5(_ID_SPACE, 'feed:' + (feed_url or title))}", entries,
+                     updated=updated, self_href=feed_url or "", home=home_url, generator=GENERATOR)
 
 
 # -- badges --------------------------------------------------------------------------------
@@ -175,11 +125,11 @@ def _color(color: str) -> str:
 
 def badge_svg(label: str, message: str, color: str) -> str:
     """A shields-style flat badge: grey label on the left, coloured message on the right."""
-    label, message = xml_text(label), xml_text(message)
+    label, message = atom.xml_text(label), atom.xml_text(message)
     lw, mw = _text_width(label) + 10, _text_width(message) + 10
     total = lw + mw
     fill = _color(color)
-    title = _escape(f"{label}: {message}")
+    title = atom.attribute(f"{label}: {message}")
     lx, mx = lw * 5, (lw + mw / 2) * 10   # text is drawn at scale(.1) for crisp rendering
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="20" role="img" aria-label="{title}">'
@@ -193,13 +143,13 @@ def badge_svg(label: str, message: str, color: str) -> str:
         '<g fill="#fff" text-anchor="middle" font-family="Verdana,Geneva,DejaVu Sans,sans-serif" '
         'text-rendering="geometricPrecision" font-size="110">'
         f'<text aria-hidden="true" x="{lx:.0f}" y="150" fill="#010101" fill-opacity=".3" transform="scale(.1)" '
-        f'textLength="{(lw - 10) * 10}">{_escape(label)}</text>'
+        f'textLength="{(lw - 10) * 10}">{atom.attribute(label)}</text>'
         f'<text x="{lx:.0f}" y="140" transform="scale(.1)" fill="#fff" textLength="{(lw - 10) * 10}">'
-        f"{_escape(label)}</text>"
+        f"{atom.attribute(label)}</text>"
         f'<text aria-hidden="true" x="{mx:.0f}" y="150" fill="#010101" fill-opacity=".3" transform="scale(.1)" '
-        f'textLength="{(mw - 10) * 10}">{_escape(message)}</text>'
+        f'textLength="{(mw - 10) * 10}">{atom.attribute(message)}</text>'
         f'<text x="{mx:.0f}" y="140" transform="scale(.1)" fill="#fff" textLength="{(mw - 10) * 10}">'
-        f"{_escape(message)}</text></g></svg>\n"
+        f"{atom.attribute(message)}</text></g></svg>\n"
     )
 
 
@@ -248,20 +198,21 @@ def write(out_dir: Path, matrix: str, changes: Sequence[Change], badges: Mapping
     `home_url` is the site's address (feeds want absolute links); empty, links are relative to the
     feed file itself (`../history/...`), which is where a reader resolves them from. The feed's
     `updated` is its newest change's date, so an unchanged set of changes gives byte-identical
-    files (an empty feed is dated EMPTY_UPDATED)."""
+    files (an empty feed is dated report.atom.EMPTY_UPDATED)."""
     out_dir = Path(out_dir)
     stem = file_name(matrix)
     base = home_url.rstrip("/") + "/" if home_url else "../"  # feeds/ is one level below the root
     page = base + HISTORY_PAGE.format(matrix=stem)
     title = f"{matrix}: changes"
     ordered = _ordered(changes)
-    updated = ordered[0].first_seen if ordered else EMPTY_UPDATED
+    updated = ordered[0].first_seen if ordered else atom.EMPTY_UPDATED
     json_path = out_dir / "feeds" / f"{stem}.json"
     atom_path = out_dir / "feeds" / f"{stem}.atom.xml"
     feed = json_feed(ordered, title=title, home_url=page, feed_url=f"{base}feeds/{stem}.json")
     ownfiles.write_atomic(out_dir, json_path, (json.dumps(feed, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    atom = atom_feed(ordered, title=title, home_url=page, feed_url=f"{base}feeds/{stem}.atom.xml", updated=updated)
-    ownfiles.write_atomic(out_dir, atom_path, atom.encode("utf-8"))
+    document = atom_feed(ordered, title=title, home_url=page, feed_url=f"{base}feeds/{stem}.atom.xml",
+                         updated=updated)
+    ownfiles.write_atomic(out_dir, atom_path, document.encode("utf-8"))
     paths = [json_path, atom_path]
     for name, (label, message, color) in sorted(badges.items()):
         path = out_dir / "badges" / stem / f"{file_name(name)}.svg"
