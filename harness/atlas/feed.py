@@ -3,7 +3,7 @@
 A reader subscribed to ``docs/atlas/feed.xml`` learns of a new release's row the day the run
 that measured it is published, and of each change it brought. Entry ids are stable (the row's
 key, the change's id), so republishing the same data adds nothing to a reader's list; links are
-relative to the feed's own address (`report.atom` writes it).
+relative to the feed's own address (`files.atom` writes it).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from harness.atlas.changes import Change
 from harness.atlas.pages import ROWS
 from harness.atlas.rows import LINES, Row
-from harness.report.atom import Entry, feed
+from harness.files.atom import Entry, feed
 
 NS = "tag:tfkeras-harness.atlas,2026:"
 

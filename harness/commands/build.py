@@ -33,17 +33,17 @@ def add(sub) -> None:
 
 def command(args, console: Console) -> int:
     # the verb's work is imported when the verb runs, so the CLI starts without it
-    from harness.run.build import build
+    from harness import api
 
-    m, cells = load_selected(args, console)
+    m, _ = load_selected(args, console)   # an --only that selects nothing: exit 2, in the flag's words
     if m.resolver:  # what is built is what a later run of this results folder runs
         check_writable(Path(args.results), "--results")
         m.resolver.record(Path(args.results) / m.name)
     if args.export:
         check_output_folder(Path(args.export), "--export", [Path(args.results)])
-    with engine_for(args, console) as engine:
-        outcomes = build(cells, engine, Path(args.results) / m.name, console,
-                         export=Path(args.export) if args.export else None)
+    with engine_for(args, console) as engine:   # the engine the flags name; the build itself is the API's
+        outcomes = api.build(m, results=args.results, engine=engine, only=args.only, export=args.export,
+                             console=console)
     missing = [o for o in outcomes if o.status == status.UNAVAILABLE]
     console.print(f"{len(outcomes) - len(missing)} of {len(outcomes)} environment(s) usable ({engine.name})")
     return exits.CHANGED if missing else exits.OK

@@ -44,9 +44,9 @@ def add(sub) -> None:
 
 def command(args, console: Console) -> int:
     # the verb's work is imported when the verb runs, so the CLI starts without it
+    from harness import api
     from harness.report import tables
     from harness.report.plain import text_table
-    from harness.run.runner import Runner
 
     m, cells = load_selected(args, console)
     SlurmOptions.merged(m.slurm, args)  # a bad Slurm flag is exit 2 whichever executor then runs
@@ -55,15 +55,14 @@ def command(args, console: Console) -> int:
         m.resolver.record(Path(args.results) / m.name)
     if args.executor == "slurm":
         return _submit_to_slurm(args, m, cells, console)
-    with engine_for(args, console) as engine:
-        engine.warm = not args.fresh
-        runner = Runner(m, engine, Path(args.results), console, rerun=frozenset(args.rerun), jobs=args.jobs,
-                        gpus=args.gpus, cpus_per_cell=args.cpus_per_cell)
-        results = runner.complete(cells)
+    with engine_for(args, console) as engine:   # the engine the flags name; the run itself is the API's
+        report = api.run(m, results=args.results, engine=engine, only=args.only, rerun=args.rerun, jobs=args.jobs,
+                         gpus=args.gpus, cpus_per_cell=args.cpus_per_cell, fresh=args.fresh, console=console)
+    results = report.results
     if not args.quiet:
         console.print()
         print(visible("\n".join(text_table(t) for t in tables.summary(results)), lines=True))
-    missed = [r for r in results if r.met is False]
+    missed = report.missed
     for r in missed:
         want = r.expectation
         for line in values.failed_lines(r):  # a value that differs (harness/status/values.py)
@@ -75,8 +74,8 @@ def command(args, console: Console) -> int:
     for r in results:  # listed apart: the host could not run the cell (or its peer), no failure
         for line in values.not_judged_lines(r):
             console.print(f"[blue]not judged here[/]: {shown(r.cell)}: {shown(line)}", highlight=False)
-    console.print(f"results: {shown(runner.store.run_dir)}", highlight=False)
-    return exits.CHANGED if missed else exits.OK
+    console.print(f"results: {shown(report.run_dir)}", highlight=False)
+    return report.exit_code
 
 
 def _submit_to_slurm(args, m, cells, console: Console) -> int:

@@ -17,10 +17,10 @@ from packaging.version import InvalidVersion, Version
 
 from harness import status
 from harness.errors import UserError
+from harness.files import atom
 from harness.portability import changes, evidence, judge, pages
 from harness.portability.grid import WRITER, is_reader
 from harness.portability.table import LINE_NAMES, MARK, NOT_RUN, label
-from harness.report import atom
 from harness.results.store import scan
 from harness.workloads.protocol import OUTPUT_DIR
 

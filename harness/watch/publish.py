@@ -23,8 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import UserError
-from harness.files import ownfiles
-from harness.report import atom
+from harness.files import atom, ownfiles
 from harness.watch.changelog import Change
 
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
@@ -80,7 +79,7 @@ def json_feed(changes: Sequence[Change], *, title: str, home_url: str, feed_url:
 
 
 def atom_feed(changes: Sequence[Change], *, title: str, home_url: str, feed_url: str, updated: str) -> str:
-    """The changes as an Atom 1.0 document, by the harness's one Atom writer (`report.atom`): per
+    """The changes as an Atom 1.0 document, by the harness's one Atom writer (`files.atom`): per
     entry its id, title, date, link to its history anchor, its evidence as related links, its
     kind, package and matrix as categories, and its summary."""
     entries = [atom.Entry(c.first_seen, _entry_id(c), _title(c), _link(home_url, c), c.summary,
@@ -198,7 +197,7 @@ def write(out_dir: Path, matrix: str, changes: Sequence[Change], badges: Mapping
     `home_url` is the site's address (feeds want absolute links); empty, links are relative to the
     feed file itself (`../history/...`), which is where a reader resolves them from. The feed's
     `updated` is its newest change's date, so an unchanged set of changes gives byte-identical
-    files (an empty feed is dated report.atom.EMPTY_UPDATED)."""
+    files (an empty feed is dated files.atom.EMPTY_UPDATED)."""
     out_dir = Path(out_dir)
     stem = file_name(matrix)
     base = home_url.rstrip("/") + "/" if home_url else "../"  # feeds/ is one level below the root
