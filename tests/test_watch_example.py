@@ -7,6 +7,8 @@ harness cache after the first run."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -21,11 +23,17 @@ pytestmark = [pytest.mark.slow]
 def replayed(tmp_path_factory):
     root = tmp_path_factory.mktemp("watch-numpy")
 
-    def watch(as_of: str):
-        return harness("watch", MATRIX, "--engine", "venv", "--as-of", as_of, "--results", str(root / "results"),
-                       "--site", str(root / "site"), "--bundles", str(root / "bundles"), timeout=1800)
+    def watch(as_of: str, through_nox: bool = False):
+        args = [MATRIX, "--engine", "venv", "--as-of", as_of, "--results", str(root / "results"),
+                "--site", str(root / "site"), "--bundles", str(root / "bundles")]
+        if not through_nox:
+            return harness("watch", *args, timeout=1800)
+        # the README's own door, `nox -s watch -- ...`: its exit 1 (new changes) must reach the caller
+        return subprocess.run([sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "--envdir",
+                               str(root / "nox"), "-s", "watch", "--", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=1800)
 
-    return root, watch("2024-06-01"), watch("2024-09-01"), watch("2024-09-01")
+    return root, watch("2024-06-01"), watch("2024-09-01", through_nox=True), watch("2024-09-01")
 
 
 def test_the_numpy_example_replays_its_history_and_bisects_the_break(replayed):
