@@ -1056,13 +1056,17 @@ def test_a_keras_3_project_without_tensorflow_is_looked_up_on_the_backend_it_pin
 @QUICK
 def test_publish_on_a_fresh_clone_republishes_the_committed_atlas_byte_for_byte(tmp_path):
     """A fresh clone has the committed data and no results folder: `atlas publish` publishes that
-    data (exit 0), and every file it writes is the one committed -- the pages are made from the data."""
+    data (exit 0), and every file it writes is the one committed -- the pages are made from the data;
+    an evidence file no change links is removed, not published."""
     site = tmp_path / "docs"
     shutil.copytree(ROOT / "docs" / "atlas", site / "atlas")
     shutil.copy2(ROOT / "docs" / "atlas.md", site / "atlas.md")
+    stale = site / "atlas" / "evidence" / "000000000000.json"   # a bisect's record of a change the data lost
+    stale.write_text('{"package": "tensorflow"}\n')
     proc = harness("atlas", "publish", "--results", str(tmp_path / "no-results"), "--out", str(site / "atlas"),
                    timeout=300)
     assert proc.returncode == 0 and "republishing the committed data" in proc.stdout, proc.stdout + proc.stderr
+    assert not stale.exists() and "000000000000.json" in proc.stdout, proc.stdout   # unlinked: not published
     committed = {p.relative_to(ROOT / "docs"): p.read_bytes() for p in (ROOT / "docs" / "atlas").rglob("*")
                  if p.is_file() and not p.name.startswith(".")}   # a dot-file: the output folder's own mark
     written = {p.relative_to(site): p.read_bytes() for p in (site / "atlas").rglob("*")

@@ -37,7 +37,7 @@ def command(args, console: Console) -> int:
                       f"{shown(str(data))}", highlight=False)
     if data:
         recs, about = records.read(data)
-        written, about = publish(recs, {**about, **describe(recs, [], previous=about)}, out)
+        written, about = publish(recs, {**about, **describe(recs, [], previous=about)}, out, told(console))
         _said(console, len(recs), about, written, out)
     else:
         from_results(Path(args.results), out, console)
@@ -66,7 +66,7 @@ def from_results(results: Path, out: Path, console: Console) -> dict:
         for fresh, was in moved[:20]:
             console.print(f"  {shown(was['matrix'])}/{shown(was['cell'])}: {was['status']} -> {fresh['status']}",
                           highlight=False)
-    written, about = publish(recs, describe(recs, drive.course(results), previous=previous), out)
+    written, about = publish(recs, describe(recs, drive.course(results), previous=previous), out, told(console))
     _said(console, len(recs), about, written, out)
     return about
 
@@ -149,12 +149,14 @@ def _cost(course: list[dict]) -> dict:
             "seconds_per_environment_median": sorted(per.values())[len(per) // 2]}
 
 
-def publish(recs: list[dict], about: dict, out: Path) -> tuple[list[Path], dict]:
+def publish(recs: list[dict], about: dict, out: Path, told=lambda line: None) -> tuple[list[Path], dict]:
     """Write every file; returns them and `about` with the rows and changes counted. The rows
-    and changes are derived here from the records, never stored apart from them."""
+    and changes are derived here from the records, never stored apart from them. `told` hears
+    what was removed (an evidence file of a change the data no longer has)."""
     table = rows.build(recs)
     found = changes.find(table)
     explain.attach(found, out / EVIDENCE, f"{out.name}/{EVIDENCE}")
+    unlinked(found, out / EVIDENCE, told)
     notes.reports(found)
     by_key = {r.key: r for r in table}
     for change in found:
@@ -170,6 +172,23 @@ def publish(recs: list[dict], about: dict, out: Path) -> tuple[list[Path], dict]
     written += pages.write(table, found, about, out, [p.name for p in drawn], notes.check(table))
     written.append(_write(out / FEED, feed.atom(table, found)))
     return written, about
+
+
+def told(console: Console):
+    """A console's line printer, for what `publish` says it did besides writing."""
+    return lambda line: console.print(shown(line), highlight=False)
+
+
+def unlinked(found: list[changes.Change], evidence: Path, told) -> list[Path]:
+    """Remove the evidence files of changes the data no longer makes (a row measured again, a
+    change's id moved with its rows): no page links them, and what they say of a change nobody can
+    reach from the atlas is stale. A bisect's record is cheap to make again (`atlas explain`)."""
+    ids = {c.id for c in found}
+    gone = [p for p in sorted(evidence.glob("*.json")) if p.stem not in ids] if evidence.is_dir() else []
+    for path in gone:
+        path.unlink()
+        told(f"removed {path}: no change of this atlas has that id (its evidence is no longer linked)")
+    return gone
 
 
 def _write(path: Path, text: str) -> Path:
