@@ -68,8 +68,9 @@ _DISK = re.compile(r"^== disk: (\d+) GB free at the start, (\d+) GB at the least
 
 
 def this_machine() -> dict:
-    """The CPU of the machine running this (as tests/suite_timing.py's machine line names it): for a
-    log that names none, the best this script knows, and marked as such in the record."""
+    """The CPU of the machine running this, and the cores it may use: the suite's machine line
+    (tests/suite_timing.py) prints it, and for a log that names none it is the best this script
+    knows, marked as such in the record."""
     model, flags = "", set()
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
@@ -82,7 +83,7 @@ def this_machine() -> dict:
         pass
     try:
         cores = len(os.sched_getaffinity(0))
-    except AttributeError:
+    except AttributeError:  # no affinity to ask (not Linux): the machine's count
         cores = os.cpu_count() or 0
     return {"cpu": model or platform.processor() or platform.machine() or "unknown",
             "avx512": "avx512f" in flags, "cores": cores}

@@ -25,14 +25,13 @@ previous run's figures (pytest's cache) or, on a fresh checkout such as CI's, fr
 
 from __future__ import annotations
 
-import os
-import platform
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from bench import suite_cost
 from harness.environments import ledger
 from harness.files.paths import cache_dir
 
@@ -85,23 +84,9 @@ def _caches(config) -> list[Path]:
 
 def machine() -> dict:
     """The CPU this run ran on, as /proc/cpuinfo names it (where there is one), and the cores it
-    could use: what the suite's summed time depends on, and what a log keeps no other trace of."""
-    model, flags = "", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and not model:
-                model = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(value.split())
-    except OSError:
-        pass
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity to ask (not Linux): the machine's count
-        cores = os.cpu_count() or 0
-    return {"cpu": model or platform.processor() or platform.machine() or "unknown",
-            "avx512": "avx512f" in flags, "cores": cores}
+    could use: what the suite's summed time depends on, and what a log keeps no other trace of.
+    bench/suite_cost.py owns the reading (it names a machine for a log that has no such line)."""
+    return suite_cost.this_machine()
 
 
 def machine_line(config) -> str:

@@ -40,6 +40,12 @@ def add(sub) -> None:
     _add_audit(acts)
 
 
+def _add_data(p, what: str = "the atlas data") -> None:
+    """`--data`: the committed atlas a verb reads (publish's own `--data` has no default: it chooses
+    between results and data)."""
+    p.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE", help=f"{what} (default: {OUT}/atlas.json)")
+
+
 def _add_run(acts) -> None:
     r = acts.add_parser("run", help="run every environment that owes cells, one at a time; resumable")
     r.add_argument("matrices", nargs="?", default=MATRICES, metavar="PATH",
@@ -54,9 +60,7 @@ def _add_run(acts) -> None:
                    help="run finished cells with this status again, as `run --rerun` (after a harness fix)")
     r.add_argument("--executor", choices=("local", "slurm"), help="as `run --executor` (slurm: a cluster)")
     r.add_argument("--refresh-releases", action="store_true", help="ask the index for new releases first")
-    r.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
-                   help="the committed atlas: its measured cells are not run again (default: "
-                        f"{OUT}/atlas.json; --rerun STATUS runs them)")
+    _add_data(r, "the committed atlas: its measured cells are not run again (--rerun STATUS runs them)")
     r.add_argument("--yes", action="store_true", help="at a terminal, start without asking after the cost is said")
     r.add_argument("--publish", action="store_true",
                    help=f"then publish, as `atlas publish` does, into {OUT} (the exit status stays the run's)")
@@ -71,8 +75,7 @@ def _add_publish(acts) -> None:
 
 def _add_explain(acts) -> None:
     ex = acts.add_parser("explain", help="bisect each break, mend and changed failure to its release (and night)")
-    ex.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
-                    help=f"the atlas data (default: {OUT}/atlas.json)")
+    _add_data(ex)
     ex.add_argument("--change", action="append", default=[], metavar="ID", help="only this change (repeatable)")
     ex.add_argument("--evidence", default=f"{OUT}/evidence", metavar="DIR",
                     help=f"where each change's bisect record goes (default: {OUT}/evidence)")
@@ -118,8 +121,7 @@ def _add_lookup(acts) -> None:
     lk.add_argument("-r", "--requirements", metavar="FILE", help="a requirements file, pyproject.toml or lock")
     lk.add_argument("--target", action="append", default=[], metavar="PKG==VERSION",
                     help="where the project wants to go (default: the newest measured row of its kind)")
-    lk.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
-                    help=f"the atlas data (default: {OUT}/atlas.json)")
+    _add_data(lk)
     lk.add_argument("--json", action="store_true", help="the answer as JSON")
 
 
@@ -130,8 +132,7 @@ def _add_audit(acts) -> None:
                                      "evidence, like-for-like changes, claims about every row) and against a facts "
                                      "file of release-note truths with their sources. Exit 0: nothing contradicts; "
                                      "1: each contradiction named; 2: data or facts that cannot be read.")
-    au.add_argument("--data", default=f"{OUT}/atlas.json", metavar="FILE",
-                    help=f"the atlas data; its changes.json and evidence/ beside it (default: {OUT}/atlas.json)")
+    _add_data(au, "the atlas data; its changes.json and evidence/ beside it")
     au.add_argument("--page", metavar="FILE", help="the atlas page (default: the data folder's name + .md)")
     au.add_argument("--facts", metavar="FILE",
                     help="the facts held against it (default: the harness's own, harness/atlas/facts.yaml)")

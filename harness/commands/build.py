@@ -36,9 +36,8 @@ def command(args, console: Console) -> int:
     from harness import api
 
     m, _ = load_selected(args, console)   # an --only that selects nothing: exit 2, in the flag's words
-    if m.resolver:  # what is built is what a later run of this results folder runs
+    if m.resolver:  # the checks in the flags' words; api.build records the ranges it builds
         check_writable(Path(args.results), "--results")
-        m.resolver.record(Path(args.results) / m.name)
     if args.export:
         check_output_folder(Path(args.export), "--export", [Path(args.results)])
     with engine_for(args, console) as engine:   # the engine the flags name; the build itself is the API's

@@ -50,10 +50,10 @@ def command(args, console: Console) -> int:
 
     m, cells = load_selected(args, console)
     SlurmOptions.merged(m.slurm, args)  # a bad Slurm flag is exit 2 whichever executor then runs
-    check_writable(Path(args.results), "--results")
-    if m.resolver:
-        m.resolver.record(Path(args.results) / m.name)
+    check_writable(Path(args.results), "--results")   # in the flag's words; api.run records the ranges
     if args.executor == "slurm":
+        if m.resolver:
+            m.resolver.record(Path(args.results) / m.name)
         return _submit_to_slurm(args, m, cells, console)
     with engine_for(args, console) as engine:   # the engine the flags name; the run itself is the API's
         report = api.run(m, results=args.results, engine=engine, only=args.only, rerun=args.rerun, jobs=args.jobs,
