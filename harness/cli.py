@@ -1,5 +1,5 @@
 """Command line: ``python -m harness COMMAND ...`` (list, run, build, status, repro, report, bisect,
-diverge, reduce, watch, upgrade, atlas, portability).
+diverge, reduce, watch, upgrade, verdict, atlas, portability).
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -28,6 +28,7 @@ from harness.commands import (
     run,
     status,
     upgrade,
+    verdict,
     watch,
 )
 from harness.errors import UserError
@@ -36,8 +37,8 @@ from harness.terminal import shown
 
 # Each verb's module (`add`, `command`), in the order --help lists them
 VERBS = {"list": listing, "run": run, "status": status, "build": build, "repro": repro, "bisect": bisect,
-         "diverge": diverge, "reduce": reduce, "watch": watch, "report": report, "upgrade": upgrade, "atlas": atlas,
-         "portability": portability}
+         "diverge": diverge, "reduce": reduce, "watch": watch, "report": report, "upgrade": upgrade, "verdict": verdict,
+         "atlas": atlas, "portability": portability}
 
 
 def build_parser() -> argparse.ArgumentParser:

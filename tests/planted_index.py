@@ -21,12 +21,15 @@ IMMUTABLE = "max-age=365000000, immutable, public"
 PAGE = "max-age=600, public"
 
 
-def wheel(name: str, version: str, body: str, module: str | None = None) -> tuple[str, bytes]:
+def wheel(name: str, version: str, body: str, module: str | None = None,
+          requires: list[str] = ()) -> tuple[str, bytes]:
     """A minimal pure-Python wheel holding `module/__init__.py` = body (`module`: the name, unless
-    the project's module is named otherwise, as tensorflow-cpu's is `tensorflow`)."""
+    the project's module is named otherwise, as tensorflow-cpu's is `tensorflow`); `requires`: its
+    Requires-Dist lines (what an installer must resolve beside it)."""
     dist = f"{name.replace('-', '_')}-{version}"
+    needs = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {f"{module or name}/__init__.py": body,
-             f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{needs}",
              f"{dist}.dist-info/WHEEL": ("Wheel-Version: 1.0\nGenerator: planted\nRoot-Is-Purelib: true\n"
                                           "Tag: py3-none-any\n")}
     record = []
@@ -45,13 +48,16 @@ def wheel(name: str, version: str, body: str, module: str | None = None) -> tupl
 class PlantedIndex(LoopbackIndex):
     """`releases`: {name: {version: upload time (ISO 8601 UTC)}}; each release's module says its version.
     `modules`: {name: the module a project installs}, where that is not its name; `bodies`: code a
-    release's module holds besides its version (an API that one release has and the next lacks)."""
+    release's module holds besides its version (an API that one release has and the next lacks);
+    `requires`: {(name, version): its Requires-Dist} (a release that needs numpy < 2)."""
 
     def __init__(self, releases: dict[str, dict[str, str]], modules: dict[str, str] | None = None,
-                 bodies: dict[tuple[str, str], str] | None = None):
+                 bodies: dict[tuple[str, str], str] | None = None,
+                 requires: dict[tuple[str, str], list[str]] | None = None):
         self.files: dict[str, tuple[str, bytes, str]] = {}   # filename -> (project, bytes, uploaded)
         self.modules = modules or {}
         self.bodies = bodies or {}   # {(name, version): the module's code after its __version__}
+        self.requires = requires or {}   # {(name, version): Requires-Dist}
         self.served: collections.Counter = collections.Counter()  # filename -> times its file was fetched
         self.lies: dict[str, bytes] = {}  # filename -> bytes served instead of the file its page's hash names
         for name, versions in releases.items():
@@ -103,5 +109,5 @@ class PlantedIndex(LoopbackIndex):
         """One more release, served from the next request on, with whatever upload time it is given
         (an earlier one than the moment it appears, as a mirror catching up shows)."""
         body = f'__version__ = "{version}"\n' + self.bodies.get((name, version), "")
-        filename, data = wheel(name, version, body, self.modules.get(name))
+        filename, data = wheel(name, version, body, self.modules.get(name), self.requires.get((name, version), []))
         self.files[filename] = (name, data, uploaded)

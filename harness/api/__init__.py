@@ -36,13 +36,14 @@ from harness.api.operations import (
     run,
     submit,
 )
+from harness.api.upgrades import UpgradeReport, upgrade
 from harness.api.views import read_results
 from harness.errors import MatrixError, UserError
 from harness.investigate.bisect_search import BAD, GOOD, SKIP, Verdict
 from harness.results.result import Result
 
 __all__ = [
-    "BAD", "GOOD", "SKIP", "Bisection", "Judge", "Matrix", "MatrixError", "Result", "RunReport", "UserError",
-    "Verdict", "bisect", "board", "build", "diverge", "engine", "load_matrix", "matrix_from_dict", "read_results",
-    "reduce", "repro", "run", "submit",
+    "BAD", "GOOD", "SKIP", "Bisection", "Judge", "Matrix", "MatrixError", "Result", "RunReport", "UpgradeReport",
+    "UserError", "Verdict", "bisect", "board", "build", "diverge", "engine", "load_matrix", "matrix_from_dict",
+    "read_results", "reduce", "repro", "run", "submit", "upgrade",
 ]

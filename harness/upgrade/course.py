@@ -237,4 +237,5 @@ def _combined(m, base: dict, packages: list[dict], engine, results: Path, consol
     combined = [dataclasses.replace(c, environment=env, expect=None) for c in cells]
     verdict = frontier.judged(m, combined, engine, results, console, yardstick, criteria)
     return {"moved": moved, "holds": verdict.kind == GOOD, "why": verdict.why,
-            "cells": verdict.evidence.get("cells", [])}
+            "cells": verdict.evidence.get("cells", []),
+            **({} if verdict.kind == GOOD else {"kind": frontier.kind_of(verdict, False)})}

@@ -130,11 +130,13 @@ class Search:
         release, as its users met it): the joint move, judged as the release alone would be."""
         key = tuple(held)
         if key not in self.opened:
+            # left open, not dropped: the project needs them installed (numpy 2 moves with the TensorFlow
+            # beside it), at whichever release resolves with this one as of its upload
             drop = {canonicalize_name(n) for n in held}
             cells = [dataclasses.replace(c, environment=dataclasses.replace(
                 c.environment, name=f"{c.environment.name}-with-{'-'.join(canonicalize_name(n) for n in held)}",
-                packages=tuple(p for p in c.environment.packages
-                               if canonicalize_name(Requirement(p).name) not in drop)))
+                packages=tuple(Requirement(p).name if canonicalize_name(Requirement(p).name) in drop else p
+                               for p in c.environment.packages)))
                 for c in self.base_cells]
             self.opened[key] = ReleaseCells(cells, self.package, self.resolver, self.repeats, True,
                                             releases.CUTOFF_MARGIN_DAYS)

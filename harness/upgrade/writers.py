@@ -27,7 +27,7 @@ def commands(report: dict, args) -> dict:
         cmds = {"search": line}
         b = p.get("blocker") or {}
         mend = b.get("mend_release") or {}
-        if mend.get("newest"):
+        if mend.get("newest") and mend["newest"] != p["target"]:  # releases past the target to search
             cmds["mend"] = (f"python -m harness bisect {shlex.quote(matrix)} --package {p['package']} {cell} "
                             f"--old {p['target']} --new {mend['newest']} --results "
                             f"{shlex.quote(results)}" + (f" {engine}" if engine else ""))
@@ -43,7 +43,7 @@ def _cells(cells: list[str]) -> str:
     return ", ".join(f"`{c}`" for c in cells[:3]) + (f" (+{len(cells) - 3})" if len(cells) > 3 else "") or "none"
 
 
-def _actions(p: dict) -> list[str]:
+def actions(p: dict) -> list[str]:
     b = p["blocker"]
     out = []
     said = b.get("announced")
@@ -134,7 +134,7 @@ def markdown(report: dict) -> str:
             d = b["diverge"]
             lines.append(f"- diverge: {'the models part' if d['diverges'] else 'no divergence above the floor'} "
                          f"({d['folder']})")
-        lines += ["", "What you can do:", ""] + [f"- {a}" for a in _actions(p)]
+        lines += ["", "What you can do:", ""] + [f"- {a}" for a in actions(p)]
     lines += ["", "## Reproduce", "", "```sh"]
     for cmd in report["commands"].values():
         for line in ([cmd] if isinstance(cmd, str) else cmd.values()):

@@ -1,0 +1,167 @@
+"""What a verdict writes, from its one record only, so the comment, the JSON and the job summary
+never say different things: `verdict.json` (versioned: `SCHEMA`), `COMMENT.md` (the verdict in
+its first line, the evidence folded below, for a pull request), and -- where the CI provides
+one (`$GITHUB_STEP_SUMMARY`) -- the same Markdown appended to the job's summary.
+
+Every sentence names its cells or its file; the advice is upgrade's (`upgrade.writers.actions`),
+said once for both reports. The comment ends with a marker line, so an Action that posts it
+finds and updates its own comment instead of adding one per push."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from harness.verdict import BREAKS, CANNOT_INSTALL, CANNOT_JUDGE, CHANGES, NOTHING, SAFE
+
+MARKER = "<!-- harness-verdict -->"   # the Action finds its own comment by this line
+SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
+MEANING = {SAFE: "Same status, values within the base's spread",
+           BREAKS: "The status changed",
+           CHANGES: "A value moved past the base's spread",
+           CANNOT_INSTALL: "The head's pins do not install together",
+           CANNOT_JUDGE: "The base itself does not run here, so nothing is judged against it",
+           NOTHING: "The bump moves no pin up"}
+
+
+def _cells(cells: list[str]) -> str:
+    return ", ".join(f"`{c}`" for c in cells[:3]) + (f" (+{len(cells) - 3})" if len(cells) > 3 else "") or "none"
+
+
+def _cell(text: str, limit: int = 160) -> str:
+    """Text for one cell of a Markdown table: one line, no pipe, bounded."""
+    text = " ".join(str(text).split()).replace("|", "/")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _moves(record: dict) -> str:
+    up = record["moves"]["up"]
+    return ", ".join(f"{n} {a} -> {b}" for n, (a, b) in up.items()) or "no pin moved up"
+
+
+def _reader(said: dict | None) -> str:
+    if not said:
+        return "-"
+    v = said["verdict"]
+    if v == "same":
+        return f"loads, predicts the same ({said.get('way')})"
+    if v == "differs":
+        return f"loads, predicts differently by {said.get('max_abs_diff')} ({said.get('way')})"
+    if v == "refuses":
+        first = next(iter((said.get("errors") or {}).items()), ("", ""))
+        return f"refuses ({first[0]}: {first[1]})" if first[0] else "refuses"
+    return f"cannot know: {said.get('reason')}"
+
+
+def _joint(part: dict, j: dict) -> str:
+    """What the installer said of moving the pin that holds the bump back."""
+    if j["first"]:
+        return (f"{part['package']}=={part['to']} cannot be installed beside {j['package']}=={j['pinned']}; "
+                f"it installs beside {j['package']}=={j['first']}, the first {j['package']} after {j['pinned']} "
+                "that allows it: move both")
+    return (f"{part['package']}=={part['to']} cannot be installed beside {j['package']}=={j['pinned']}, nor beside "
+            f"any release of {j['package']} after it that was asked")
+
+
+def headline(record: dict) -> str:
+    """The first line: the verdict, what moved, and the worst part's reason."""
+    verdict = record["verdict"]
+    if verdict == NOTHING:
+        return f"Verdict: {NOTHING} -- {record.get('why') or MEANING[NOTHING].lower()}"
+    worst = next((p for p in record["parts"] if p["verdict"] == verdict), None)
+    worst_model = next((m for m in record.get("models", []) if m.get("verdict") == verdict), None)
+    if worst is not None:
+        reason = worst["why"]
+        if worst.get("first_bad") and worst["first_bad"] != worst.get("to"):
+            reason = f"first bad {worst['first_bad']}: {reason}"
+        if verdict == CANNOT_INSTALL and worst.get("joint"):
+            reason = "; ".join(_joint(worst, j) for j in worst["joint"])
+        if verdict == SAFE and (record.get("baseline") or {}).get("val_accuracy"):
+            acc = record["baseline"]["val_accuracy"]
+            reason += f", the base's {acc['median']:.3f} [{acc['min']:.3f}-{acc['max']:.3f}] over {acc['n']} run(s)"
+    elif worst_model is not None:
+        reason = f"the model file {worst_model['file']}: {_reader(worst_model['readers'].get('head'))}"
+    else:
+        reason = MEANING[verdict]
+    return _cell(f"Verdict: {verdict} -- {_moves(record)}: {reason}", 400)
+
+
+def markdown(record: dict) -> str:
+    """The comment: the verdict first, the evidence folded below."""
+    lines = [f"**{headline(record)}**", "",
+             f"{MEANING[record['verdict']]}. Base: {_side(record['base'])}; head: {_side(record['head'])}."]
+    if record.get("python_why"):
+        lines += ["", f"{record['python_why']}; {record['repeats']} run(s) of each side, "
+                      f"engine {record.get('engine')}."]
+    lines += ["", "<details><summary>The evidence</summary>", ""]
+    if record["parts"]:
+        lines += ["| package | from | to | verdict | first bad | why | cells |", "|---|---|---|---|---|---|---|"]
+        for p in record["parts"]:
+            lines.append(f"| {_cell(p['package'])} | {p.get('from', '-')} | {p.get('to', '-')} | {p['verdict']} | "
+                         f"{p.get('first_bad') or '-'} | {_cell(p['why'])} | {_cells(p['cells'])} |")
+    base = record.get("baseline") or {}
+    acc = base.get("val_accuracy")
+    if acc:
+        lines += ["", f"The base's spread: val_accuracy median {acc.get('median')} "
+                      f"[{acc.get('min')}, {acc.get('max')}] over {acc.get('n')} run(s) "
+                      f"(cells {_cells(base.get('cells', []))}); a change counts past "
+                      f"{base.get('accuracy_tolerance')}."]
+    for p in record["parts"]:
+        if p["verdict"] == SAFE or p.get("combined"):
+            continue
+        lines += ["", f"### {p['package']} {p.get('from')} -> {p.get('to')}: {p['verdict']}", ""]
+        if p.get("first_bad"):
+            lines.append(f"- first bad {p['first_bad']}, last good {p.get('last_good')}: {_cell(p['why'], 400)} "
+                         f"(cells {_cells(p['cells'])})")
+        for j in p.get("joint") or []:
+            tried = ", ".join(j["tried"][:6]) + (" ..." if len(j["tried"]) > 6 else "")
+            lines.append(f"- the joint move: {_joint(p, j)} (asked of pip: {tried or 'none'})"
+                         + ("" if j["first"] else f": {_cell(j['why'], 300)}"))
+        road = p.get("road") or {}
+        if road:
+            lines.append(f"- {road['setting']} at {road['at']}: {'mends it' if road['mends'] else 'does not mend it'} "
+                         f"(cells {_cells(road.get('cells', []))})")
+        if p.get("advice"):
+            lines += ["", "What you can do:", ""] + [f"- {a}" for a in p["advice"]]
+    files = record.get("models") or []
+    if files:
+        lines += ["", "### Model files the project keeps", "",
+                  "| file | base | head | head with tf-keras |", "|---|---|---|---|"]
+        for m in files:
+            if "readers" not in m:
+                lines.append(f"| `{m['file']}` | {_cell(m['note'], 200)} | | |")
+                continue
+            r = m["readers"]
+            lines.append(f"| `{m['file']}` | {_cell(_reader(r.get('base')))} | {_cell(_reader(r.get('head')))} | "
+                         f"{_cell(_reader(r.get('head-tf_keras')))} |")
+    up = record.get("upgrade") or {}
+    if up:
+        lines += ["", f"The search behind it: `{up['report']}` (matrix `{up['matrix']}`).", "", "```sh"]
+        for cmds in (up.get("commands") or {}).values():
+            lines += list(cmds.values())
+        lines.append("```")
+    lines += ["", f"{record.get('seconds', 0):.0f} s.", "", "</details>", "", MARKER]
+    return "\n".join(lines) + "\n"
+
+
+def _side(side: dict) -> str:
+    if side.get("revision"):
+        return f"`{side['path']}` at {side['asked']} ({side['revision'][:12]})"
+    return f"`{side['pins']}`"
+
+
+def write(record: dict, out: Path) -> list[Path]:
+    """verdict.json and COMMENT.md under `out`; the job summary where the CI names one."""
+    out.mkdir(parents=True, exist_ok=True)
+    js, md = out / "verdict.json", out / "COMMENT.md"
+    js.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    text = markdown(record)
+    md.write_text(text)
+    written = [md, js]
+    summary = os.environ.get(SUMMARY_VARIABLE)
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+        written.append(Path(summary))
+    return written
