@@ -151,6 +151,13 @@ def upgrade(session: nox.Session) -> None:
 
 
 @nox.session
+def verdict(session: nox.Session) -> None:
+    """What a dependency bump does to a project: -- PROJECT --base REV [--head REV] --script FILE."""
+    install(session, "runtime")
+    harness(session, "verdict", *session.posargs)
+
+
+@nox.session
 def atlas(session: nox.Session) -> None:
     """The compatibility atlas: run what is missing, then publish: -- [MATRICES] [atlas run's options]."""
     install(session, "runtime")

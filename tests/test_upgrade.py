@@ -92,6 +92,25 @@ def test_one_report_holds_a_break_its_mend_and_an_accuracy_shift(planted, first)
     assert second["packages"][0]["blocker"]["first_bad"] == "2.0"
 
 
+@QUICK
+def test_the_api_gives_the_same_answers_in_process(planted, first, monkeypatch):
+    """`api.upgrade`, the function the verdict builds on: the command line's answers as a value, from
+    the same finished cells (none run again), and bad input as the command line's one line."""
+    from harness import api
+
+    root, env = planted
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    got = api.upgrade(root / "proj", script="train.py", packages=["plantedmend==2.1", "plantedacc"],
+                      engine="venv", results=root / "r", out=root / "u-api", reduce=False)
+    assert got.exit_code == 1 and answers(got.report) == answers(first[1]), got.report
+    assert [p["ran"] for p in got.report["packages"]] == [0, 0]
+    assert got.packages["plantedmend"]["blocker"]["first_bad"] == "2.0" and got.markdown.is_file()
+    with pytest.raises(api.UserError, match="does not pin nothere"):
+        api.upgrade(root / "proj", script="train.py", packages=["nothere"], engine="venv", results=root / "r",
+                    out=root / "u-api")
+
+
 MATRIX = """\
 name: planted-stack
 environments:

@@ -18,7 +18,9 @@ from .planted_index import PlantedIndex
 
 QUICK = pytest.mark.quick
 
-API = "def legacy_total(xs):\n    return sum(xs)\n"
+API = ("import warnings\n\n\ndef legacy_total(xs):\n"
+       "    warnings.warn('legacy_total is deprecated and will be removed in 2.0; use total instead', "
+       "DeprecationWarning, stacklevel=2)\n    return sum(xs)\n")
 RELEASES = {
     "plantedmend": {"1.0": "2024-01-01T00:00:00Z", "2.0": "2024-03-01T00:00:00Z"},
     "plantedacc": {"1.0": "2024-01-05T00:00:00Z", "1.0.1": "2024-01-20T00:00:00Z", "1.1": "2024-02-05T00:00:00Z"},
@@ -105,6 +107,11 @@ def test_a_major_bump_that_drops_an_api_breaks_with_its_first_bad_release_and_er
     assert (part["package"], part["from"], part["to"], part["first_bad"]) == ("plantedmend", "1.0", "2.0", "2.0")
     assert "AttributeError" in part["why"] and "legacy_total" in part["why"], part
     assert any("plantedmend<2.0" in a for a in part["advice"]), part["advice"]
+    # announced by the run itself: 1.0 warned of the very name 2.0's error gives, and said what to use
+    said = part["announced"]
+    assert said["by"] == "the warning plantedmend 1.0 printed" and said["name"] == "legacy_total", said
+    assert "use total instead" in said["change"] and said["source"].startswith("stderr of cell "), said
+    assert not part["reduced"] or "script" not in part["reduced"], part["reduced"]   # no upstream draft
     comment = (out / "COMMENT.md").read_text().splitlines()
     assert comment[0].startswith("**Verdict: breaks") and "plantedmend 1.0 -> 2.0" in comment[0], comment[0]
     assert comment[-1] == "<!-- harness-verdict -->"   # the Action finds its own comment by it
@@ -186,3 +193,20 @@ def test_a_head_that_moves_a_pin_down_is_refused_in_one_line(repo):
     proc = harness("verdict", str(project), "--base", branches["patch"], "--head", "main", "--script", "train.py",
                    "--engine", "venv", "--results", str(root / "r-down"), "--out", str(root / "v-down"), env=planted)
     assert proc.returncode == 2 and "plantedacc down (1.0.1 -> 1.0)" in proc.stderr, proc.stderr
+
+
+@QUICK
+def test_two_pin_files_are_judged_as_two_revisions_are(repo, tmp_path):
+    """`--base-pins` and `--head-pins`: the same bump given as two files gets the same verdict."""
+    root, project, _, planted = repo
+    old, new = tmp_path / "old" / "requirements.txt", tmp_path / "requirements.txt"
+    old.parent.mkdir()
+    old.write_text(pins_text(PINS))
+    new.write_text(pins_text({**PINS, "plantedacc": "1.1"}))
+    out = root / "v-files"
+    proc = harness("verdict", str(project), "--base-pins", str(old), "--head-pins", str(new), "--script", "train.py",
+                   "--engine", "venv", "--results", str(root / "r"), "--out", str(out), "--no-reduce", env=planted)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    record = json.loads((out / "verdict.json").read_text())
+    assert record["verdict"] == "changes values" and record["base"]["revision"] is None, record
+    assert record["moves"]["up"] == {"plantedacc": ["1.0", "1.1"]}, record["moves"]

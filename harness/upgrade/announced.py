@@ -1,7 +1,11 @@
 """Was a break announced? A removal the project carried out on purpose -- a deprecation expired, an
 alias removed, an API replaced -- is not a bug: upstream closes a report of it, and the user's answer
-is the code change the project names. Two sources say so, and each answer names its source:
+is the code change the project names. Three sources say so, and each answer names its source:
 
+- the run itself: the warning the last good release printed for the very name the first bad
+  release's error names (`module 'x' has no attribute 'legacy_total'` after
+  `legacy_total is deprecated ...; use total`) -- it usually says what to use instead, and it holds
+  for a removal nobody here has heard of;
 - the project's release notes: `NOTES`, each one sentence of our own with the release that carried
   it out, the errors that show it, the change to make and where the project says so;
 - the error's own message, where it names the change as intended ("was a deprecated alias",
@@ -72,9 +76,46 @@ def _v(text: str) -> Version | None:
         return None
 
 
-def explain(package: str, last_good: str, first_bad: str, messages: list[str]) -> dict | None:
-    """How the projects announce the break between `last_good` and `first_bad`, from their notes or
-    the error's own words; None when neither does (a report upstream is then the advice)."""
+# A name an error quotes: `np.float`, 'legacy_total', "lr"
+_QUOTED = re.compile(r"[`'\"]([A-Za-z_][\w.]*)[`'\"]")
+# Names too common to tie a warning to an error
+_COMMON = {"self", "none", "true", "false", "object", "module", "str", "int", "float", "type", "the"}
+
+
+def names_in(messages: list[str], package: str) -> set[str]:
+    """The names the errors quote, and the last part of each dotted one, less the package's own."""
+    own = {canonicalize_name(package), package.replace("-", "_"), package.split("-")[0]}
+    found = set()
+    for message in messages:
+        for name in _QUOTED.findall(message or ""):
+            for part in {name, name.rsplit(".", 1)[-1]}:
+                if part not in own and part.lower() not in _COMMON and len(part) > 1:
+                    found.add(part)
+    return found
+
+
+def from_warnings(package: str, last_good: str, first_bad: str, messages: list[str],
+                  warnings: list[dict]) -> dict | None:
+    """The warning the last good release printed for a name the first bad release's error names."""
+    names = names_in(messages, package)
+    for w in warnings:
+        line = w["line"]
+        hit = next((n for n in sorted(names, key=len, reverse=True)
+                    if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", line)), None)
+        if hit:
+            return {"by": f"the warning {package} {last_good} printed", "release": first_bad, "name": hit,
+                    "says": line[:_CUT], "change": line[:_CUT],
+                    "source": f"stderr of cell {w['cell']}"}
+    return None
+
+
+def explain(package: str, last_good: str, first_bad: str, messages: list[str],
+            warnings: list[dict] = ()) -> dict | None:
+    """How the break between `last_good` and `first_bad` was announced: by the project's notes (with
+    the warning the last good release printed beside it, where it printed one), by that warning
+    alone -- for the name the error gives (`warnings`: {line, cell} of its cells' stderr) --, or by
+    the error's own words; None when none does (a report upstream is then the advice)."""
+    warned = from_warnings(package, last_good, first_bad, messages, list(warnings))
     lo, hi = _v(last_good), _v(first_bad)
     text = "\n".join(m for m in messages if m)
     for note in NOTES:
@@ -83,7 +124,9 @@ def explain(package: str, last_good: str, first_bad: str, messages: list[str]) -
             continue
         if lo < at <= hi and re.search(note.shows, text, re.I):
             return {"by": "release notes", "release": note.release, "says": note.says, "change": note.change,
-                    "source": note.source}
+                    "source": note.source, **({"warned": warned} if warned else {})}
+    if warned:
+        return warned
     said = _INTENDED.search(text)
     if said:
         sentence = said.group(0).strip()

@@ -206,8 +206,9 @@ def _evidence(args, search, answer, found, yardstick, out: Path, console: Consol
         got["nightly"] = evidence.nightly(search, found, console)
     if kind == frontier.BREAK:
         b = answer.blocker
+        got["error"] = search.first_error(b["first_bad"])
         got["announced"] = announced.explain(search.package, b["last_good"], b["first_bad"],
-                                             search.messages(b["first_bad"]))
+                                             search.messages(b["first_bad"]), search.warnings(b["last_good"]))
     if got.get("announced"):  # a change the project made on purpose: the code change, not a report
         got["reduced"] = {"problem": f"the change is announced ({got['announced']['by']}): upstream closes a "
                                      "report of it, so none is drafted"}

@@ -36,6 +36,11 @@ BREAK, VALUE, ACCURACY, SPEED, UNAVAILABLE = "break", "value", "accuracy", "spee
 # tell statuses apart; a release that differs from its reference in value alone is run again, both
 # sides, this many times, and the change claimed only when its runs lie outside the reference's.
 SPREAD_RUNS = 3
+# A cell's stderr line that warns of a change to come; the last lines of a log are read, at most
+WARNING_RE = re.compile(r"Warning\b|deprecat|will be removed|no longer be supported", re.I)
+WARNING_LINES = 2000
+# A signature's head, "import: ImportError at train.py:17 in <module>: ...": the error's family
+SIGNATURE_HEAD = re.compile(r"^\w+: (\S+ at \S+ in \S+): ")
 
 
 @dataclass
@@ -167,6 +172,37 @@ class Search:
                 if r.status != status.OK:
                     out.append((r.error or {}).get("message") or r.failure_text)
         return out
+
+    def warnings(self, version: str) -> list[dict]:
+        """What `version`'s cells warned of on their stderr (a deprecation, a removal to come): each
+        distinct warning line with the cell that printed it, for `announced` to match against the
+        name the next release's error gives."""
+        seen, out = set(), []
+        for rounds in self.rounds:
+            for r in rounds.results_of.get(version, []):
+                log = self.results / self.m.name / r.cell / "stderr.log"
+                try:
+                    lines = log.read_text(errors="replace").splitlines()[-WARNING_LINES:]
+                except OSError:
+                    continue
+                for line in lines:
+                    text = line.strip()
+                    if WARNING_RE.search(text) and text not in seen:
+                        seen.add(text)
+                        out.append({"line": text[:600], "cell": r.cell})
+        return out
+
+    def first_error(self, version: str) -> dict | None:
+        """The first failed cell of `version`, as a maintainer reads it: the error's family (its type,
+        file and line, from the signature), its own message unmasked, and the cell."""
+        for rounds in self.rounds:
+            for r in rounds.results_of.get(version, []):
+                if r.status != status.OK and r.error:
+                    family = SIGNATURE_HEAD.match(r.error.get("signature") or "")
+                    return {"status": r.status, "kind": r.error.get("kind"),
+                            "family": family.group(1) if family else None,
+                            "message": (r.error.get("message") or "")[:1000], "cell": r.cell}
+        return None
 
     def cost(self) -> tuple[int, int]:
         return (sum(r.runs["cells"] for r in self.rounds) + self.outside_rounds["cells"],

@@ -48,7 +48,11 @@ def actions(p: dict) -> list[str]:
     out = []
     said = b.get("announced")
     if said:  # a change made on purpose: the code change its project names, not a report upstream
-        out.append(f"change the code: {said['change']} -- {said['says']} (source: {said['by']}, {said['source']})")
+        words = said["change"] if said["change"] == said["says"] else f"{said['change']} -- {said['says']}"
+        out.append(f"change the code: {words} (source: {said['by']}, {said['source']})")
+        if said.get("warned"):
+            w = said["warned"]
+            out.append(f"{w['by']} for `{w['name']}`: {w['says']} ({w['source']})")
     out.append(f"pin `{p['package']}<{b['first_bad']}` (newest safe: {b['last_good']})"
                + (" until the code is changed" if said else ""))
     mend = b.get("mend_release") or {}

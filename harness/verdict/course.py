@@ -115,7 +115,7 @@ def package_part(p: dict, base: revisions.Side, python: str) -> dict:
         part.update(first_bad=b.get("first_bad"), last_good=b.get("last_good"),
                     advice=upgrade_writers.actions(p), announced=b.get("announced"),
                     road=b.get("mend_setting"), mend=b.get("mend_release"), reduced=b.get("reduced"),
-                    moved_with=b.get("moved_with"))
+                    moved_with=b.get("moved_with"), error=b.get("error"))
     if kind == CANNOT_INSTALL:
         others = dict(base.pins.pins)
         part["joint"] = [joint.first_that_installs((p["package"], p["target"]), (n, base.pins.pins[n]), others,
@@ -142,10 +142,10 @@ def run(req: Request, console: Console) -> tuple[dict, int]:
     if not isinstance(req.repeats, int) or not 1 <= req.repeats <= 100:
         raise UserError(f"--repeats expects a whole number from 1 to 100, got {req.repeats!r}")
     check_apart(req.out, "--out", [req.results])
+    started = time.monotonic()
+    base, head = sides(req)   # a revision or file that is not there is said before any folder is made
     check_writable(req.out, "--out")
     check_writable(req.results, "--results")
-    started = time.monotonic()
-    base, head = sides(req)
     moved = revisions.moves(base, head)
     if moved.down:
         raise UserError("the head moves " + ", ".join(f"{n} down ({a} -> {b})" for n, (a, b) in moved.down.items())
@@ -178,10 +178,10 @@ def run(req: Request, console: Console) -> tuple[dict, int]:
         files = models.found(req.project, [req.out, req.results])
         if files and installs and report.get("baseline"):
             console.rule("verdict: the model files")
-            record["models"] = models.checked(files, base.pins, head.pins, report["python"], req.engine,
+            record["models"] = models.checked(files, req.project, base.pins, head.pins, report["python"], req.engine,
                                               req.results, req.out, console)
         elif files:
-            record["models"] = [{"file": str(f), "kind": "model", "note": "not read: " + (
+            record["models"] = [{"file": str(f.relative_to(req.project)), "kind": "model", "note": "not read: " + (
                 "the head does not install" if not installs else "the base does not run here")} for f in files]
     kinds = [p["verdict"] for p in record["parts"]] + [m["verdict"] for m in record["models"] if "verdict" in m]
     record["verdict"] = worst(kinds)

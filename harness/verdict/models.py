@@ -90,7 +90,7 @@ def verdict_of(answer: dict, reader: str) -> dict:
     return said
 
 
-def checked(files: list[Path], base: Pins, head: Pins, python: str, engine: str, results: Path,
+def checked(files: list[Path], project: Path, base: Pins, head: Pins, python: str, engine: str, results: Path,
             out: Path, console) -> list[dict]:
     """Each file read on the base, the head (and the tf-keras road): one entry per file."""
     from harness import api  # deferred: the runner, when a file is checked
@@ -104,7 +104,7 @@ def checked(files: list[Path], base: Pins, head: Pins, python: str, engine: str,
     order = [e["name"] for e in envs]
     entries = []
     for i, model in enumerate(files):
-        rel = model
+        rel = model.relative_to(project)   # as the project names it
         if is_weights(model):
             entries.append({"file": str(rel), "kind": "weights",
                             "note": "not read alone: a weights file holds no architecture; the project's own "

@@ -72,7 +72,9 @@ def headline(record: dict) -> str:
     worst = next((p for p in record["parts"] if p["verdict"] == verdict), None)
     worst_model = next((m for m in record.get("models", []) if m.get("verdict") == verdict), None)
     if worst is not None:
-        reason = worst["why"]
+        error = worst.get("error") or {}
+        reason = (f"{error['family']}: {error['message']}" if error.get("family") and error.get("message")
+                  else worst["why"])
         if worst.get("first_bad") and worst["first_bad"] != worst.get("to"):
             reason = f"first bad {worst['first_bad']}: {reason}"
         if verdict == CANNOT_INSTALL and worst.get("joint"):
@@ -114,6 +116,10 @@ def markdown(record: dict) -> str:
         if p.get("first_bad"):
             lines.append(f"- first bad {p['first_bad']}, last good {p.get('last_good')}: {_cell(p['why'], 400)} "
                          f"(cells {_cells(p['cells'])})")
+        error = p.get("error") or {}
+        if error.get("message"):
+            lines.append(f"- the error, as {p['package']} {p.get('first_bad')} gives it ({error.get('family')}, cell "
+                         f"`{error.get('cell')}`): {_cell(error['message'], 600)}")
         for j in p.get("joint") or []:
             tried = ", ".join(j["tried"][:6]) + (" ..." if len(j["tried"]) > 6 else "")
             lines.append(f"- the joint move: {_joint(p, j)} (asked of pip: {tried or 'none'})"
