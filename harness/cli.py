@@ -1,5 +1,5 @@
 """Command line: ``python -m harness COMMAND ...`` (list, run, build, status, repro, report, bisect,
-diverge, reduce, watch, upgrade, verdict, atlas, portability).
+diverge, certify, reduce, watch, upgrade, verdict, atlas, portability).
 
 Errors a user can fix (a bad matrix, no engine) print one clear message and
 exit 2; Ctrl-C keeps every finished result and exits 130.
@@ -19,6 +19,7 @@ from harness.commands import (
     atlas,
     bisect,
     build,
+    certify,
     diverge,
     listing,
     portability,
@@ -37,8 +38,8 @@ from harness.terminal import shown
 
 # Each verb's module (`add`, `command`), in the order --help lists them
 VERBS = {"list": listing, "run": run, "status": status, "build": build, "repro": repro, "bisect": bisect,
-         "diverge": diverge, "reduce": reduce, "watch": watch, "report": report, "upgrade": upgrade, "verdict": verdict,
-         "atlas": atlas, "portability": portability}
+         "diverge": diverge, "certify": certify, "reduce": reduce, "watch": watch, "report": report,
+         "upgrade": upgrade, "verdict": verdict, "atlas": atlas, "portability": portability}
 
 
 def build_parser() -> argparse.ArgumentParser:
