@@ -118,3 +118,63 @@ def test_a_control_that_is_not_workload_control_key_is_one_line_and_exit_2(plant
                    "--results", str(planted / "r-bad"), "--out", str(planted / "c-bad"))
     assert proc.returncode == 2 and "--control" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, \
         proc.stderr
+
+
+BN_MATRIX = """\
+name: certify-bn
+environments:
+  - {name: tf215, python: "3.11", tensorflow: "2.15.1"}
+workloads:
+  - {name: bn, model: user, path: ./f, build: "bn:build", data: "bn:data"}
+  - {name: bn-frozen, model: user, path: ./f, build: "bn:frozen", data: "bn:data"}
+parallelism:
+  - {wrapper: none, devices: 1}
+  - {wrapper: mirrored, devices: 2}
+batch_sizes: [32]
+epochs: 2
+timeouts: {wall: 600, progress: 400}
+"""
+BN_FACTORY = """\
+import numpy as np
+import tensorflow as tf
+
+
+def build(trainable_bn=True, **params):
+    inputs = tf.keras.Input((8,))
+    x = tf.keras.layers.Dense(16, activation="relu", name="hidden")(inputs)
+    norm = tf.keras.layers.BatchNormalization(name="norm")
+    norm.trainable = trainable_bn     # frozen: it normalises with its moving statistics, in training too
+    x = norm(x)
+    outputs = tf.keras.layers.Dense(3, activation="softmax", name="out")(x)
+    return tf.keras.Model(inputs, outputs)
+
+
+def frozen(**params):
+    return build(trainable_bn=False)
+
+
+def data(**params):
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(320, 8)).astype("float32")
+    y = np.eye(3, dtype="float32")[(x[:, 0] > 0).astype(int) + (x[:, 1] > 1)]
+    return x, y
+"""
+
+
+@pytest.mark.tf
+def test_batchnorm_under_mirrored_strategy_differs_as_expected_and_its_frozen_control_agrees(tmp_path):
+    """tf.keras 2 (TensorFlow 2.15), MirroredStrategy on two virtual CPU devices: BatchNormalization
+    normalises each replica's half of the batch with that half's statistics, so the gradients part
+    from one device's; the same model with the layer frozen agrees -- the difference is named."""
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "bn.py").write_text(BN_FACTORY)
+    (tmp_path / "m.yaml").write_text(BN_MATRIX)
+    proc, record, _ = certify(tmp_path, "bn", "--control", "bn=bn-frozen:batchnorm")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    by = {p["workload"]: p for p in record["pairs"]}
+    bn = by["bn"]
+    assert bn["verdict"] == "differs as expected", bn
+    assert bn["expected"] == "BatchNormalization statistics per replica" and bn["control"]["agrees"], bn
+    assert bn["where"]["backward"] and not bn["where"]["forward"], bn["where"]   # training, not inference
+    assert by["bn-frozen"]["verdict"] == "equivalent", by["bn-frozen"]
+    assert all(p["wrapper"] == "mirrored" and p["devices"] == 2 for p in record["pairs"])
