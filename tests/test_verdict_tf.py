@@ -76,6 +76,8 @@ def test_a_bump_to_tf_2_16_breaks_with_the_keras_3_cause_the_tf_keras_road_and_t
     assert tf["announced"]["by"] == "release notes" and "TF_USE_LEGACY_KERAS" in tf["announced"]["change"], tf
     road = tf["road"]
     assert road["mends"] and road["cells"], road     # tf-keras behind tf.keras runs the Keras 2 script
+    # what the atlas already knows of TensorFlow 2.16 (its newest patch), each row with its link
+    assert tf["atlas"] and all(r["release"].startswith("2.16.") and r["link"].endswith(".md") for r in tf["atlas"])
     [model] = record["models"]
     assert model["file"] == "model.h5" and model["reference"] == "base", model
     readers = model["readers"]

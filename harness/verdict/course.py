@@ -37,6 +37,7 @@ from harness.verdict import (
     SCHEMA,
     WORST_FIRST,
     joint,
+    known,
     models,
     revisions,
     writers,
@@ -170,6 +171,9 @@ def run(req: Request, console: Console) -> tuple[dict, int]:
                   upgrade={"report": str(answer.markdown), "json": str(answer.json), "matrix": report["matrix"],
                            "commands": report.get("commands", {})}, engine=report.get("engine"))
     record["parts"] = [package_part(p, base, report["python"]) for p in report["packages"]]
+    for part in record["parts"]:
+        if not part.get("combined"):
+            part["atlas"] = known.rows_for(part["package"], part["to"])
     together = combined_part(report)
     if together and all(p["verdict"] == SAFE for p in record["parts"]):
         record["parts"].append(together)

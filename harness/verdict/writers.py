@@ -130,6 +130,7 @@ def markdown(record: dict) -> str:
                          f"(cells {_cells(road.get('cells', []))})")
         if p.get("advice"):
             lines += ["", "What you can do:", ""] + [f"- {a}" for a in p["advice"]]
+        lines += _atlas(p)
     files = record.get("models") or []
     if files:
         lines += ["", "### Model files the project keeps", "",
@@ -149,6 +150,18 @@ def markdown(record: dict) -> str:
         lines.append("```")
     lines += ["", f"{record.get('seconds', 0):.0f} s.", "", "</details>", "", MARKER]
     return "\n".join(lines) + "\n"
+
+
+def _atlas(part: dict) -> list[str]:
+    """What the atlas already knows of the release's minor: its rows, and the changes into them."""
+    rows = part.get("atlas") or []
+    if not rows:
+        return []
+    out = ["", f"What the atlas knows of {part['package']} {part['to']}'s minor, on the seeds' models:", ""]
+    for r in rows:
+        said = "; ".join(f"{c['kind']}: {_cell(c['detail'], 200)}" for c in r["changes"][:3]) or "no change into it"
+        out.append(f"- [{r['row']}]({r['link']}) ({r['release']}): {said}")
+    return out
 
 
 def _side(side: dict) -> str:
