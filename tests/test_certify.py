@@ -1,7 +1,8 @@
 """`harness certify`: one device against N on Keras 3 + JAX, two virtual CPU devices, real
 virtualenvs and processes. A plain model is equivalent within the floor; a planted per-replica bug
 -- a layer that scales its output when the model is distributed -- is found at its layer, forward;
-the wrapper trap that scales every gradient by the device count is found as a scale; a model that
+the wrapper trap that scales every gradient by the device count is found as a scale; a loss that
+turns NaN on two devices is a finding of its own; a model that
 differs and names a control which agrees differs as expected, named; a model that differs with a
 control that differs too stays "differs"."""
 
@@ -21,6 +22,7 @@ workloads:
   - {name: plain, model: user, path: ./f, build: "factory:build", data: "factory:data"}
   - {name: planted, model: user, path: ./f, build: "factory:planted", data: "factory:data"}
   - {name: trap, model: user, path: ./f, build: "factory:build", data: "factory:data", trap: loss_times_devices}
+  - {name: nan, model: user, path: ./f, build: "factory:poisoned", data: "factory:data"}
 parallelism:
   - {wrapper: none, devices: 1}
   - {wrapper: data_parallel, devices: 2}
@@ -55,6 +57,21 @@ def planted(**params):
     return keras.Model(inputs, outputs)
 
 
+class Poisoned(keras.layers.Layer):
+    \"\"\"A NaN that appears only when the model is distributed (as NaN metrics under a strategy do).\"\"\"
+
+    def call(self, x):
+        return x * (float("nan") if keras.distribution.distribution() is not None else 1.0)
+
+
+def poisoned(**params):
+    inputs = keras.Input((8,))
+    x = keras.layers.Dense(16, activation="relu", name="hidden")(inputs)
+    x = Poisoned(name="poisoned")(x)
+    outputs = keras.layers.Dense(3, activation="softmax", name="out")(x)
+    return keras.Model(inputs, outputs)
+
+
 def data(**params):
     rng = np.random.RandomState(0)
     x = rng.normal(size=(320, 8)).astype("float32")  # 256 training rows: whole batches of 32
@@ -85,12 +102,15 @@ def test_one_against_two_devices_equivalent_a_planted_bug_at_its_layer_and_a_gra
     proc, record, out = certify(planted, "all")
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-3000:]   # something differs
     by = {p["workload"]: p for p in record["pairs"]}
-    assert set(by) == {"plain", "planted", "trap"}, by
+    assert set(by) == {"plain", "planted", "trap", "nan"}, by
     assert by["plain"]["verdict"] == "equivalent", by["plain"]
     bug = by["planted"]
     assert bug["verdict"] == "differs" and bug["where"]["forward"]["layer"] == "scaled", bug   # at its layer
     trap = by["trap"]
     assert trap["verdict"] == "differs" and trap["where"]["scale"] == pytest.approx(2.0, rel=1e-3), trap
+    nan = by["nan"]   # a loss that is no number on two devices: a finding of its own, whatever the verdict
+    assert nan["finding"].startswith("metric out of range: many") and "nan" in nan["finding"], nan
+    assert "finding" not in by["plain"] and not nan["ranges"]["one"], (by["plain"], nan)
     assert all(p["devices"] == 2 and p["wrapper"] == "data_parallel" for p in record["pairs"])
     md = (out / "CERTIFICATE.md").read_text()
     assert "| jax | plain | 1 cpu | data_parallel | 2 cpu | equivalent |" in md, md

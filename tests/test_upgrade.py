@@ -97,10 +97,12 @@ def test_the_api_gives_the_same_answers_in_process(planted, first, monkeypatch):
     """`api.upgrade`, the function the verdict builds on: the command line's answers as a value, from
     the same finished cells (none run again), and bad input as the command line's one line."""
     from harness import api
+    from harness.index import pipsettings
 
     root, env = planted
     for key, value in env.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setattr(pipsettings, "_settings", None)   # read once per process: read again with this index
     got = api.upgrade(root / "proj", script="train.py", packages=["plantedmend==2.1", "plantedacc"],
                       engine="venv", results=root / "r", out=root / "u-api", reduce=False)
     assert got.exit_code == 1 and answers(got.report) == answers(first[1]), got.report

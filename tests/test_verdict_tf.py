@@ -7,7 +7,7 @@ TensorFlow in real virtualenvs from PyPI:
   verdict on the base, the head and the head with tf-keras;
 - numpy 1.26.3 -> 1.26.4 (a patch) is safe, with the base's spread;
 - numpy 1.26.4 -> 2.0.2 cannot install beside tensorflow 2.15.1, and the joint move is the first
-  TensorFlow whose requirements allow it (2.18.0), asked of pip."""
+  TensorFlow whose requirements allow it (2.18.0), asked of the installer."""
 
 from __future__ import annotations
 

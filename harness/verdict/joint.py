@@ -3,10 +3,11 @@
 which release, first?
 
 Asked of the installer itself, not of a table: for each release of the pin that holds it back,
-oldest first, `pip install --dry-run` of the bumped release beside it and the project's other
-pins, on the project's Python. The first that resolves is the joint move. pip reads the user's
-own index settings (PIP_INDEX_URL, pip.conf, the CA bundle), so the answer is for the index the
-project installs from. Nothing is installed: a dry run only reads the releases' metadata."""
+oldest first, a resolution of the bumped release beside it and the project's other pins, for the
+project's Python -- by uv's resolver (`uv pip compile`), the installer every environment of the
+harness is built with, on the index the user's pip settings name (PIP_INDEX_URL, pip.conf, the
+CA bundle: environments/installer.py). The first that resolves is the joint move. Nothing is
+installed, and no interpreter of that Python is needed: a resolution only reads metadata."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
 
-from harness.environments import interpreters
+from harness.environments import installer
 from harness.index import releases
+from harness.index.pipsettings import pip_settings
 from harness.upgrade.plan import COMPANIONS
 
 MAX_TRIED = 24        # releases of the holding pin asked about, at most: a bound on the installer's time
@@ -37,10 +39,11 @@ class Joint:
 
 
 def dry_run(python: str, requirements: list[str]) -> tuple[bool, str]:
-    """Does pip of `python` resolve these requirements together? (yes/no, its reason)."""
-    proc = subprocess.run([python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                           "--disable-pip-version-check", "--no-input", *requirements],
-                          capture_output=True, text=True, timeout=TIMEOUT)
+    """Do these requirements resolve together for Python `python` (X.Y)? (yes/no, the resolver's reason)."""
+    proc = subprocess.run([installer.uv(), "pip", "compile", "-", "--quiet", "--no-header", "--python-version",
+                           python, "--no-config", "--index-url", pip_settings().index],
+                          input="\n".join(requirements) + "\n", capture_output=True, text=True, timeout=TIMEOUT,
+                          env=installer.variables())
     tail = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
     return proc.returncode == 0, " ".join(tail[-6:])[:800]
 
@@ -50,9 +53,6 @@ def first_that_installs(bumped: tuple[str, str], holding: tuple[str, str], other
     """`holding`'s first release after its pin with which `bumped` installs, beside `others`
     (the project's other pins, the holding pin's companions left to resolve with it)."""
     name, pinned = holding
-    found = interpreters.find(python)
-    if not found:
-        return Joint(name, pinned, None, [], f"no Python {python} interpreter on this host to ask pip with")
     drop = {canonicalize_name(name), canonicalize_name(bumped[0]),
             *(canonicalize_name(c) for c in COMPANIONS.get(canonicalize_name(name), ()))}
     rest = [f"{n}=={v}" for n, v in others.items() if canonicalize_name(n) not in drop]
@@ -63,7 +63,7 @@ def first_that_installs(bumped: tuple[str, str], holding: tuple[str, str], other
     tried, why = [], ""
     for version in listed[:MAX_TRIED]:
         tried.append(version)
-        ok, said = dry_run(found[0], [f"{bumped[0]}=={bumped[1]}", f"{name}=={version}", *rest])
+        ok, said = dry_run(python, [f"{bumped[0]}=={bumped[1]}", f"{name}=={version}", *rest])
         if ok:
             return Joint(name, pinned, version, tried, why)
         why = said

@@ -122,7 +122,7 @@ def markdown(record: dict) -> str:
                          f"`{error.get('cell')}`): {_cell(error['message'], 600)}")
         for j in p.get("joint") or []:
             tried = ", ".join(j["tried"][:6]) + (" ..." if len(j["tried"]) > 6 else "")
-            lines.append(f"- the joint move: {_joint(p, j)} (asked of pip: {tried or 'none'})"
+            lines.append(f"- the joint move: {_joint(p, j)} (asked of the installer: {tried or 'none'})"
                          + ("" if j["first"] else f": {_cell(j['why'], 300)}"))
         road = p.get("road") or {}
         if road:
