@@ -135,7 +135,13 @@ def containers_under(client, folder: Path | None = None, *, pid: int | None = No
     process id `pid` started (an engine the test made in its own process)."""
     root = os.path.realpath(folder) if folder is not None else None
     found = []
-    for container in client.containers.list(all=all, filters={"label": label}):
+    import docker.errors  # the client's own errors: docker is imported where a test has a client
+
+    for listed in client.containers.list(all=all, filters={"label": label}, sparse=True):
+        try:   # inspected one by one: another test's container removed since the list is no leftover of this one
+            container = client.containers.get(listed.id)
+        except docker.errors.NotFound:
+            continue
         if pid is not None and (container.labels or {}).get("tfkeras-harness.pid") == str(pid):
             found.append(container)
             continue
