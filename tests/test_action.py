@@ -22,7 +22,7 @@ import yaml
 from . import action_runner
 from .conftest import ROOT
 from .planted_index import PlantedIndex
-from .test_verdict import BODIES, PINS, RELEASES, REQUIRES, SCRIPT, bump, git, pins_text
+from .test_verdict import BODIES, RELEASES, REQUIRES, bump, git, planted_project
 
 TOOLS = ROOT / "tests" / "tools"
 HOWTO = ROOT / "docs" / "how-to" / "dependency-bump.md"
@@ -162,12 +162,7 @@ def pull_request_event(repo_name: str, number: int, base_sha: str, head_sha: str
 @pytest.mark.quick
 def test_the_actions_steps_run_in_order_on_a_dependabot_pull_request(tmp_path):
     project = tmp_path / "proj"
-    project.mkdir()
-    git(project, "init", "-q", "-b", "main")
-    (project / "train.py").write_text(SCRIPT)
-    (project / "requirements.txt").write_text(pins_text(PINS))
-    git(project, "add", ".")
-    git(project, "commit", "-q", "-m", "a project")
+    planted_project(project)
     branch = bump(project, "plantedmend", "1.0", "2.0", "semver-major")
     git(project, "checkout", "-q", branch)   # the checkout a pull_request job makes: the head
     base_sha, head_sha = git(project, "rev-parse", "main"), git(project, "rev-parse", "HEAD")

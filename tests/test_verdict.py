@@ -56,30 +56,36 @@ def pins_text(pins: dict) -> str:
     return "# the project's pins\n" + "".join(f"{n}=={v}\n" for n, v in pins.items())
 
 
-def bump(repo, name: str, old: str, new: str, kind: str) -> str:
-    """A branch from main with one commit as Dependabot writes it; returns the branch."""
+def bump(repo, name: str, old: str, new: str, kind: str, start: str = "main") -> str:
+    """A branch from `start` with one commit as Dependabot writes it (its branch name, its message
+    and YAML trailer); returns the branch, `start` checked out again."""
     branch = f"dependabot/pip/{name}-{new}"
-    git(repo, "checkout", "-q", "-b", branch, "main")
+    git(repo, "checkout", "-q", "-b", branch, start)
     req = repo / "requirements.txt"
     req.write_text(req.read_text().replace(f"{name}=={old}", f"{name}=={new}"))
     git(repo, "commit", "-q", "-am", f"Bump {name} from {old} to {new}\n\n"
-        f"Bumps [{name}](https://example.org/{name}) from {old} to {new}.\n\n---\nupdated-dependencies:\n"
+        f"Bumps [{name}](https://pypi.org/project/{name}) from {old} to {new}.\n\n---\nupdated-dependencies:\n"
         f"- dependency-name: {name}\n  dependency-type: direct:production\n  update-type: version-update:{kind}\n"
         "...\n\nSigned-off-by: dependabot[bot] <support@github.com>")
-    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", start)
     return branch
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("verdict")
-    project = root / "proj"
+def planted_project(project) -> None:
+    """The planted project as a git repository: its script and pins, committed on main."""
     project.mkdir()
     git(project, "init", "-q", "-b", "main")
     (project / "train.py").write_text(SCRIPT)
     (project / "requirements.txt").write_text(pins_text(PINS))
     git(project, "add", ".")
     git(project, "commit", "-q", "-m", "a project")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("verdict")
+    project = root / "proj"
+    planted_project(project)
     branches = {"major": bump(project, "plantedmend", "1.0", "2.0", "semver-major"),
                 "patch": bump(project, "plantedacc", "1.0", "1.0.1", "semver-patch"),
                 "minor": bump(project, "plantedacc", "1.0", "1.1", "semver-minor"),

@@ -17,24 +17,11 @@ import shutil
 import pytest
 
 from .conftest import ROOT, harness
-from .test_verdict import git
+from .test_verdict import bump, git
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 EXAMPLE = ROOT / "examples" / "bump-tf215"
-
-
-def bump_commit(project, name: str, old: str, new: str, kind: str, start: str = "main") -> str:
-    branch = f"dependabot/pip/{name}-{new}"
-    git(project, "checkout", "-q", "-b", branch, start)
-    req = project / "requirements.txt"
-    req.write_text(req.read_text().replace(f"{name}=={old}", f"{name}=={new}"))
-    git(project, "commit", "-q", "-am", f"Bump {name} from {old} to {new}\n\nBumps [{name}](https://pypi.org/"
-        f"project/{name}) from {old} to {new}.\n\n---\nupdated-dependencies:\n- dependency-name: {name}\n"
-        f"  dependency-type: direct:production\n  update-type: version-update:{kind}\n...\n\n"
-        "Signed-off-by: dependabot[bot] <support@github.com>")
-    git(project, "checkout", "-q", start)
-    return branch
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +52,7 @@ def judged(project, base: str, head: str, name: str):
 
 def test_a_bump_to_tf_2_16_breaks_with_the_keras_3_cause_the_tf_keras_road_and_the_model_file(project):
     _, proj = project
-    head = bump_commit(proj, "tensorflow", "2.15.1", "2.16.1", "semver-minor")
+    head = bump(proj, "tensorflow", "2.15.1", "2.16.1", "semver-minor")
     proc, record, comment = judged(project, "main", head, "tf")
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-3000:]
     assert record["verdict"] == "breaks", record
@@ -90,7 +77,7 @@ def test_a_bump_to_tf_2_16_breaks_with_the_keras_3_cause_the_tf_keras_road_and_t
 
 def test_a_patch_bump_of_numpy_is_safe_with_the_base_spread(project):
     _, proj = project
-    head = bump_commit(proj, "numpy", "1.26.3", "1.26.4", "semver-patch", start="numpy-1.26.3")
+    head = bump(proj, "numpy", "1.26.3", "1.26.4", "semver-patch", start="numpy-1.26.3")
     proc, record, comment = judged(project, "numpy-1.26.3", head, "patch")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     assert record["verdict"] == "safe", record
@@ -103,7 +90,7 @@ def test_a_patch_bump_of_numpy_is_safe_with_the_base_spread(project):
 
 def test_numpy_2_beside_tf_2_15_cannot_install_and_names_the_joint_move(project):
     _, proj = project
-    head = bump_commit(proj, "numpy", "1.26.4", "2.0.2", "semver-major")
+    head = bump(proj, "numpy", "1.26.4", "2.0.2", "semver-major")
     proc, record, comment = judged(project, "main", head, "numpy2")
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-3000:]
     assert record["verdict"] == "cannot install", record

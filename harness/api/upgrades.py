@@ -24,9 +24,6 @@ from harness.errors import UserError
 
 __all__ = ["UpgradeReport", "upgrade"]
 
-DEFAULT_BUDGET = 120.0   # reduce: each candidate's time, as the verb's --budget
-
-
 @dataclass
 class UpgradeReport:
     """What an upgrade left: the report (``upgrade.json``'s content), where it was written, and
@@ -47,7 +44,7 @@ def upgrade(project: str | Path | None = None, *, script: str | None = None, scr
             matrix: str | Path | None = None, cell: str | None = None, packages: Iterable[str] = (),
             python_version: str | None = None, repeats: int | None = None, accuracy_drop: float | None = None,
             speed_drop: float | None = None, nightly: bool = False, reduce: bool = True, diverge: bool = True,
-            budget: float = DEFAULT_BUDGET, unconfined: bool = False, results: str | Path = "results",
+            budget: float | None = None, unconfined: bool = False, results: str | Path = "results",
             out: str | Path = "upgrade", offline: bool = False, engine: str = "auto",
             pythons: dict[str, str] | None = None, ca_bundle: str | None = None,
             console: Console | None = None) -> UpgradeReport:
@@ -55,6 +52,7 @@ def upgrade(project: str | Path | None = None, *, script: str | None = None, scr
     `packages` name (``NAME`` for its newest, ``NAME==VERSION`` for that one; default: the ML stack
     it pins) on its script or model factory; bisect each to the newest release that holds; gather
     each blocker's evidence; try the combined stack. Writes UPGRADE.md and upgrade.json under `out`."""
+    from harness.investigate.reduce import DEFAULT_BUDGET  # deferred with the course: reduce's own default
     from harness.upgrade import course  # deferred: the course loads the index, the runner and the search
 
     if engine not in CHOICES:
@@ -68,7 +66,8 @@ def upgrade(project: str | Path | None = None, *, script: str | None = None, scr
         script=script, args=list(script_args) or None, factory=factory, data=data,
         matrix=None if matrix is None else str(matrix), cell=cell, package=packages, python_version=python_version,
         repeats=repeats, accuracy_drop=accuracy_drop, speed_drop=speed_drop, nightly=nightly, no_reduce=not reduce,
-        no_diverge=not diverge, budget=budget, unconfined=unconfined, results=str(results), out=str(out),
+        no_diverge=not diverge, budget=DEFAULT_BUDGET if budget is None else budget, unconfined=unconfined,
+        results=str(results), out=str(out),
         offline=offline, engine=engine, python=[f"{v}={p}" for v, p in (pythons or {}).items()], ca_bundle=ca_bundle)
     with _outputs(results=results, out=out):
         code = course.run(args, console or quiet())

@@ -9,11 +9,9 @@ import json
 from pathlib import Path
 
 from harness.certify import EXPECTED
+from harness.files.markdown import table_cell
 
-
-def _cell(text) -> str:
-    text = " ".join(str(text).split()).replace("|", "/")
-    return text if len(text) <= 200 else text[:197] + "..."
+WIDE = 200   # a table cell's characters: where two sides part takes a sentence
 
 
 def lines(record: dict) -> list[str]:
@@ -37,7 +35,8 @@ def markdown(record: dict) -> str:
         said = p["verdict"] + (f": {p['expected']}" if p["verdict"] == EXPECTED else "")
         rows.append(f"| {p['stack']} | {p['workload']} | 1 {p['one_kind']} | {p['wrapper']} | "
                     f"{p['devices']} {p['device_kind']} | "
-                    f"{_cell(said)} | {_cell(p.get('why', ''))} | {_cell(p.get('finding', ''))} |")
+                    f"{table_cell(said, WIDE)} | {table_cell(p.get('why', ''), WIDE)} | "
+                    f"{table_cell(p.get('finding', ''), WIDE)} |")
     for p in record["pairs"]:
         rows += ["", f"## {p['one']} against {p['many']}", "", f"- verdict: {p['verdict']}",
                  f"- {p.get('why', '')}"]

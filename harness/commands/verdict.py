@@ -13,6 +13,7 @@ from rich.console import Console
 from harness.options.engine import add_engine_args, pythons
 from harness.options.shared import add_out, add_results
 from harness.options.types import whole
+from harness.verdict import DEFAULT_REPEATS
 
 
 def add(sub) -> None:
@@ -34,8 +35,8 @@ def add(sub) -> None:
     p.add_argument("--args", nargs="*", metavar="ARG", help="the script's arguments")
     p.add_argument("--factory", metavar="MODULE:FUNCTION", help="instead of --script: the model factory")
     p.add_argument("--data", metavar="MODULE:FUNCTION", help="with --factory: the data")
-    p.add_argument("--repeats", type=whole(1, 100), default=3, metavar="R",
-                   help="runs of each side: values are judged against the base's spread (default 3)")
+    p.add_argument("--repeats", type=whole(1, 100), default=DEFAULT_REPEATS, metavar="R",
+                   help=f"runs of each side: values are judged against the base's spread (default {DEFAULT_REPEATS})")
     p.add_argument("--python-version", metavar="X.Y",
                    help="the project's Python (default: the newest that every pinned release has files for)")
     p.add_argument("--accuracy-drop", type=float, metavar="X",

@@ -125,10 +125,7 @@ class Search:
     def held_back(self, why: str) -> list[str]:
         """The project's own pins that an installer names as what a release cannot be installed
         beside (numpy==1.23.5 for a TensorFlow that needs numpy>=1.26): they move with it."""
-        pinned = {canonicalize_name(Requirement(p).name): Requirement(p).name
-                  for p in self.base_cells[0].environment.packages}
-        named = {canonicalize_name(n) for n in re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*)==", why)}
-        return sorted(pinned[n] for n in named & set(pinned) if n != canonicalize_name(self.package))
+        return pins_named(why, [Requirement(p).name for p in self.base_cells[0].environment.packages], self.package)
 
     def moved_with(self, version: str, held: list[str], good: dict | None) -> Verdict:
         """`version` with the pins it cannot be installed beside left to resolve with it (as of its
@@ -207,6 +204,14 @@ class Search:
     def cost(self) -> tuple[int, int]:
         return (sum(r.runs["cells"] for r in self.rounds) + self.outside_rounds["cells"],
                 sum(r.runs["ran"] for r in self.rounds) + self.outside_rounds["ran"])
+
+
+def pins_named(why: str, pinned: list[str], package: str) -> list[str]:
+    """Of the names `pinned`, those an installer's reason names as pinned (``NAME==``), other than
+    `package` itself: what a release cannot be installed beside."""
+    by_key = {canonicalize_name(n): n for n in pinned}
+    named = {canonicalize_name(n) for n in re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*)==", why)}
+    return sorted(by_key[n] for n in named & set(by_key) if n != canonicalize_name(package))
 
 
 def _resolved(got: dict, names: list[str]) -> dict[str, str]:

@@ -10,6 +10,8 @@ import json
 import shlex
 from pathlib import Path
 
+from harness.files.markdown import cell_ids
+
 
 def commands(report: dict, args) -> dict:
     """The command lines that reproduce each answer (the same matrix, so the same cells)."""
@@ -39,10 +41,6 @@ def commands(report: dict, args) -> dict:
     return out
 
 
-def _cells(cells: list[str]) -> str:
-    return ", ".join(f"`{c}`" for c in cells[:3]) + (f" (+{len(cells) - 3})" if len(cells) > 3 else "") or "none"
-
-
 def actions(p: dict) -> list[str]:
     b = p["blocker"]
     out = []
@@ -58,15 +56,15 @@ def actions(p: dict) -> list[str]:
     mend = b.get("mend_release") or {}
     if mend.get("found"):
         out.append(f"move to `{p['package']}=={mend['first_good']}`, the first release that mends it "
-                   f"(cells {_cells(mend['cells'])})")
+                   f"(cells {cell_ids(mend['cells'])})")
     setting = b.get("mend_setting") or {}
     if setting.get("mends"):
         values = setting.get("values")
         kept = ("" if not values else
                 f"; the values: {'the same within their spread' if values['kept'] else 'they differ'} -- "
-                f"{values['why'][:200]} (cells {_cells(values['cells'])})")
+                f"{values['why'][:200]} (cells {cell_ids(values['cells'])})")
         out.append(f"move to `{p['package']}=={setting['at']}` with {setting['setting']}: it ends as the "
-                   f"baseline does (cells {_cells(setting['cells'])}){kept}")
+                   f"baseline does (cells {cell_ids(setting['cells'])}){kept}")
     red = b.get("reduced") or {}
     if red.get("script"):
         out.append(f"report it upstream: the reduced script `{red['script']}` "
@@ -77,7 +75,7 @@ def actions(p: dict) -> list[str]:
 def markdown(report: dict) -> str:
     start = report.get("from")
     origin = (f"Matrix `{start['matrix']}`, cell `{start['cell']}` (environment `{start['environment']}`: "
-              f"{_cells(start['cells'])})" if start else
+              f"{cell_ids(start['cells'])})" if start else
               f"Project `{report['project']}`, pins from `{report['pins']}`")
     lines = ["# Upgrade report", "",
              f"{origin}, {report.get('python_why') or 'Python ' + report['python']}, "
@@ -85,7 +83,7 @@ def markdown(report: dict) -> str:
              f"results in `{report['results']}`.", ""]
     base = report.get("baseline")
     if base:
-        lines += [f"Baseline: {base['status']} (cells {_cells(base['cells'])}); an accuracy change counts past "
+        lines += [f"Baseline: {base['status']} (cells {cell_ids(base['cells'])}); an accuracy change counts past "
                   f"{base['accuracy_tolerance']:g}.", ""]
     else:
         lines += ["Baseline: it does not run here, so nothing below is judged against it.", ""]
@@ -104,14 +102,14 @@ def markdown(report: dict) -> str:
     else:
         moved = ", ".join(f"{k}=={v}" for k, v in c["moved"].items())
         lines.append(f"{moved}: {'holds' if c['holds'] else 'does **not** hold'} -- {c['why']} "
-                     f"(cells {_cells(c.get('cells', []))})")
+                     f"(cells {cell_ids(c.get('cells', []))})")
     for p in report["packages"]:
         b = p.get("blocker")
         if not b:
             continue
         lines += ["", f"## {p['package']}: {b['kind']} at {b['first_bad']}", "",
-                  f"- first bad {b['first_bad']}: {b['why'][:300]} (cells {_cells(b['cells'])})",
-                  f"- last good {b['last_good']} (cells {_cells(b['good_cells'])})"]
+                  f"- first bad {b['first_bad']}: {b['why'][:300]} (cells {cell_ids(b['cells'])})",
+                  f"- last good {b['last_good']} (cells {cell_ids(b['good_cells'])})"]
         night = b.get("nightly") or {}
         if night.get("first_bad") or night.get("first_good"):
             lines.append(f"- first bad night: {night['nightly']} {night['first_bad']} (last good night "
@@ -123,14 +121,14 @@ def markdown(report: dict) -> str:
             lines.append(f"- {p['package']} {b['first_bad']} cannot be installed beside the pinned "
                          f"{', '.join(moved['with'])}: it was tried with them moved too "
                          f"({', '.join(f'{k} {v}' for k, v in moved['resolved'].items()) or 'as resolved'}; "
-                         f"cells {_cells(moved['cells'])})")
+                         f"cells {cell_ids(moved['cells'])})")
         mend = b.get("mend_release")
         if mend and not mend.get("found"):
-            lines.append(f"- no release up to {mend['newest']} mends it (cells {_cells(mend['cells'])})")
+            lines.append(f"- no release up to {mend['newest']} mends it (cells {cell_ids(mend['cells'])})")
         setting = b.get("mend_setting")
         if setting and not setting["mends"]:
             lines.append(f"- {setting['setting']} at {setting['at']} does not mend it: {setting['why'][:200]} "
-                         f"(cells {_cells(setting['cells'])})")
+                         f"(cells {cell_ids(setting['cells'])})")
         for key in ("reduced", "diverge"):
             if (b.get(key) or {}).get("problem"):
                 lines.append(f"- no {key}: {b[key]['problem']}")

@@ -23,3 +23,4 @@ NOTHING = "nothing to judge"       # the bump moves no pin up
 # The order a verdict takes its headline in: the worst part of the answer
 WORST_FIRST = (CANNOT_INSTALL, BREAKS, CANNOT_JUDGE, CHANGES, SAFE, NOTHING)
 SCHEMA = "harness-verdict/1"       # verdict.json's version: a tool reading it checks this first
+DEFAULT_REPEATS = 3                # runs of each side: a value is judged against the base's own spread

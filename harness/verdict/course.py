@@ -12,7 +12,6 @@ Exit 0: safe (or nothing to judge); 1: breaks, changes values, cannot install, c
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from harness.verdict import (
     CANNOT_INSTALL,
     CANNOT_JUDGE,
     CHANGES,
+    DEFAULT_REPEATS,
     NOTHING,
     SAFE,
     SCHEMA,
@@ -43,10 +43,8 @@ from harness.verdict import (
     writers,
 )
 
-DEFAULT_REPEATS = 3   # runs of each side: a value is judged against the base's own spread, never one run
 KINDS = {frontier.BREAK: BREAKS, frontier.UNAVAILABLE: CANNOT_INSTALL, frontier.VALUE: CHANGES,
          frontier.ACCURACY: CHANGES, frontier.SPEED: CHANGES}
-PIN_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==|\(==)")
 
 
 @dataclass
@@ -71,7 +69,7 @@ class Request:
     results: Path = Path("results")
     out: Path = Path("verdict")
     reduce: bool = True
-    budget: float = 120.0
+    budget: float | None = None        # reduce's own default
     read_models: bool = True
     offline: bool = False
 
@@ -94,14 +92,11 @@ def sides(req: Request) -> tuple[revisions.Side, revisions.Side]:
 
 
 def held_pins(blocker: dict, base: revisions.Side, package: str) -> list[str]:
-    """The base's pins the installer names as what the bump cannot be installed beside."""
+    """The base's pins the installer names as what the bump cannot be installed beside: those the
+    search moved with it, else those its reason names (upgrade's own reading of it)."""
     moved = (blocker.get("moved_with") or {}).get("with")
-    if moved:
-        return [canonicalize_name(n) for n in moved]
-    named = {canonicalize_name(n) for n in PIN_RE.findall(blocker.get("why") or "")}
-    for word in re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*) \S+ depends on", blocker.get("why") or ""):
-        named.add(canonicalize_name(word))
-    return sorted(n for n in named if n in base.pins.pins and n != canonicalize_name(package))
+    names = moved or frontier.pins_named(blocker.get("why") or "", list(base.pins.pins), package)
+    return [canonicalize_name(n) for n in names]
 
 
 def package_part(p: dict, base: revisions.Side, python: str) -> dict:

@@ -13,6 +13,7 @@ import json
 import os
 from pathlib import Path
 
+from harness.files.markdown import cell_ids, table_cell
 from harness.verdict import BREAKS, CANNOT_INSTALL, CANNOT_JUDGE, CHANGES, NOTHING, SAFE
 
 MARKER = "<!-- harness-verdict -->"   # the Action finds its own comment by this line
@@ -23,16 +24,6 @@ MEANING = {SAFE: "Same status, values within the base's spread",
            CANNOT_INSTALL: "The head's pins do not install together",
            CANNOT_JUDGE: "The base itself does not run here, so nothing is judged against it",
            NOTHING: "The bump moves no pin up"}
-
-
-def _cells(cells: list[str]) -> str:
-    return ", ".join(f"`{c}`" for c in cells[:3]) + (f" (+{len(cells) - 3})" if len(cells) > 3 else "") or "none"
-
-
-def _cell(text: str, limit: int = 160) -> str:
-    """Text for one cell of a Markdown table: one line, no pipe, bounded."""
-    text = " ".join(str(text).split()).replace("|", "/")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _moves(record: dict) -> str:
@@ -86,7 +77,7 @@ def headline(record: dict) -> str:
         reason = f"the model file {worst_model['file']}: {_reader(worst_model['readers'].get('head'))}"
     else:
         reason = MEANING[verdict]
-    return _cell(f"Verdict: {verdict} -- {_moves(record)}: {reason}", 400)
+    return table_cell(f"Verdict: {verdict} -- {_moves(record)}: {reason}", 400)
 
 
 def markdown(record: dict) -> str:
@@ -100,34 +91,34 @@ def markdown(record: dict) -> str:
     if record["parts"]:
         lines += ["| package | from | to | verdict | first bad | why | cells |", "|---|---|---|---|---|---|---|"]
         for p in record["parts"]:
-            lines.append(f"| {_cell(p['package'])} | {p.get('from', '-')} | {p.get('to', '-')} | {p['verdict']} | "
-                         f"{p.get('first_bad') or '-'} | {_cell(p['why'])} | {_cells(p['cells'])} |")
+            lines.append(f"| {table_cell(p['package'])} | {p.get('from', '-')} | {p.get('to', '-')} | {p['verdict']} | "
+                         f"{p.get('first_bad') or '-'} | {table_cell(p['why'])} | {cell_ids(p['cells'])} |")
     base = record.get("baseline") or {}
     acc = base.get("val_accuracy")
     if acc:
         lines += ["", f"The base's spread: val_accuracy median {acc.get('median')} "
                       f"[{acc.get('min')}, {acc.get('max')}] over {acc.get('n')} run(s) "
-                      f"(cells {_cells(base.get('cells', []))}); a change counts past "
+                      f"(cells {cell_ids(base.get('cells', []))}); a change counts past "
                       f"{base.get('accuracy_tolerance')}."]
     for p in record["parts"]:
         if p["verdict"] == SAFE or p.get("combined"):
             continue
         lines += ["", f"### {p['package']} {p.get('from')} -> {p.get('to')}: {p['verdict']}", ""]
         if p.get("first_bad"):
-            lines.append(f"- first bad {p['first_bad']}, last good {p.get('last_good')}: {_cell(p['why'], 400)} "
-                         f"(cells {_cells(p['cells'])})")
+            lines.append(f"- first bad {p['first_bad']}, last good {p.get('last_good')}: {table_cell(p['why'], 400)} "
+                         f"(cells {cell_ids(p['cells'])})")
         error = p.get("error") or {}
         if error.get("message"):
             lines.append(f"- the error, as {p['package']} {p.get('first_bad')} gives it ({error.get('family')}, cell "
-                         f"`{error.get('cell')}`): {_cell(error['message'], 600)}")
+                         f"`{error.get('cell')}`): {table_cell(error['message'], 600)}")
         for j in p.get("joint") or []:
             tried = ", ".join(j["tried"][:6]) + (" ..." if len(j["tried"]) > 6 else "")
             lines.append(f"- the joint move: {_joint(p, j)} (asked of the installer: {tried or 'none'})"
-                         + ("" if j["first"] else f": {_cell(j['why'], 300)}"))
+                         + ("" if j["first"] else f": {table_cell(j['why'], 300)}"))
         road = p.get("road") or {}
         if road:
             lines.append(f"- {road['setting']} at {road['at']}: {'mends it' if road['mends'] else 'does not mend it'} "
-                         f"(cells {_cells(road.get('cells', []))})")
+                         f"(cells {cell_ids(road.get('cells', []))})")
         if p.get("advice"):
             lines += ["", "What you can do:", ""] + [f"- {a}" for a in p["advice"]]
         lines += _atlas(p)
@@ -137,11 +128,12 @@ def markdown(record: dict) -> str:
                   "| file | base | head | head with tf-keras |", "|---|---|---|---|"]
         for m in files:
             if "readers" not in m:
-                lines.append(f"| `{m['file']}` | {_cell(m['note'], 200)} | | |")
+                lines.append(f"| `{m['file']}` | {table_cell(m['note'], 200)} | | |")
                 continue
             r = m["readers"]
-            lines.append(f"| `{m['file']}` | {_cell(_reader(r.get('base')))} | {_cell(_reader(r.get('head')))} | "
-                         f"{_cell(_reader(r.get('head-tf_keras')))} |")
+            lines.append(f"| `{m['file']}` | {table_cell(_reader(r.get('base')))} | "
+                         f"{table_cell(_reader(r.get('head')))} | "
+                         f"{table_cell(_reader(r.get('head-tf_keras')))} |")
     up = record.get("upgrade") or {}
     if up:
         lines += ["", f"The search behind it: `{up['report']}` (matrix `{up['matrix']}`).", "", "```sh"]
@@ -159,7 +151,8 @@ def _atlas(part: dict) -> list[str]:
         return []
     out = ["", f"What the atlas knows of {part['package']} {part['to']}'s minor, on the seeds' models:", ""]
     for r in rows:
-        said = "; ".join(f"{c['kind']}: {_cell(c['detail'], 200)}" for c in r["changes"][:3]) or "no change into it"
+        said = "; ".join(f"{c['kind']}: {table_cell(c['detail'], 200)}" for c in r["changes"][:3])
+        said = said or "no change into it"
         out.append(f"- [{r['row']}]({r['link']}) ({r['release']}): {said}")
     return out
 
