@@ -27,6 +27,8 @@ line names no machine: then the machine is the one running this script, and the 
 commit from ``git rev-parse HEAD`` unless ``--commit`` names the one that ran); ``--table`` prints
 the Markdown table of every record there, and ``--write-docs`` writes that table into
 ``docs/reference/tests.md`` between its ``suite-cost`` markers, so the page is made from the records
+(and, between its ``suite-promises`` markers, what each slow file promises -- ``bench/suite_promises.py``
+-- with its seconds in the newest record)
 (``tests/test_suite_cost.py`` holds it to them). Standard library only: it reads logs on any machine.
 """
 
@@ -48,12 +50,14 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "bench" / "records" / "suite"
 DOC = ROOT / "docs" / "reference" / "tests.md"
 BEGIN, END = "<!-- suite-cost:begin -->", "<!-- suite-cost:end -->"
+PROMISES_BEGIN, PROMISES_END = "<!-- suite-promises:begin -->", "<!-- suite-promises:end -->"
 FROM_LOG = "parsed from a log"
 ENGINE_WORDS = {"docker": "images", "venv": "virtualenvs"}  # the ledger's engine names, as the docs say them
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _SECTION = re.compile(r"^=+ where the time went =+$")
 _FILE_ROW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+-?\d+(?:\.\d+)?%\s+(\d+)\s+(\S.*?)\s*$")
+_CELLS = re.compile(r"^cells run: (\d+), (\d+) s held; of it (\d+) s \(\d+%\) starting .*?, (\d+) s \(\d+%\) in first")
 _BUILT = re.compile(r"^environments built: (\d+), (\d+) s of building")
 _BUILT_NONE = re.compile(r"^environments built: none\b")
 _ENGINE = re.compile(r"^\s+(\S+): (\d+), (\d+) s; slowest:")
@@ -96,6 +100,7 @@ def parse(text: str) -> dict:
     files: dict[str, float] = {}
     tests_per_file: dict[str, int] = {}
     environments: dict | None = None
+    cells: dict | None = None
     machine: dict | None = None
     workers: int | None = None
     for line in lines[starts[-1] + 1:] if starts else []:  # the last run's section, if a log holds two
@@ -111,6 +116,8 @@ def parse(text: str) -> dict:
         elif (found := _ENGINE.match(line)) and environments is not None:
             environments["by_engine"][found.group(1)] = {"count": int(found.group(2)),
                                                          "seconds": int(found.group(3))}
+        elif found := _CELLS.match(line):
+            cells = dict(zip(("count", "seconds", "starting", "first_epoch"), map(int, found.groups()), strict=True))
         elif found := _MACHINE.match(line):
             machine = {"cpu": found.group(1), "avx512": found.group(2) == "yes", "cores": int(found.group(3))}
             workers = int(found.group(4)) if found.group(4) else None
@@ -140,7 +147,7 @@ def parse(text: str) -> dict:
             disk = dict(zip(("start", "least", "end"), map(int, found.groups()), strict=True))
     return {"test_seconds": round(sum(files.values()), 1) if files else None,
             "suite_wall_seconds": suite_wall, "ci_wall_seconds": ci_wall, "results": results,
-            "workers": workers, "machine": machine, "environments": environments,
+            "workers": workers, "machine": machine, "environments": environments, "cells": cells,
             "cores_busy": busy, "disk_gb": disk, "phases": phases,
             "files": dict(sorted(files.items(), key=lambda kv: -kv[1])), "tests_per_file": tests_per_file}
 
@@ -229,6 +236,9 @@ def summary(rec: dict) -> str:
                  + (f"; CI wall {_minutes(ci)} ({ci:,} s)" if ci is not None else "; no CI phases in the log"))
     lines.append(f"  {_results(rec)}")
     lines.append(f"  environments built: {_environments(rec)}")
+    if c := rec.get("cells"):
+        lines.append(f"  cells run: {c['count']:,}, {c['seconds']:,} s held; {c['starting']:,} s of it starting "
+                     f"interpreters and importing stacks, {c['first_epoch']:,} s in first epochs")
     if rec.get("cores_busy"):
         lines.append(f"  the cores were busy {rec['cores_busy']['percent']} % of the tests' time")
     return "\n".join(lines)
@@ -269,20 +279,50 @@ def table(records: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def with_table(page: str, made: str) -> str:
+def newest_with_files(records: list[dict]) -> dict | None:
+    """The newest record that kept its per-file seconds (the promise table's figures)."""
+    kept = [rec for rec in records if rec.get("files")]
+    return kept[-1] if kept else None
+
+
+def promise_table(records: list[dict]) -> str:
+    """What each slow file promises (bench/suite_promises.py), with its seconds and share in the newest
+    record that kept them: the figures from the record, the words from the table of promises."""
+    try:   # deferred: the log reader needs no page data
+        from bench.suite_promises import PROMISES
+    except ImportError:   # run as a script: bench/ is on the path, the project's root may not be
+        from suite_promises import PROMISES
+
+    rec = newest_with_files(records)
+    if rec is None:
+        return "no record keeps its per-file seconds yet"
+    files, total = rec["files"], rec.get("test_seconds") or sum(rec["files"].values())
+    rows = [f"Seconds: {(rec.get('commit') or '--')[:7]} ({rec.get('date') or '--'}) on {_machine(rec)}, "
+            f"summed over its {rec.get('workers') or '--'} workers.", "",
+            "| file | seconds (share) | what it keeps | the run that proves it | the least run that would |",
+            "|---|---|---|---|---|"]
+    for entry in sorted(PROMISES, key=lambda e: -files.get(e["file"], 0)):
+        seconds = files.get(entry["file"])
+        figure = f"{seconds:,.0f} ({seconds / total:.1%})" if seconds is not None else "--"
+        cells = [f"`{entry['file'].removeprefix('tests/')}`", figure, entry["keeps"], entry["run"], entry["least"]]
+        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def with_table(page: str, made: str, begin: str = BEGIN, end: str = END) -> str:
     """`page` with what lies between its markers replaced by `made` (a ValueError without the markers)."""
-    start, end = page.find(BEGIN), page.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"no {BEGIN} ... {END} pair in the page")
-    return page[:start + len(BEGIN)] + "\n" + made + "\n" + page[end:]
+    start, stop = page.find(begin), page.find(end)
+    if start < 0 or stop < start:
+        raise ValueError(f"no {begin} ... {end} pair in the page")
+    return page[:start + len(begin)] + "\n" + made + "\n" + page[stop:]
 
 
-def between_markers(page: str) -> str:
+def between_markers(page: str, begin: str = BEGIN, end: str = END) -> str:
     """What the page holds between its markers (the generated table)."""
-    start, end = page.find(BEGIN), page.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"no {BEGIN} ... {END} pair in the page")
-    return page[start + len(BEGIN):end].strip("\n")
+    start, stop = page.find(begin), page.find(end)
+    if start < 0 or stop < start:
+        raise ValueError(f"no {begin} ... {end} pair in the page")
+    return page[start + len(begin):stop].strip("\n")
 
 
 def _nox() -> list[str]:
@@ -341,10 +381,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-docs", action="store_true", help=f"write that table into {DOC.relative_to(ROOT)}")
     args = parser.parse_args(argv)
     if args.table or args.write_docs:
-        made = table(load_records())
+        records = load_records()
+        made = table(records)
         if args.write_docs:
-            DOC.write_text(with_table(DOC.read_text(), made))
-            print(f"wrote the table of {len(load_records())} records into {DOC.relative_to(ROOT)}")
+            page = with_table(DOC.read_text(), made)
+            DOC.write_text(with_table(page, promise_table(records), PROMISES_BEGIN, PROMISES_END))
+            print(f"wrote the table of {len(records)} records and the slow files' promises into "
+                  f"{DOC.relative_to(ROOT)}")
         if args.table:
             print(made)
         return 0

@@ -7,7 +7,9 @@ Two tables after pytest's own summary:
   sum of work, which a run on several workers spreads over less wall time;
 * **environments built**: every environment this run built rather than reused, by engine, with
   its seconds, read from the harness's build ledger (``harness.environments.ledger``) of every cache the run
-  used (the user's, and the temporary ones tests make under pytest's base folder).
+  used (the user's, and the temporary ones tests make under pytest's base folder); and the **cells
+  run**, from the same ledgers: the seconds their processes held, and how much of it went to starting
+  interpreters and importing stacks and to first epochs -- the fixed costs a real-stack test pays.
 
 Then one line naming the machine: its CPU model, whether it has AVX-512, the cores the run could
 use and the workers. The same commit's summed time has differed more than twofold between machines
@@ -35,16 +37,17 @@ from bench import suite_cost
 from harness.environments import ledger
 from harness.files.paths import cache_dir
 
-# seconds per file on 2 cores, from nothing (CI's own table, three workers); a clean clone has no cache
-# of its own, so this orders its files (docs/reference/tests.md); only the order matters
-LONG_FIRST = {"tests/test_user_workloads.py": 829, "tests/test_wrappers.py": 542, "tests/test_warm.py": 497,
-              "tests/test_upgrade.py": 466, "tests/test_reduce_confined.py": 424, "tests/test_held_out.py": 299,
-              "tests/test_toolchain.py": 295, "tests/test_slurm.py": 277, "tests/test_trust.py": 213,
-              "tests/test_readme_door.py": 190, "tests/test_reduce.py": 180, "tests/test_bisect_real.py": 176,
-              "tests/test_diverge.py": 170, "tests/test_build.py": 170, "tests/test_atlas.py": 170,
-              "tests/test_controls.py": 130, "tests/test_report.py": 111, "tests/test_scheduler.py": 92,
-              "tests/test_home.py": 87, "tests/test_watch.py": 83, "tests/test_programs_ahead.py": 81,
-              "tests/test_releases.py": 80, "tests/test_repro.py": 76, "tests/test_smoke_real.py": 57}
+# seconds per file on 2 cores, from nothing (CI's own table, three workers, 9da04f7 on an AMD EPYC without AVX-512;
+# bench/records/suite/); a clean clone has no cache of its own, so this orders its files; only the order matters
+LONG_FIRST = {"tests/test_user_workloads.py": 586, "tests/test_upgrade.py": 538, "tests/test_wrappers.py": 525,
+              "tests/test_warm.py": 512, "tests/test_verdict_tf.py": 441, "tests/test_slurm.py": 347,
+              "tests/test_toolchain.py": 321, "tests/test_portability.py": 300, "tests/test_trust.py": 296,
+              "tests/test_held_out.py": 260, "tests/test_certify.py": 252, "tests/test_bisect_real.py": 235,
+              "tests/test_atlas.py": 225, "tests/test_diverge.py": 216, "tests/test_build.py": 212,
+              "tests/test_reduce.py": 210, "tests/test_controls.py": 157, "tests/test_releases.py": 152,
+              "tests/test_reduce_confined.py": 136, "tests/test_programs_ahead.py": 134,
+              "tests/test_repro.py": 133, "tests/test_readme_door.py": 125, "tests/test_smoke_real.py": 118,
+              "tests/test_home.py": 112, "tests/test_scheduler.py": 106}
 CACHE_KEY = "suite_timing/seconds_per_file"
 
 _started = time.time()
@@ -133,5 +136,12 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
             slowest = sorted(made, key=lambda e: -e.get("seconds", 0))[:5]
             write(f"  {engine}: {len(made)}, {sum(e.get('seconds', 0) for e in made):.0f} s; slowest: "
                   + ", ".join(f"{e.get('environment')} {e.get('seconds', 0):.0f} s" for e in slowest))
+    cells = [e for e in entries if e.get("kind") == "cell"]
+    if cells:
+        held = sum(e.get("seconds") or 0 for e in cells)
+        starting = sum(e.get("starting") or 0 for e in cells)
+        first = sum(e.get("first_epoch") or 0 for e in cells)
+        write(f"cells run: {len(cells)}, {held:.0f} s held; of it {starting:.0f} s ({starting / held:.0%}) starting "
+              f"interpreters and importing stacks, {first:.0f} s ({first / held:.0%}) in first epochs")
     write("")
     write(machine_line(config))

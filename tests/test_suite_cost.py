@@ -37,6 +37,10 @@ def test_builds_two_virtualenvs():
 
 def test_builds_an_image():
     ledger.append("build", engine="docker", environment="keras3", seconds=20.0)
+    ledger.append("cell", engine="venv", environment="tf2.15", status="ok", seconds=10.0, starting=4.0,
+                  first_epoch=3.0)
+    ledger.append("cell", engine="venv", environment="tf2.15", status="ok", seconds=6.0, starting=0.5,
+                  first_epoch=2.5)
 
 @pytest.mark.skip(reason="planted")
 def test_skipped():
@@ -98,6 +102,8 @@ def test_a_real_log_gives_its_figures(ci_log):
     assert parsed["test_seconds"] == pytest.approx(sum(parsed["files"].values()), abs=0.05)
     assert parsed["results"] == {"passed": 4, "failed": 1, "skipped": 1}
     assert 0 < parsed["suite_wall_seconds"] < 300
+    # the cells' fixed costs, from the same ledgers: what their processes held, starting and first epochs
+    assert parsed["cells"] == {"count": 2, "seconds": 16, "starting": 4, "first_epoch": 6}, parsed["cells"]
     assert parsed["environments"] == {"count": 3, "seconds": 27, "by_engine": {
         "docker": {"count": 1, "seconds": 20}, "venv": {"count": 2, "seconds": 7}}}
     assert parsed["machine"] == suite_timing.machine()  # the log names the machine it ran on
@@ -137,6 +143,24 @@ def test_the_pages_table_is_made_from_the_records():
     (`python bench/suite_cost.py --write-docs` writes it)."""
     page = suite_cost.DOC.read_text()
     assert suite_cost.between_markers(page) == suite_cost.table(suite_cost.load_records())
+
+
+def test_every_slow_file_says_what_its_time_buys_and_the_page_shows_it_with_the_records_seconds():
+    """Each file past SLOW_SECONDS in the newest record has its promises in bench/suite_promises.py
+    (what it keeps, the run that proves it, the least that would), each entry names a file that is
+    there, and the page's table of them is what `--write-docs` makes of the records."""
+    from bench.suite_promises import PROMISES, SLOW_SECONDS
+    rec = suite_cost.newest_with_files(suite_cost.load_records())
+    assert rec is not None
+    said = {e["file"] for e in PROMISES}
+    unsaid = sorted(f for f, seconds in rec["files"].items() if seconds > SLOW_SECONDS and f not in said)
+    assert not unsaid, f"past {SLOW_SECONDS} s in {rec['commit'][:7]}, no entry in bench/suite_promises.py: {unsaid}"
+    assert all((ROOT / f).is_file() for f in said), sorted(f for f in said if not (ROOT / f).is_file())
+    assert all(e.get(k) for e in PROMISES for k in ("keeps", "run", "least"))
+    page = suite_cost.DOC.read_text()
+    made = suite_cost.promise_table(suite_cost.load_records())
+    assert suite_cost.between_markers(page, suite_cost.PROMISES_BEGIN, suite_cost.PROMISES_END) == made
+    assert f"{rec['files']['tests/test_wrappers.py']:,.0f} (" in made   # the record's figure, not a typed one
 
 
 def test_every_record_names_its_commit_date_source_and_figure():

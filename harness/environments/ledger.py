@@ -1,11 +1,14 @@
-"""The cache's ledger: one line per environment built.
+"""The cache's ledger: one line per environment built, and one per cell run.
 
 Building environments is most of what a matrix costs the first time, and none of it is a
 cell's result, so it is written down where the environments are kept: ``ledger.jsonl`` in
 the harness cache (``paths.cache_dir()``), appended by every process that shares the cache.
 Each line is a JSON object with ``kind`` (``build``), ``at`` (Unix time) and what that kind
 says: ``engine``, ``environment`` (its name), ``seconds``. (What each build downloaded is
-uv's to know: its cache, ``installer``, serves a file a second build needs again.)
+uv's to know: its cache, ``installer``, serves a file a second build needs again.) A ``cell``
+line (``harness.run.lifecycle``) says what a cell's process cost the host -- ``seconds`` held,
+of it ``starting`` (the interpreter and the stack's import) and ``first_epoch`` -- with its
+``engine``, ``environment`` and ``status``: the fixed costs a run pays per process, summed.
 
 It answers "where did the time go" for a run, for ``bench/`` and for the test suite's
 timing table, without reading build logs. A line is written with one ``write`` on a file

@@ -31,6 +31,7 @@ from harness import WORKLOADS, chains, status, usercode
 from harness.cells import Cell, Environment
 from harness.engines import selfcheck
 from harness.engines.base import Engine, Prepared, RunContext
+from harness.environments import ledger
 from harness.errors import CellUnsupported, EnvironmentUnavailable, EnvironmentUnsupported, UserError
 from harness.host import resources
 from harness.host.resources import Slot
@@ -247,6 +248,7 @@ class Lifecycle:
         result.expectation = judge(cell, result, self.peer)
         result.save(work)
         self.store.commit(work, cell)
+        _cost_line(cell, result, self.engine_name)
         return result
 
     def rejudge(self, cell: Cell, result: Result) -> Result:
@@ -284,6 +286,19 @@ class Lifecycle:
         start = epochs[0]["wall"]          # the end of epoch 1 = the start of the steady part
         end = epochs[-1]["wall"]
         return self.monitor.window([g.index for g in slot.gpus], start, end) or None
+
+
+def _cost_line(cell: Cell, result: Result, engine: str) -> None:
+    """The cell's line in the cache's ledger: what its process cost the host, and how much of that was
+    starting -- the interpreter and the stack's import -- and the first epoch (tracing, compiling). A
+    run's or a suite's time is mostly fixed costs of this kind, which no result table adds up."""
+    t = result.timing or {}
+    held = t.get("host_seconds") or t.get("total_seconds")
+    if not held:   # decided before launch (unsupported here): no process, no cost
+        return
+    starting = sum(t.get(k) or 0 for k in ("interpreter_start_seconds", "import_seconds"))
+    ledger.append("cell", engine=engine, environment=cell.environment.name, status=result.status,
+                  seconds=round(held, 2), starting=round(starting, 2), first_epoch=t.get("first_epoch_seconds"))
 
 
 HARNESS_LOG = "harness.log"  # a harness fault's traceback, in the cell's folder
