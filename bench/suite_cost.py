@@ -24,12 +24,14 @@ has them: CI's wall and phases, how busy the cores were, the disk. A log from be
 line names no machine: then the machine is the one running this script, and the record says so.
 
 ``--record`` writes the figures as JSON (by default ``bench/records/suite/DATE-COMMIT.json``, the
-commit from ``git rev-parse HEAD`` unless ``--commit`` names the one that ran); ``--table`` prints
-the Markdown table of every record there, and ``--write-docs`` writes that table into
-``docs/reference/tests.md`` between its ``suite-cost`` markers, so the page is made from the records
-(and, between its ``suite-promises`` markers, what each slow file promises -- ``bench/suite_promises.py``
--- with its seconds in the newest record)
-(``tests/test_suite_cost.py`` holds it to them). Standard library only: it reads logs on any machine.
+commit from ``git rev-parse HEAD`` unless ``--commit`` names the one that ran; ``--from-nothing`` when
+the run started with every cache empty, ``--tier quick`` for ``-m quick``); ``--table`` prints the
+Markdown table of every record there. The pages quote the records through this module's generators
+-- the table of runs, what each slow file promises (``bench/suite_promises.py``) with its seconds, the
+README's sentence, the tiers, the ratio between machines -- in ``figures`` blocks that
+``--write-docs`` (``python bench/figures.py --write``) makes again, and the audit
+(``bench/figures.py``, run by ``tests/test_figures.py``) holds them to the records. Standard library
+only: it reads logs on any machine.
 """
 
 from __future__ import annotations
@@ -49,8 +51,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "bench" / "records" / "suite"
 DOC = ROOT / "docs" / "reference" / "tests.md"
-BEGIN, END = "<!-- suite-cost:begin -->", "<!-- suite-cost:end -->"
-PROMISES_BEGIN, PROMISES_END = "<!-- suite-promises:begin -->", "<!-- suite-promises:end -->"
 FROM_LOG = "parsed from a log"
 ENGINE_WORDS = {"docker": "images", "venv": "virtualenvs"}  # the ledger's engine names, as the docs say them
 
@@ -165,16 +165,21 @@ def commit_of(rev: str = "HEAD") -> str | None:
     return None if rev == "HEAD" else rev
 
 
-def record(parsed: dict, *, commit: str | None, date: str) -> dict:
+def record(parsed: dict, *, commit: str | None, date: str, from_nothing: bool = False,
+           tier: str = "everything") -> dict:
     """A record of one run: the parsed figures, the commit and date, and the machine -- the log's own,
-    or, where the log names none, this one's, said so."""
+    or, where the log names none, this one's, said so. `from_nothing`: the run started with no
+    harness, uv or pip cache and no Docker image, as its recorder says (a log cannot tell a cache it
+    found from one it filled); only such runs are quoted as the suite's cost. `tier`: ``everything``
+    or ``quick`` (``-m quick``)."""
     machine = parsed["machine"]
     if machine is not None:
         machine = {**machine, "from": "the log"}
     else:
         machine = {**this_machine(), "from": "the machine that read the log (the log names none)"}
     figures = {k: v for k, v in parsed.items() if k != "machine"}
-    return {"commit": commit, "date": date, "source": FROM_LOG, "machine": machine, **figures}
+    return {"commit": commit, "date": date, "source": FROM_LOG, "tier": tier, "from_nothing": from_nothing,
+            "machine": machine, **figures}
 
 
 def _minutes(seconds: float | None) -> str:
@@ -245,12 +250,24 @@ def summary(rec: dict) -> str:
 
 
 def load_records(folder: Path = RECORDS) -> list[dict]:
-    """Every record under `folder`, oldest first (by date, then by file name)."""
+    """Every record under `folder`, oldest first (by date, then by file name). Each carries the file
+    it was read from under ``_file`` (relative to the project where it lies inside it): a page that
+    quotes it names it (``bench/figures.py``)."""
     found = []
     for path in folder.glob("*.json"):
         rec = json.loads(path.read_text())
+        try:
+            rec["_file"] = str(path.resolve().relative_to(ROOT))
+        except ValueError:
+            rec["_file"] = str(path)
         found.append((str(rec.get("date") or ""), path.stem, rec))  # DATE-COMMIT before DATE-COMMIT-2
     return [rec for _, _, rec in sorted(found, key=lambda t: (t[0], t[1]))]
+
+
+def tier_of(rec: dict) -> str:
+    """A record's tier: ``everything`` unless it says ``quick`` (records before the field were all
+    of the whole suite)."""
+    return rec.get("tier") or "everything"
 
 
 def _cell(text: str) -> str:
@@ -262,10 +279,12 @@ def table(records: list[dict]) -> str:
     rows = ["| date | commit | machine | workers | tests summed over the workers | suite wall | CI wall | result "
             "| environments built | from |",
             "|---|---|---|---|---|---|---|---|---|---|"]
-    for rec in records:
+    for rec in (r for r in records if tier_of(r) == "everything"):
         source = rec.get("source") or FROM_LOG
         if source == FROM_LOG and (rec.get("machine") or {}).get("from") not in (None, "the log"):
             source += "; machine: " + rec["machine"]["from"]
+        if not rec.get("from_nothing"):
+            source += "; not said to be from nothing"
         date = rec.get("date") or "--"
         if str(rec.get("date_from", "")).startswith("the commit's"):
             date += " (the commit's)"
@@ -280,9 +299,12 @@ def table(records: list[dict]) -> str:
 
 
 def newest_with_files(records: list[dict]) -> dict | None:
-    """The newest record that kept its per-file seconds (the promise table's figures)."""
-    kept = [rec for rec in records if rec.get("files")]
-    return kept[-1] if kept else None
+    """The newest run of the whole suite from nothing that kept its per-file seconds (the promise
+    table's figures: what a file costs where the suite's budget is set); failing that, the newest
+    run that kept them."""
+    kept = [rec for rec in records if rec.get("files") and tier_of(rec) == "everything"]
+    empty = [rec for rec in kept if rec.get("from_nothing")]
+    return (empty or kept or [None])[-1]
 
 
 def promise_table(records: list[dict]) -> str:
@@ -309,20 +331,107 @@ def promise_table(records: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def with_table(page: str, made: str, begin: str = BEGIN, end: str = END) -> str:
-    """`page` with what lies between its markers replaced by `made` (a ValueError without the markers)."""
-    start, stop = page.find(begin), page.find(end)
-    if start < 0 or stop < start:
-        raise ValueError(f"no {begin} ... {end} pair in the page")
-    return page[:start + len(begin)] + "\n" + made + "\n" + page[stop:]
+def _runs_from_nothing(records: list[dict], tier: str = "everything") -> list[dict]:
+    """The newest run of `tier` from nothing on each kind of machine that the records name (the CPU
+    and its AVX-512), the slowest kind first: what a page may quote as the suite's cost."""
+    newest: dict[str, dict] = {}
+    for rec in records:   # oldest first: a later run of a kind replaces an earlier one
+        if tier_of(rec) == tier and rec.get("from_nothing") and (rec.get("machine") or {}).get("cpu"):
+            newest[_machine(rec)] = rec
+    return sorted(newest.values(), key=lambda r: -(r.get("test_seconds") or 0))
 
 
-def between_markers(page: str, begin: str = BEGIN, end: str = END) -> str:
-    """What the page holds between its markers (the generated table)."""
-    start, stop = page.find(begin), page.find(end)
-    if start < 0 or stop < start:
-        raise ValueError(f"no {begin} ... {end} pair in the page")
-    return page[start + len(begin):stop].strip("\n")
+def _newest(records: list[dict], tier: str) -> dict | None:
+    kept = [r for r in records if tier_of(r) == tier and r.get("test_seconds") is not None]
+    empty = [r for r in kept if r.get("from_nothing")]
+    return (empty or kept or [None])[-1]
+
+
+def _run_said(rec: dict, *, ci: bool = False) -> str:
+    wall = rec.get("ci_wall_seconds") if ci else rec.get("suite_wall_seconds")
+    return (f"{_minutes(wall)} of wall and {_summed(rec).replace('test-min', 'test-minutes')} summed over "
+            f"{rec.get('workers') or 'its'} workers at {(rec.get('commit') or '--')[:7]} ({rec.get('date')}) on "
+            f"{_machine(rec)}")
+
+
+def _disk(rec: dict) -> str:
+    d = rec.get("disk_gb")
+    return f"the disk's free space fell by {d['start'] - d['least']} GB at its least" if d else "no disk figure"
+
+
+def _count(rec: dict) -> int:
+    return sum((rec.get("results") or {}).values())
+
+
+def door_sentence(records: list[dict]) -> str:
+    """The README's sentence on the suite's cost: the newest run from nothing on each kind of
+    machine, what the newest built, and the quick tier's newest run."""
+    runs = _runs_from_nothing(records)
+    if not runs:
+        return "No run of the suite from nothing is recorded yet."
+    newest = max(runs, key=lambda r: (r.get("date") or "", r["_file"]))
+    env = newest.get("environments")
+    by_engine = sorted((env or {}).get("by_engine", {}).items())
+    engines = "; ".join(f"{v['count']} {ENGINE_WORDS.get(k, k)}" for k, v in by_engine)
+    built = (f"{env['count']} environments in {env['seconds']:,} s" + (f" ({engines})" if engines else "")
+             if env and env.get("count") else "its environments")
+    said = "; ".join(_run_said(r) for r in runs)
+    text = (f"From nothing (the harness's, uv's and pip's caches empty, no Docker image) the newest recorded "
+            f"run on each kind of machine took {said}. The newest built {built}, and {_disk(newest)} "
+            f"([the runs](docs/reference/tests.md#where-the-time-goes)).")
+    quick = _newest(records, "quick")
+    if quick is None:
+        return text + " The quick tier, whose time is not recorded yet, needs no Docker, Slurm or TensorFlow:"
+    return (text + f" The quick tier ({_count(quick)} tests; {_run_said(quick)}) needs no Docker, Slurm or "
+            "TensorFlow:")
+
+
+def tiers_table(records: list[dict]) -> str:
+    """docs/reference/tests.md's table of the tiers, each with its newest recorded cost."""
+    quick, runs = _newest(records, "quick"), _runs_from_nothing(records)
+    ci = [r for r in runs if r.get("ci_wall_seconds") is not None]
+    whole = max(runs, key=lambda r: (r.get("date") or "", r["_file"])) if runs else None
+    rows = ["| tier | command | what it runs | its cost, as recorded |", "|---|---|---|---|",
+            "| quick | `nox -s tests -- -m quick` | "
+            + (f"{_count(quick)} tests" if quick else "the tests")
+            + " of the pure decisions, the matrix checker, hostile input, the docs' structure, and planted packages "
+              "in real virtualenvs (bisect's mends, `upgrade`, the installer, the atlas and its watch): no Docker, "
+              "Slurm or TensorFlow to build | "
+            + (_run_said(quick) if quick else "not recorded yet") + " |",
+            "| everything | `nox -s tests` | "
+            + (f"all {_count(whole)} tests at {(whole.get('commit') or '--')[:7]}" if whole else "every test")
+            + ", every real part | from nothing, the newest run on each kind of machine: "
+            + ("; ".join(_run_said(r) for r in runs) if runs else "not recorded yet")
+            + " ([the runs](#where-the-time-goes)) |",
+            "| CI | `.ci/run` | installs, Docker, Slurm, lint, docs, then everything | from nothing (no harness, uv "
+            "or pip cache, no Docker image or build cache): "
+            + ("; ".join(f"{_minutes(r['ci_wall_seconds'])} at {(r.get('commit') or '--')[:7]} on {_machine(r)}, "
+                         f"{_disk(r)}" for r in ci) if ci else "not recorded yet") + " |"]
+    return "\n".join(rows)
+
+
+def machines_sentence(records: list[dict]) -> str:
+    """How far apart the pool's machines are: the newest commit recorded on two machines, its
+    summed times on each and their ratio."""
+    by_commit: dict[str, list[dict]] = {}
+    for rec in records:
+        if tier_of(rec) == "everything" and rec.get("test_seconds") and rec.get("commit"):
+            by_commit.setdefault(rec["commit"], []).append(rec)
+    pairs = [(c, rs) for c, rs in by_commit.items() if len({_machine(r) for r in rs}) > 1]
+    if not pairs:
+        return "No commit is recorded on two machines yet, so no ratio between machines is known."
+    commit, rs = max(pairs, key=lambda p: max(r.get("date") or "" for r in p[1]))
+    rs = sorted(rs, key=lambda r: -r["test_seconds"])
+    slow, fast = rs[0], rs[-1]
+
+    def on(rec: dict) -> str:
+        if (rec.get("machine") or {}).get("cpu"):
+            return _machine(rec)
+        return "a machine whose CPU its record does not name"
+
+    return (f"{commit[:7]} took {_summed(slow).replace('test-min', 'test-minutes')} on {on(slow)} and "
+            f"{_summed(fast).replace('test-min', 'test-minutes')} on {on(fast)}: "
+            f"{slow['test_seconds'] / fast['test_seconds']:.1f} x.")
 
 
 def _nox() -> list[str]:
@@ -376,18 +485,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the figures as JSON (default: bench/records/suite/DATE-COMMIT.json)")
     parser.add_argument("--commit", help="the commit that ran (default: git rev-parse HEAD of this checkout)")
     parser.add_argument("--date", help="the day it ran, YYYY-MM-DD (default: the log file's time, or today)")
+    parser.add_argument("--from-nothing", action="store_true",
+                        help="the run started with no harness, uv or pip cache and no Docker image (only such "
+                             "runs are quoted as the suite's cost)")
+    parser.add_argument("--tier", choices=("everything", "quick"), default="everything",
+                        help="which tier ran (quick: -m quick)")
     parser.add_argument("--json", action="store_true", help="print the record as JSON instead of the summary")
     parser.add_argument("--table", action="store_true", help="print the Markdown table of the records")
-    parser.add_argument("--write-docs", action="store_true", help=f"write that table into {DOC.relative_to(ROOT)}")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="make every page's figures blocks again from the records (bench/figures.py --write)")
     args = parser.parse_args(argv)
     if args.table or args.write_docs:
         records = load_records()
         made = table(records)
         if args.write_docs:
-            page = with_table(DOC.read_text(), made)
-            DOC.write_text(with_table(page, promise_table(records), PROMISES_BEGIN, PROMISES_END))
-            print(f"wrote the table of {len(records)} records and the slow files' promises into "
-                  f"{DOC.relative_to(ROOT)}")
+            try:   # deferred: the figures' writer quotes this module's generators
+                from bench import figures
+            except ImportError:   # run as a script: bench/ is on the path
+                import figures
+            changed = figures.write()
+            print(f"made every figures block again from the {len(records)} records: "
+                  + (", ".join(changed) if changed else "no page changed"))
         if args.table:
             print(made)
         return 0
@@ -409,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     if parsed["test_seconds"] is None:
         print("no per-file table (tests/suite_timing.py's `where the time went`) in this output", file=sys.stderr)
         return code or 1
-    rec = record(parsed, commit=commit_of(args.commit or "HEAD"), date=args.date or day.isoformat())
+    rec = record(parsed, commit=commit_of(args.commit or "HEAD"), date=args.date or day.isoformat(),
+                 from_nothing=args.from_nothing, tier=args.tier)
     print(json.dumps(rec, indent=1) if args.json else summary(rec))
     if args.record is not None:
         path = Path(args.record) if args.record else _record_path(rec)

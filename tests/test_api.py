@@ -41,6 +41,16 @@ def test_a_matrix_built_in_code_is_written_as_the_yaml_it_is_and_loads_as_that_f
 
 
 @QUICK
+def test_a_whole_cell_id_names_its_cell_where_it_begins_another_and_a_prefix_of_two_is_refused(tmp_path):
+    """`diverge` and `reduce` name one cell each: the repeat r1's id begins r10's, and is still r1."""
+    from harness.api.operations import one
+    m = api.matrix_from_dict({**SMALL, "repeats": 11}, tmp_path / "m.yaml", results=tmp_path / "results")
+    assert one(m, "tf2.15/gru-1x8/none-c1/b32/r1", "CELL_A").id == "tf2.15/gru-1x8/none-c1/b32/r1"
+    with pytest.raises(api.UserError, match=r"CELL_A 'tf2.15/gru-1x8/none-c1/b32/r1\*' matches 2 cells"):
+        one(m, "tf2.15/gru-1x8/none-c1/b32/r1*", "CELL_A")
+
+
+@QUICK
 def test_a_bad_matrix_in_code_names_the_file_and_the_key_and_writes_nothing(tmp_path):
     bad = {**SMALL, "workloads": [{"model": "rnn", "cell": "gru", "unitz": 8}]}
     with pytest.raises(api.MatrixError) as caught:

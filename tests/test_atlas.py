@@ -890,6 +890,31 @@ def test_a_speed_shift_is_a_candidate_until_run_side_by_side_then_confirmed_or_r
 
 
 @QUICK
+def test_a_speed_shift_whose_side_by_side_medians_moved_as_claimed_is_unresolved_not_refuted(tmp_path):
+    """The bisect called the ends alike (their ranges overlapped: one end noisy) while its own medians,
+    run side by side, moved x1.69 as the rows claim, past its threshold: the change is neither
+    confirmed nor refuted, and its evidence says why with the figures; medians that did not move
+    leave it refuted."""
+    from harness.atlas import explain
+    from harness.atlas.changes import Change
+
+    def record(old: float, new: float) -> dict:
+        return {"package": "tensorflow", "direction": None, "problem": "the ends do not differ: both good",
+                "command": "python -m harness bisect m.yaml --package tensorflow --old 2.1.4 --new 2.2.3 "
+                           "--speed-drop 20", "versions": ["2.1.4", "2.2.3"],
+                "tested": {"2.1.4": {"evidence": {"samples_per_sec": {"median": old}}},
+                           "2.2.3": {"evidence": {"samples_per_sec": {"median": new}}}}}
+
+    moved, still = (Change("keras2", f"{w}-2x32 none-c1", "faster", "m/a", "m/b", "samples/s x3.26", 3.26,
+                           confirmed=False) for w in ("gru", "lstm"))
+    (tmp_path / f"{moved.id}.json").write_text(json.dumps(record(7908.0, 13347.0)))
+    (tmp_path / f"{still.id}.json").write_text(json.dumps(record(7908.0, 8100.0)))
+    explain.attach([moved, still], tmp_path, "evidence")
+    assert (moved.speed, still.speed) == ("unresolved", "refuted")
+    assert "x1.69 (7,908 -> 13,347 samples/s), past its 20% threshold" in moved.evidence[0]["what"]
+
+
+@QUICK
 def test_a_stack_two_matrices_measured_is_one_row_whose_records_keep_their_matrix():
     """One stack (the same versions) measured by two matrices is one row, under the matrix that measured
     most of it: the other's records join its columns as more repeats, and a repro command names the

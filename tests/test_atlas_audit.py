@@ -48,7 +48,9 @@ def _atlas(folder, recs, changes, evidence=None, header=None):
     page = header or (f"**{len(stacks)} stacks, {len(cells)} cells, {len(recs)} records** ({said}: a record per "
                       f"run, a cell's repeats included); **{between} changes** between neighbouring releases, "
                       f"**{len(changes) - between} findings** within one row.\n")
-    folder.with_suffix(".md").write_text("# The atlas\n\n" + page)
+    links = "".join(f"\n- {e['what']}: [{e['link']}]({e['link']})\n" for c in changes for e in c.get("evidence") or []
+                    if e.get("link"))   # as publish links each change's evidence from the page
+    folder.with_suffix(".md").write_text("# The atlas\n\n" + page + links)
     return folder / "atlas.json"
 
 
@@ -145,7 +147,25 @@ def _plant_claims(recs, changes, evidence):
                                     "`numpy<2`.\n"
 
 
+def _plant_refuted_against_its_side_by_side(recs, changes, evidence):
+    """A speed-up published as refuted whose bisect's own two ends, run in one session, moved x1.69
+    past its 20 % threshold (the bisect called them alike: their ranges overlapped)."""
+    changes[0]["confirmed"] = False
+    evidence["c1"] = {"package": "tensorflow", "direction": None, "problem": "the ends do not differ",
+                      "command": "python -m harness bisect m.yaml --package tensorflow --speed-drop 20",
+                      "versions": ["2.3.4", "2.4.4"],
+                      "tested": {"2.3.4": {"evidence": {"samples_per_sec": {"median": 7908.0, "min": 3800.0}}},
+                                 "2.4.4": {"evidence": {"samples_per_sec": {"median": 13347.0, "min": 12000.0}}}}}
+    return recs, changes, evidence, None
+
+
+def _plant_evidence_no_page_links(recs, changes, evidence):
+    evidence["0c11f7ba70a2"] = {"direction": "broke", "package": "tensorflow", "problem": ""}
+    return recs, changes, evidence, None
+
+
 @pytest.mark.parametrize("check,plant", [
+    ("side by side", _plant_refuted_against_its_side_by_side), ("evidence", _plant_evidence_no_page_links),
     ("counts", _plant_counts), ("devices", _plant_devices), ("duplicates", _plant_duplicates),
     ("verdicts", _plant_verdicts), ("like-for-like", _plant_like_for_like), ("facts", _plant_facts),
     ("facts", _plant_removal_unsaid), ("claims", _plant_claims)])

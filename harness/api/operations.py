@@ -221,21 +221,28 @@ def bisect(m: Matrix, *, package: str, good: str | None = None, bad: str | None 
            engine: Engine | str = "auto", jobs: int = 1, repeats: int | None = None,
            accuracy_drop: float | None = None, speed_drop: float | None = None, pre: bool = False,
            nightly: str | None = None, cutoff: bool = True, offline: bool = False, judge: Judge | None = None,
-           pythons: dict[str, str] | None = None, ca_bundle: str | None = None,
+           pythons: dict[str, str] | None = None, ca_bundle: str | None = None, slurm: dict | None = None,
            console: Console | None = None) -> Bisection:
     """The first release of `package` where the selected cells (`cells`: globs; by default the
     matrix's first environment's) change, whichever way the ends show. The ends: `good` and `bad`
     (either order), `old` and `new`, or `spec` (a range). `judge` replaces the default verdict on
-    a release (`Judge`). Finished cells are reused; the record lies beside the results."""
-    # deferred, all four: the bisect loads the runner when it runs, and `import harness.api` stays cheap
+    a release (`Judge`). Finished cells are reused; the record lies beside the results. `slurm`
+    runs each round as a job array on a cluster: options over the matrix's `slurm:` section, by
+    their matrix keys, as `submit` takes them (``{}`` for the matrix's own), or options the
+    command line merged already (``SlurmOptions``)."""
+    # deferred, all five: the bisect loads the runner when it runs, and `import harness.api` stays cheap
     from harness.index import releases
     from harness.investigate import bisect as bisecting
     from harness.investigate import bisect_ends
     from harness.investigate.bisect_judge import Criteria
+    from harness.options.slurm import SlurmOptions
 
     console = console or quiet()
+    if slurm is not None and not isinstance(slurm, SlurmOptions):
+        slurm = SlurmOptions.merged(m.slurm, **slurm)  # a bad option is the caller's error, in its words
     asked = SimpleNamespace(package=package, good=good, bad=bad, old=old, new=new, spec=spec, nightly=nightly,
-                            accuracy_drop=accuracy_drop, speed_drop=speed_drop, executor="local")
+                            accuracy_drop=accuracy_drop, speed_drop=speed_drop,
+                            executor="local" if slurm is None else "slurm")
     nightly = bisect_ends.checked(asked)  # the command line's checks, in its words
     first, last, said = bisect_ends.ends(asked)
     chosen = selected(m, cells, "cells")
@@ -243,15 +250,19 @@ def bisect(m: Matrix, *, package: str, good: str | None = None, bad: str | None 
     chosen = [c for c in chosen if c.environment == env]
     results, out = Path(results), Path(out)
     check_writable(results, "results")
+    if slurm is not None and m.resolver:  # a task loads the matrix offline: its ranges as this host expanded them
+        m.resolver.record(results / m.name)
     check_output_folder(out, "out", [results])  # bundles never land among results
     check_writable(out, "out")
     resolver = releases.Resolver(offline=offline)
     versions = bisect_ends.bounds(package, env.python, good=first, bad=last, spec=spec, pre=pre, resolver=resolver)
+    console.print(f"bisecting {package} over {len(versions)} releases ({versions[0]} ... {versions[-1]}) for "
+                  f"{len(chosen)} cell(s) of {env.name} (Python {env.python}), {jobs} release(s) per round")
     with _outputs(results=results, out=out), _engine_of(engine, console, pythons, ca_bundle) as opened:
         found, bundle = bisecting.run(m=m, base_cells=chosen, package=package, versions=versions, engine=opened,
                                       results_root=results, console=console, jobs=jobs, repeats=repeats,
                                       cutoff=cutoff, bundles=out, criteria=Criteria(accuracy_drop, speed_drop),
-                                      resolver=resolver, nightly=nightly, said=said, verdicts=judge,
+                                      resolver=resolver, nightly=nightly, said=said, verdicts=judge, slurm=slurm,
                                       engine_args={"pythons": pythons or {}, "ca_bundle": ca_bundle})
     record = bisecting.record_path(results / m.name, package, versions[0], versions[-1])
     return Bisection(found, bundle, record, versions)
@@ -281,19 +292,21 @@ def diverge(m: Matrix, cell_a: str, cell_b: str, *, out: str | Path = "diverge",
         return diverging.run(m, a, b, opened, out, console, rows=rows, epochs=epochs, rerun=rerun)
 
 
-def reduce(m: Matrix, good_cell: str, bad_cell: str, *, out: str | Path = "reduced",
+def reduce(m: Matrix, good_cell: str | Cell, bad_cell: str | Cell, *, out: str | Path = "reduced",
            results: str | Path = "results", engine: Engine | str = "auto", budget: float | None = None,
            unconfined: bool = False, fresh: bool = False, pythons: dict[str, str] | None = None,
            ca_bundle: str | None = None, console: Console | None = None) -> dict:
     """The smallest script that still passes on `good_cell` and breaks on `bad_cell` (one script,
     two environments); writes run.sh for each side and an ISSUE.md draft under `out`; returns what
-    it found."""
+    it found. A side is a cell id of `m` or a cell made from one (a release of a package, as
+    `bisect` makes them: the command line's ``--package --good --bad``)."""
     # deferred: the reducer loads the runner
     from harness.investigate.reduce import DEFAULT_BUDGET
     from harness.investigate.reduce import reduce as reducing
 
     console = console or quiet()
-    good, bad = one(m, good_cell, "GOOD_CELL"), one(m, bad_cell, "BAD_CELL")
+    good = good_cell if isinstance(good_cell, Cell) else one(m, good_cell, "GOOD_CELL")
+    bad = bad_cell if isinstance(bad_cell, Cell) else one(m, bad_cell, "BAD_CELL")
     out = Path(out)
     check_apart(out, "out", [Path(results)])
     check_writable(out, "out")

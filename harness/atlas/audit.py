@@ -11,6 +11,9 @@ names every contradiction it finds, one line each, with the file and the place:
 - **like for like**: a change between neighbours names every package that moved besides the release
   it is published as, and a change across a release that changed the model's defaults says so;
 - **claims**: a sentence about the whole atlas holds for every row it speaks of;
+- **side by side**: a speed change's standing agrees with its bisect's own two ends run in one
+  session (refuted only where their medians did not move as claimed past the bisect's threshold);
+- **evidence**: every evidence file published beside the data is linked from a page;
 - **facts**: the records agree with `facts.yaml` -- release-note truths kept with their sources
   (a version a stack reports, a wrapper removed or available, a release's branch) -- and a wrapper a
   release removed is a change of that release where rows on both sides hold it.
@@ -33,7 +36,7 @@ from rich.console import Console
 
 from harness import exits, status
 from harness.atlas import records, rows
-from harness.atlas.changes import OTHER_WAY_SAID, host_limited
+from harness.atlas.changes import OTHER_WAY_SAID, UNRESOLVED, host_limited, past_threshold, side_by_side
 from harness.atlas.facts import FACTS, defaults_crossed, load_facts
 from harness.errors import UserError
 from harness.terminal import shown
@@ -50,7 +53,7 @@ _NUMPY1_COUNT = re.compile(r"(\d+) of the (\d+) stacks whose own week resolved N
 
 @dataclass(frozen=True)
 class Finding:
-    check: str   # counts, devices, duplicates, verdicts, like-for-like, claims, facts
+    check: str   # counts, devices, duplicates, verdicts, like-for-like, claims, facts, side by side, evidence
     where: str   # the file, and the record, change or sentence in it
     what: str    # the contradiction, in one sentence
 
@@ -327,11 +330,49 @@ def _removal_said(a: _Atlas, fact: dict, tag: str) -> list[Finding]:
                                              f"{fact['says']} {tag}")]
 
 
+def _side_by_side(a: _Atlas) -> list[Finding]:
+    """A speed change's standing against its own side-by-side run (the bisect's two ends, in one
+    session): refuted while its medians moved as claimed past the bisect's threshold, or confirmed
+    while they did not, is a standing its evidence contradicts."""
+    out = []
+    for c in a.changes:
+        if c.get("kind") not in ("slower", "faster") or c.get("confirmed") is None:
+            continue
+        pair = side_by_side(a.evidence(c))
+        if pair is None:
+            continue
+        ratio, old, new, drop = pair
+        moved = past_threshold(c["kind"], ratio, drop)
+        links = [e for e in c.get("evidence") or [] if e.get("link")]
+        refuted = not c["confirmed"] and links and not any(e.get("standing") == UNRESOLVED for e in links)
+        said = f"its own side-by-side medians moved x{ratio:.2f} ({old:,.0f} -> {new:,.0f} samples/s)"
+        where = f"changes.json: {c['id']} ({c['kind']} {c.get('column')}, {c.get('before')} -> {c.get('after')})"
+        if refuted and moved:
+            out.append(Finding("side by side", where, f"published as refuted; {said}, past the bisect's own "
+                                                      f"{drop:.0%} threshold, as the change claims"))
+        elif c["confirmed"] and not moved:
+            out.append(Finding("side by side", where, f"published as confirmed; {said}, short of the bisect's "
+                                                      f"own {drop:.0%} threshold"))
+    return out
+
+
+def _linked(a: _Atlas) -> list[Finding]:
+    """Every evidence file published beside the data is one the page (or a row's page) links: a file
+    no page links says something of a change nobody reaches, and goes stale unseen."""
+    folder = a.data.parent / "evidence"
+    if not folder.is_dir():
+        return []
+    pages = [a.page, *(p.read_text() for p in sorted(a.data.parent.rglob("*.md")))]
+    return [Finding("evidence", str(path), "published, and no page links it (the change it explains is "
+                                            "not reachable from the atlas)")
+            for path in sorted(folder.glob("*.json")) if not any(f"evidence/{path.name}" in p for p in pages)]
+
+
 def audit(data: Path, page: Path | None, facts: list[dict]) -> list[Finding]:
     """Every contradiction in the atlas at `data` (its changes and evidence beside it) and `page`."""
     a = _Atlas(data, page)
     return (_counts(a) + _devices(a) + _duplicates(a) + _verdicts(a) + _like_for_like(a, facts) + _claims(a)
-            + _facts(a, facts))
+            + _facts(a, facts) + _side_by_side(a) + _linked(a))
 
 
 def command(args, console: Console) -> int:

@@ -39,6 +39,33 @@ OTHER_WAY_SAID = "run side by side, the other way"  # how a refuted speed change
 # release's: the wrapper or layer exists in that stack, this host cannot run it
 HOST_LIMITS = ("virtual CPU devices", "no GPU", "need an NVIDIA GPU")
 BLIP = 1.25           # a slow-down and a speed-up at the next row that multiply to within this: one busy row
+UNRESOLVED = "unresolved"   # an evidence entry's standing: side by side past the threshold, too noisy to judge
+
+
+def side_by_side(record: dict) -> tuple[float, float, float, float] | None:
+    """A speed bisect's own side-by-side answer: the newer end's median samples/s over the older's,
+    both medians, and the bisect's threshold (its ``--speed-drop``, as a fraction); None where the
+    record holds no such pair (another kind of record, an end not measured, no threshold said).
+    Both ends ran in one session, so this ratio is the one figure of the record the host's moments
+    did not bend -- the figure a refutation must agree with."""
+    import re  # deferred: only a speed record asks
+
+    versions, tested = record.get("versions") or [], record.get("tested") or {}
+    found = re.search(r"--speed-drop (\d+(?:\.\d+)?)", record.get("command") or "")
+    if len(versions) < 2 or not found:
+        return None
+    ends = [((tested.get(v) or {}).get("evidence") or {}).get("samples_per_sec") or {}
+            for v in (versions[0], versions[-1])]
+    old, new = (e.get("median") for e in ends)
+    if not old or not new:
+        return None
+    return new / old, old, new, float(found.group(1)) / 100
+
+
+def past_threshold(kind: str, ratio: float, drop: float) -> bool:
+    """Whether a side-by-side ratio says what a `kind` speed change claims, past the bisect's own
+    threshold: a slow-down by more than `drop`, a speed-up by more than its inverse."""
+    return ratio <= 1 - drop if kind == "slower" else ratio >= 1 / (1 - drop)
 
 
 @dataclass
@@ -60,11 +87,15 @@ class Change:
     @property
     def speed(self) -> str | None:
         """A speed shift's standing: a `candidate` until `explain` runs both releases side by side,
-        then `confirmed` or `refuted`; None for every other kind."""
+        then `confirmed` or `refuted` -- or `unresolved`, where the side-by-side medians moved as
+        claimed past the bisect's threshold while its ranges overlapped (neither proves it nor
+        refutes it); None for every other kind."""
         if self.confirmed is None:
             return None
         if self.confirmed:
             return "confirmed"
+        if any(e.get("standing") == UNRESOLVED for e in self.evidence):
+            return UNRESOLVED   # side by side it moved as claimed, and the bisect's ranges overlapped
         return "refuted" if any(e.get("link") for e in self.evidence) else "candidate"
 
     @property

@@ -220,10 +220,21 @@ def attach(found: list[changes.Change], evidence: Path, link_prefix: str) -> Non
             data = json.loads(path.read_text())
         except ValueError:
             continue
-        change.evidence.append({"what": _answer(data), "link": f"{link_prefix}/{path.name}"})
+        entry = {"what": _answer(data), "link": f"{link_prefix}/{path.name}"}
+        change.evidence.append(entry)
         if change.confirmed is not None:  # a speed shift: the bisect ran both ends side by side, and
             # found the newer end the worse (broke) for a slow-down, the older (mended) for a speed-up
             change.confirmed = not data.get("problem") and data.get("direction") == SPEED_DIRECTION.get(change.kind)
+            pair = changes.side_by_side(data)
+            if not change.confirmed and pair and changes.past_threshold(change.kind, pair[0], pair[3]):
+                # the bisect called the ends alike (their ranges overlapped), while its own medians, run
+                # side by side, moved as the rows claim past its threshold: not a refutation
+                ratio, old, new, drop = pair
+                entry["standing"] = changes.UNRESOLVED
+                entry["what"] += (f"; side by side its medians moved x{ratio:.2f} ({old:,.0f} -> {new:,.0f} "
+                                  f"samples/s), past its {drop:.0%} threshold, while its ranges overlapped: "
+                                  "unresolved, neither confirmed nor refuted")
+                continue
             got = data.get("direction")
             if not change.confirmed and not data.get("problem") and got in changes.OTHER_WAY:
                 # refuted, and more: side by side, the releases part the other way; the verdict says

@@ -133,8 +133,9 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
         "from its own seed on the same data: its range is the run-to-run spread that a difference must "
         f"leave before the atlas claims it. {_two_device_seeds(table)} Cells ran two at a time, one core "
         "each, so samples/s compare within a row; a speed shift between rows run at different moments is a "
-        "candidate (`?`) until `atlas explain` runs both releases in one session and confirms or refutes it. "
-        "Chance is 0.25 (four classes).",
+        "candidate (`?`) until `atlas explain` runs both releases in one session and confirms or refutes it "
+        "(`? unresolved` where, side by side, the medians moved as claimed past the bisect's threshold while "
+        "its ranges overlapped). Chance is 0.25 (four classes).",
         "",
     ]
     parts += _cost_section(about.get("runs") or ([cost] if cost else []))
@@ -302,7 +303,9 @@ def _changes_section(table: list[Row], found: list[Change], folder: str) -> list
            "Breaks, mends and changed failures (status), accuracy shifts past the seeds' spread, wrappers that "
            "appear or go. A speed shift marked `?` is a candidate: its rows ran at different moments on a shared "
            "host, so it stands only once `python -m harness atlas explain` has run both releases side by side "
-           "(its evidence then links the bisect).", ""]
+           "(its evidence then links the bisect); `? unresolved`: side by side its medians moved as claimed, past "
+           "the bisect's threshold, while the bisect's ranges overlapped, so it is neither confirmed nor refuted.",
+           ""]
     moved = [c for c in found if c.before is not None and c.kind != "numpy"]
     if not moved:
         out += ["None: on every line, each column keeps its status, and its accuracy and speed stay within "
@@ -314,11 +317,12 @@ def _changes_section(table: list[Row], found: list[Change], folder: str) -> list
         out += [f"### {LINES[line]}", "", "| change | from | to | what | evidence |", "|---|---|---|---|---|"]
         for group in grouped(mine):
             c = group[0]
-            kind = {"candidate": f"{c.kind}?", "refuted": f"~~{c.kind}~~ refuted"}.get(c.speed or "", c.kind)
+            kind = {"candidate": f"{c.kind}?", "refuted": f"~~{c.kind}~~ refuted",
+                    "unresolved": f"{c.kind}? unresolved"}.get(c.speed or "", c.kind)
             what = c.detail if len(group) == 1 else (
                 f"{', '.join(g.column for g in group)}: {c.detail.split(': ', 1)[1]}")
             out.append(f"| {kind} | {_link(by_key.get(c.before), folder)} | {_link(by_key.get(c.after), folder)} | "
-                       f"{_md(what)} | {_evidence(c)} |")
+                       f"{_md(what)} | {_group_evidence(group)} |")
         out.append("")
     out += _boundary_section(table, found, folder)
     devices = [c for c in found if c.before is None]
@@ -387,6 +391,17 @@ def _link(row: Row | None, folder: str) -> str:
 
 def _md(text: str) -> str:
     return html.escape(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _group_evidence(group: list[Change]) -> str:
+    """The first column's evidence, then each other column's own links (its bisect, its layer-by-layer
+    record), named by the column: every evidence file the atlas publishes is one a page links."""
+    parts = [_evidence(group[0])]
+    for g in group[1:]:
+        links = [f"[{_md(e['what'])}]({e['link']})" for e in g.evidence if e.get("link")]
+        if links:
+            parts.append(f"{_md(g.column)}: {'; '.join(links)}")
+    return "; ".join(p for p in parts if p != "-") or "-"
 
 
 def _evidence(change: Change) -> str:

@@ -11,7 +11,6 @@ from harness.commands.common import engine_for, load
 from harness.errors import UserError
 from harness.files.outputs import check_output_folder
 from harness.files.paths import check_writable
-from harness.index import releases
 from harness.options.engine import add_engine_args, pythons
 from harness.options.shared import add_matrix, add_out, add_results, add_slurm_args, positive
 from harness.options.slurm import SlurmOptions
@@ -57,36 +56,24 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    """The API's bisect (`api.bisect`), with what the flags got wrong said in the flags' words first."""
     # the verb's work is imported when the verb runs, so the CLI starts without it
-    from harness.investigate import bisect, bisect_ends
-    from harness.investigate.bisect_judge import Criteria
+    from harness import api
+    from harness.investigate import bisect_ends
 
-    nightly = bisect_ends.checked(args)
-    old, new, said = bisect_ends.ends(args)
+    bisect_ends.checked(args)   # the ends and the criteria, before the matrix loads
     m = load(args, console)
-    slurm = None
-    if args.executor == "slurm":
-        slurm = SlurmOptions.merged(m.slurm, args)
-    cells = select(m.cells, args.cell)
-    if not cells:
+    slurm = SlurmOptions.merged(m.slurm, args) if args.executor == "slurm" else None
+    if not select(m.cells, args.cell):
         raise UserError(f"no cell of {args.matrix} matches --cell {' '.join(args.cell or [])}")
-    env = cells[0].environment
-    cells = [c for c in cells if c.environment == env]
     check_writable(Path(args.results), "--results")
-    if slurm and m.resolver:  # a task loads the matrix offline: its ranges as this host expanded them
-        m.resolver.record(Path(args.results) / m.name)
     check_output_folder(Path(args.out), "--out", [Path(args.results)])  # bundles never land among results
     check_writable(Path(args.out), "--out")
-    resolver = releases.Resolver(offline=args.offline)
-    versions = bisect_ends.bounds(args.package, env.python, good=old, bad=new, spec=args.spec, pre=args.pre,
-                             resolver=resolver)
-    console.print(f"bisecting {args.package} over {len(versions)} releases ({versions[0]} ... {versions[-1]}) for "
-                  f"{len(cells)} cell(s) of {env.name} (Python {env.python}), {args.jobs} release(s) per round")
     with engine_for(args, console) as engine:
-        found, _ = bisect.run(m=m, base_cells=cells, package=args.package, versions=versions, engine=engine,
-                              results_root=Path(args.results), console=console, jobs=args.jobs,
-                              repeats=args.repeats, cutoff=not args.no_cutoff, bundles=Path(args.out),
-                              criteria=Criteria(args.accuracy_drop, args.speed_drop), resolver=resolver,
-                              slurm=slurm, engine_args={"pythons": pythons(args.python), "ca_bundle": args.ca_bundle},
-                              nightly=nightly, said=said)
-    return exits.OK if not found.problem else exits.CHANGED
+        answer = api.bisect(m, package=args.package, good=args.good, bad=args.bad, old=args.old, new=args.new,
+                            spec=args.spec, cells=args.cell, results=args.results, out=args.out, engine=engine,
+                            jobs=args.jobs, repeats=args.repeats, accuracy_drop=args.accuracy_drop,
+                            speed_drop=args.speed_drop, pre=args.pre, nightly=args.nightly,
+                            cutoff=not args.no_cutoff, offline=args.offline, pythons=pythons(args.python),
+                            ca_bundle=args.ca_bundle, slurm=slurm, console=console)
+    return exits.OK if not answer.found.problem else exits.CHANGED

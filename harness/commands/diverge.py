@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
 from harness.commands.common import engine_for, load
 from harness.files.outputs import check_apart
 from harness.files.paths import check_writable
@@ -34,12 +36,24 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    """The API's diverge (`api.diverge`) with the flags' words in its errors; the record on stdout
+    (--json) or the table."""
     # the verb's work is imported when the verb runs, so the CLI starts without it
-    from harness.investigate import diverge
+    from harness import api
+    from harness.investigate.diverge import one_cell, show
 
     check_apart(Path(args.out), "--out", [Path(args.results)])  # its own cells live there, not among a run's
     check_writable(Path(args.out), "--out")
     talk = Console(stderr=True, soft_wrap=True) if args.json else console  # --json: stdout is the record's
     m = load(args, talk)
+    # the cells as the user named them, in their words (the matrix as typed), before any engine starts
+    a = one_cell(args.cell_a, m.cells, "CELL_A", args.matrix)
+    b = one_cell(args.cell_b, m.cells, "CELL_B", args.matrix)
     with engine_for(args, talk) as engine:
-        return diverge.command(args, m, engine, console, talk)
+        found, folder = api.diverge(m, a.id, b.id, out=args.out, results=args.results, engine=engine, rows=args.rows,
+                                    epochs=args.epochs, rerun=args.rerun, console=talk)
+    if args.json:
+        print(json.dumps(found, indent=2, sort_keys=True, default=str))
+    else:
+        show(found, folder, console)
+    return exits.CHANGED if found["diverges"] else exits.OK

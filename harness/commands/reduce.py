@@ -40,16 +40,18 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    """The API's reduce (`api.reduce`), its sides named as the flags name them."""
     # the verb's work is imported when the verb runs, so the CLI starts without it
-    from harness.investigate.reduce import reduce, sides
+    from harness import api
+    from harness.investigate.reduce import sides
     from harness.investigate.reduce_report import show
 
     check_apart(Path(args.out), "--out", [Path(args.results)])  # its own cells live there
     check_writable(Path(args.out), "--out")
     m = load(args, console)
-    good, bad = sides(m, args)
+    good, bad = sides(m, args)   # two cells, or one cell on two releases: in the flags' words
     with engine_for(args, console) as engine:
-        engine.warm = engine.warm and not args.fresh
-        found = reduce(m, good, bad, engine, Path(args.out), console, budget=args.budget, unconfined=args.unconfined)
-        show(found, console)
+        found = api.reduce(m, good, bad, out=args.out, results=args.results, engine=engine, budget=args.budget,
+                           unconfined=args.unconfined, fresh=args.fresh, console=console)
+    show(found, console)
     return exits.OK

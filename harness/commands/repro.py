@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -34,10 +35,24 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
+    """Each cell the id names, reproduced by the API (`api.repro`); or a shell in its environment."""
     # the verb's work is imported when the verb runs, so the CLI starts without it
-    from harness.investigate.repro import run_command
+    from harness import api, exits
+    from harness.investigate.repro import cells_named, shell, summary
+    from harness.terminal import shown
 
     check_output_folder(Path(args.out), "--out")
     check_writable(Path(args.out), "--out")
     with engine_for(args, console) as engine:
-        return run_command(args, console, engine)
+        found = cells_named(args)
+        if args.shell or getattr(args, "shell_command", None):
+            shell(args, console, engine, found[0][0])   # does not return: the shell is this process now
+        for cell, m in found:
+            started = time.monotonic()
+            bundle, results = api.repro(m, cell.id, repeat=args.repeat, out=args.out, engine=engine, console=console)
+            console.rule()
+            console.print(f"[bold]{shown(cell.id)}[/]: {shown(summary(results))}", highlight=False)
+            how = ("./run.sh reproduces it without the harness" if (bundle / "run.sh").exists()
+                   else "no run.sh: the environment could not be had; see attempts/ for the build log")
+            console.print(f"bundle: {shown(bundle)}  ({how}; {time.monotonic() - started:.0f} s)")
+    return exits.OK

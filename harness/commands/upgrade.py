@@ -54,6 +54,15 @@ def add(sub) -> None:
 
 
 def command(args, console: Console) -> int:
-    from harness.upgrade import course  # the verb's work is imported when the verb runs: not at CLI start
+    """The API's upgrade (`api.upgrade`), its keywords the flags; the report's exit status."""
+    from harness import api  # the verb's work is imported when the verb runs: not at CLI start
+    from harness.options.engine import pythons
 
-    return course.run(args, console)
+    return api.upgrade(args.project, script=args.script, script_args=args.args or (), factory=args.factory,
+                       data=args.data, requirements=args.requirements, matrix=args.matrix, cell=args.cell,
+                       packages=args.package, python_version=args.python_version, repeats=args.repeats,
+                       accuracy_drop=args.accuracy_drop, speed_drop=args.speed_drop, nightly=args.nightly,
+                       reduce=not args.no_reduce, diverge=not args.no_diverge, budget=args.budget,
+                       unconfined=args.unconfined, results=args.results, out=args.out, offline=args.offline,
+                       engine=args.engine, pythons=pythons(args.python), ca_bundle=args.ca_bundle,
+                       console=console).exit_code

@@ -2,7 +2,7 @@
 
 A bundle is attached to bug reports and run by other people, so a value
 never reaches a script as shell text: values go through ``shlex.quote``,
-numbers through ``int()``, comments through ``_comment`` (one line,
+numbers through ``int()``, comments through ``comment`` (one line,
 escaped), whatever validation let through. Each engine picks its recipe
 (``Engine.write_replay``); the variables and the limits come from the same
 places the engines use to run a cell.
@@ -47,7 +47,7 @@ def lock_without_forced(freeze: str, force: tuple[str, ...] | list[str]) -> str:
 # -- run.sh: everything taken from a cell or a result is quoted ---------------------------
 # A bundle is made to be attached to a bug report and run by someone else, so
 # the script never carries a value as shell text: values go through
-# shlex.quote, numbers through int(), and comments through _comment (one line,
+# shlex.quote, numbers through int(), and comments through comment (one line,
 # escaped), whatever validation let through.
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -62,7 +62,7 @@ def _q(value) -> str:
     return shlex.quote(text)
 
 
-def _comment(text: str) -> str:
+def comment(text: str) -> str:
     """Text for a '#' comment: one line, control and non-ASCII characters escaped."""
     return str(text).encode("unicode_escape").decode("ascii")
 
@@ -101,7 +101,7 @@ def docker_script(cell: Cell, prov: dict, locked: bool = False) -> str:
     user_mount = _user_mount(cell)
     what = _LOCKED if locked else _PINNED
     return f"""#!/usr/bin/env bash
-# Reproduce {_comment(cell.id)}
+# Reproduce {comment(cell.id)}
 # with plain Docker; nothing of the harness is needed. DOCKER=/path/to/docker to choose
 # the client (the build needs BuildKit); PIP_CERT=bundle.pem if pip sits behind a TLS proxy.
 # {what}
@@ -155,9 +155,9 @@ def venv_script(cell: Cell, has_lock: bool) -> str:
              '-r environment/forced.txt || exit 125; fi')
     wall = int(cell.limits.wall)
     return f"""#!/usr/bin/env bash
-# Reproduce {_comment(cell.id)}
+# Reproduce {comment(cell.id)}
 # in a virtualenv made the way the harness made it: the exact pins, then the forced ones
-# (--no-deps), and the cell's variables. PYTHON=/path/to/{_comment(python)} to choose the interpreter.
+# (--no-deps), and the cell's variables. PYTHON=/path/to/{comment(python)} to choose the interpreter.
 set -u
 cd "$(dirname "$0")"
 PYTHON="${{PYTHON:-}}"

@@ -31,7 +31,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from harness import chains, exits, status
+from harness import chains, status
 from harness.cells import BUILT_IN_MODELS, Cell
 from harness.errors import UserError
 from harness.files.paths import inside
@@ -92,8 +92,10 @@ def plan(a: Cell, b: Cell, rows: int | None = None, epochs: int | None = None) -
 
 
 def one_cell(pattern: str, cells: list[Cell], what: str, matrix: Path) -> Cell:
-    """The one cell of the matrix `pattern` names (an id, a prefix or a glob)."""
-    found = select(cells, [pattern])
+    """The one cell of the matrix `pattern` names (an id, a prefix or a glob). A whole id names its
+    cell even where it begins another's (``.../r1`` and ``.../r10``)."""
+    exact = [c for c in cells if c.id == pattern]
+    found = exact or select(cells, [pattern])
     if not found:
         raise UserError(f"{what} {pattern!r} matches no cell of {matrix} (python -m harness list {matrix} shows "
                         "the ids)")
@@ -101,18 +103,6 @@ def one_cell(pattern: str, cells: list[Cell], what: str, matrix: Path) -> Cell:
         named = ", ".join(c.id for c in found[:4]) + (" ..." if len(found) > 4 else "")
         raise UserError(f"{what} {pattern!r} matches {len(found)} cells of {matrix} ({named}): name one")
     return found[0]
-
-
-def command(args, m, engine, console: Console, talk: Console) -> int:
-    """`harness diverge`: the two cells, their comparison, the record on stdout (--json) or the table."""
-    a = one_cell(args.cell_a, m.cells, "CELL_A", args.matrix)
-    b = one_cell(args.cell_b, m.cells, "CELL_B", args.matrix)
-    found, folder = run(m, a, b, engine, Path(args.out), talk, rows=args.rows, epochs=args.epochs, rerun=args.rerun)
-    if args.json:
-        print(json.dumps(found, indent=2, sort_keys=True, default=str))
-    else:
-        show(found, folder, console)
-    return exits.CHANGED if found["diverges"] else exits.OK
 
 
 def folder_of(out: Path, matrix_name: str, a: Cell, b: Cell) -> Path:

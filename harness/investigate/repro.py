@@ -14,13 +14,12 @@ import os
 import shutil
 import sys
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
-from harness import WORKLOADS, chains, exits, status, usercode
+from harness import WORKLOADS, chains, status, usercode
 from harness import matrix as matrix_mod
 from harness.cells import Cell
 from harness.engines.base import Engine
@@ -178,7 +177,9 @@ def readme(cell: Cell, engine: Engine, results: list[Result]) -> str:
 
 
 
-def run_command(args, console: Console, engine: Engine) -> int:
+def cells_named(args) -> list[tuple[Cell, object]]:
+    """The cells `repro CELL` names, each with its matrix: those of ``--matrix`` (every matrix under
+    matrices/ without one) whose id matches; none is the user's error, in the flag's words."""
     matrices = [Path(p) for p in args.matrix] or sorted(Path("matrices").glob("*.yaml"))
     if not matrices:
         raise UserError("no matrix to look the cell up in: pass --matrix FILE (or run from the project folder)")
@@ -186,28 +187,23 @@ def run_command(args, console: Console, engine: Engine) -> int:
     if not found:
         raise UserError(f"no cell matches '{args.cell}' in {', '.join(str(p) for p in matrices)} "
                         "(python -m harness list MATRIX shows the ids)")
+    return found
+
+
+def shell(args, console: Console, engine: Engine, cell: Cell) -> None:
+    """`repro --shell`: a shell (or `--shell-command`) in the cell's environment, in its bundle
+    folder; this process becomes it, so its exit status is the shell's."""
     out = Path(args.out)
-    if args.shell or getattr(args, "shell_command", None):
-        cell, _ = found[0]
-        bundle = inside(out, out / file_name(cell.id))
-        try:
-            prepared = engine.prepare(cell.environment, bundle / "environment-build.log")
-        except EnvironmentUnavailable as exc:
-            raise UserError(f"{cell.environment.name} is unavailable: {exc.reason}") from None
-        write_bundle(bundle, cell, engine, prepared.provenance, [])
-        argv, env = engine.shell(cell, prepared, bundle)
-        if getattr(args, "shell_command", None):
-            argv = [*argv, "-c", args.shell_command]  # exec'd below: its exit status is this process's
-        console.print(f"shell in {cell.environment.name} ({engine.name}); the bundle is at {bundle}; exit to leave")
-        sys.stdout.flush()
-        os.chdir(bundle)
-        os.execvpe(argv[0], argv, env)
-    for cell, m in found:
-        started = time.monotonic()
-        bundle, results = reproduce(cell, m, engine, out, args.repeat, console)
-        console.rule()
-        console.print(f"[bold]{shown(cell.id)}[/]: {shown(summary(results))}", highlight=False)
-        how = ("./run.sh reproduces it without the harness" if (bundle / "run.sh").exists()
-               else "no run.sh: the environment could not be had; see attempts/ for the build log")
-        console.print(f"bundle: {shown(bundle)}  ({how}; {time.monotonic() - started:.0f} s)")
-    return exits.OK
+    bundle = inside(out, out / file_name(cell.id))
+    try:
+        prepared = engine.prepare(cell.environment, bundle / "environment-build.log")
+    except EnvironmentUnavailable as exc:
+        raise UserError(f"{cell.environment.name} is unavailable: {exc.reason}") from None
+    write_bundle(bundle, cell, engine, prepared.provenance, [])
+    argv, env = engine.shell(cell, prepared, bundle)
+    if getattr(args, "shell_command", None):
+        argv = [*argv, "-c", args.shell_command]  # exec'd below: its exit status is this process's
+    console.print(f"shell in {cell.environment.name} ({engine.name}); the bundle is at {bundle}; exit to leave")
+    sys.stdout.flush()
+    os.chdir(bundle)
+    os.execvpe(argv[0], argv, env)

@@ -27,7 +27,7 @@ from harness import status
 from harness.cells import Cell, size_bytes
 from harness.chains import waves
 from harness.engines.base import Engine
-from harness.environments.recipes import _comment  # one line, escaped: as a bundle's run.sh writes comments
+from harness.environments.recipes import comment  # one line, escaped: as a bundle's run.sh writes comments
 from harness.errors import EnvironmentUnavailable, UserError
 from harness.matrix import Matrix
 from harness.options.slurm import SlurmOptions, text_problem
@@ -131,9 +131,9 @@ def script(sub_dir: Path, arr: Array, run: str, opts: SlurmOptions, cwd: Path) -
     if opts.account:
         directives.append(_directive("--account", opts.account))
     lines = ["#!/bin/bash",
-             f"# tfkeras-harness, matrix {_comment(run)}: task i of this array runs the cell on line "
+             f"# tfkeras-harness, matrix {comment(run)}: task i of this array runs the cell on line "
              f"{int(arr.offset)} + i",
-             f"# of {_comment(sub_dir / 'cells.txt')} (lines counted from 0) through the lifecycle.",
+             f"# of {comment(sub_dir / 'cells.txt')} (lines counted from 0) through the lifecycle.",
              *directives, "set -u"]
     if not arr.resources.gpus:
         lines.append("export CUDA_VISIBLE_DEVICES=  # this array is granted no GPU, so the cell sees none")

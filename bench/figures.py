@@ -1,0 +1,167 @@
+"""Every figure a page states about a recorded run is quoted from its record, never typed.
+
+    python bench/figures.py            # the audit: exit 1, each block that says what its records do not
+    python bench/figures.py --write    # every block of every page made again from the records
+
+A page quotes records through a block that this script writes and nobody edits:
+
+    <!-- figures:NAME -->
+    what NAME's generator made of the records
+    <!-- /figures:NAME -->
+
+Why: the same measurement typed on four pages drifts four ways (the suite's minutes, its disk, the
+quick tier's time stood at three figures on two pages). A generator reads the records under
+``bench/records/`` -- written by the bench scripts from real runs, never by hand -- and makes the
+sentence or the table; the page holds what it made. The audit makes each block again and names,
+with the page, the line and the records it rests on, every block whose text differs (a figure
+typed over, or a record added since), every block no generator knows or left open, and every
+figure of the suite's cost in its own unit (test-minutes) typed outside a block.
+
+The generators are the bench scripts' own (`QUOTES`): each takes the records and gives the text and
+the record files it read. Standard library only, as the scripts it quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+try:   # run as a script (bench/ on the path) or imported as bench.figures
+    from bench import suite_cost
+except ImportError:
+    import suite_cost
+
+ROOT = Path(__file__).resolve().parent.parent
+_BLOCK = re.compile(r"<!-- figures:([a-z0-9-]+) -->\n(?:(.*?)\n)?<!-- /figures:\1 -->", re.S)
+_OPENED = re.compile(r"<!-- (/?)figures:([a-z0-9-]+) -->")
+# the suite's cost in the unit this project coined for it: stated only through a block
+_TYPED = re.compile(r"\d[\d.,]*\s*(?:-\s*\d[\d.,]*\s*)?test-min(?:ute)?s?\b")
+
+
+@dataclass(frozen=True)
+class Quote:
+    """What a generator made: the text a block holds, and the record files it read."""
+    text: str
+    records: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    page: str
+    line: int
+    block: str     # the block's name ("" for a figure typed outside one)
+    what: str      # one sentence, with the records it rests on
+
+    def __str__(self) -> str:
+        name = f" figures:{self.block}" if self.block else ""
+        return f"{self.page}:{self.line}:{name} {self.what}"
+
+
+def _suite(make: Callable[[list[dict]], str]) -> Callable[[], Quote]:
+    def quote() -> Quote:
+        records = suite_cost.load_records()
+        return Quote(make(records), tuple(r["_file"] for r in records))
+    return quote
+
+
+# Every block a page may hold, by name: its generator. A new measurement quoted on a page gets its
+# generator here, beside the script that records it.
+QUOTES: dict[str, Callable[[], Quote]] = {
+    "suite-cost": _suite(suite_cost.table),
+    "suite-promises": _suite(suite_cost.promise_table),
+    "suite-door": _suite(suite_cost.door_sentence),
+    "suite-tiers": _suite(suite_cost.tiers_table),
+    "suite-machines": _suite(suite_cost.machines_sentence),
+}
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """The pages a reader reads: the README, the docs, the examples' READMEs."""
+    found = [root / "README.md", *sorted((root / "docs").rglob("*.md")), *sorted((root / "examples").rglob("*.md"))]
+    return [p for p in found if p.is_file()]
+
+
+def _line(text: str, at: int) -> int:
+    return text.count("\n", 0, at) + 1
+
+
+def _made(quotes: dict[str, Callable[[], Quote]]) -> dict[str, Quote]:
+    return {name: make() for name, make in quotes.items()}
+
+
+def audit(root: Path = ROOT, quotes: dict[str, Callable[[], Quote]] | None = None) -> list[Finding]:
+    """Every block of every page against what its generator makes now; every open or unknown
+    block; every figure in test-minutes typed outside a block."""
+    made = _made(QUOTES if quotes is None else quotes)
+    found: list[Finding] = []
+    for path in pages(root):
+        text = path.read_text(encoding="utf-8")
+        page = str(path.relative_to(root))
+        spans = []
+        for m in _BLOCK.finditer(text):
+            name, held = m.group(1), m.group(2) or ""
+            spans.append(m.span())
+            line = _line(text, m.start())
+            if name not in made:
+                found.append(Finding(page, line, name, f"no generator makes this block (known: {', '.join(made)})"))
+            elif held != made[name].text:
+                found.append(Finding(page, line, name,
+                                     "says what its records do not make now (records: "
+                                     f"{', '.join(made[name].records) or 'none'}): `python bench/figures.py "
+                                     "--write` makes it again; a figure is mended in its record, not here"))
+        closed = {m.start(): m for m in _BLOCK.finditer(text)}
+        for m in _OPENED.finditer(text):
+            if not any(a <= m.start() < b for a, b in spans) and m.start() not in closed:
+                found.append(Finding(page, _line(text, m.start()), m.group(2),
+                                     "is opened or closed without its pair (a block is `<!-- figures:NAME -->`, "
+                                     "its text, `<!-- /figures:NAME -->`, each marker on a line of its own)"))
+        for m in _TYPED.finditer(text):
+            if not any(a <= m.start() < b for a, b in spans):
+                found.append(Finding(page, _line(text, m.start()), "",
+                                     f"the suite's cost typed by hand ({m.group(0)!r}): quote its record through "
+                                     "a figures block"))
+    return sorted(found, key=lambda f: (f.page, f.line))
+
+
+def write(root: Path = ROOT, quotes: dict[str, Callable[[], Quote]] | None = None) -> list[str]:
+    """Every known block of every page made again; the pages changed."""
+    made = _made(QUOTES if quotes is None else quotes)
+    changed = []
+    for path in pages(root):
+        text = path.read_text(encoding="utf-8")
+
+        def again(m: re.Match) -> str:
+            name = m.group(1)
+            if name not in made:
+                return m.group(0)   # the audit names it; writing never guesses
+            return f"<!-- figures:{name} -->\n{made[name].text}\n<!-- /figures:{name} -->"
+
+        new = _BLOCK.sub(again, text)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(str(path.relative_to(root)))
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help="make every block again from the records")
+    args = parser.parse_args(argv)
+    if args.write:
+        changed = write()
+        print(f"wrote {len(changed)} page(s): {', '.join(changed)}" if changed else "every block already holds "
+              "what its records make")
+        return 0
+    findings = audit()
+    for f in findings:
+        print(f)
+    print(f"{len(findings)} finding(s) over {len(pages())} pages and {len(QUOTES)} generators")
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
