@@ -68,6 +68,38 @@ def _suite(make: Callable[[list[dict]], str]) -> Callable[[], Quote]:
     return quote
 
 
+WARM_RECORDS = ROOT / "bench" / "records" / "warm"
+_STACK_ROW = re.compile(r"^\| (?P<stack>[^(|][^|]*?) \| (?P<wall>[\d.]+ \[[\d.-]+\]) \| [^|]* \| [^|]* \| "
+                        r"(?P<steady>[\d.]+ \[[\d.-]+\]) \| (?P<fresh>[\d.]+%) \| (?P<warm>[\d.]+%) \| "
+                        r"(?P<within>[^|]+?) \|$", re.M)
+_RUN_ROW = re.compile(r"^run  warm-\d+: .*?: (?P<bound>[\d.]+)x the bound", re.M)
+
+
+def warm_gpu() -> Quote:
+    """seed 000's one-GPU cells, warm against fresh, as the newest record of
+    ``bench/device/warm-gpu.sh standby-on`` (``ONLY='*/none-g1/*'``) left them: the bench's own
+    table row and its run lines, quoted -- the verdict it printed, never a figure typed over it."""
+    found = sorted(WARM_RECORDS.glob("*-h200/none-g1-standby-on.txt"))
+    if not found:
+        return Quote("No run of seed 000's one-GPU cells, warm against fresh, is recorded yet.", ())
+    path = found[-1]
+    text = path.read_text()
+    row = _STACK_ROW.search(text)
+    bounds = [float(b) for b in _RUN_ROW.findall(text)]
+    rel = str(path.relative_to(ROOT))
+    if row is None:
+        return Quote(f"The newest record ({rel}) holds no table this page can quote.", (rel,))
+    rounds = re.search(r"(\d+) round\(s\) of fresh then warm", text)
+    cells = len(re.findall(r"^\| \S+/none-g1/\S+ \| ok \|", text, re.M))
+    said = (f"seed 000's {cells} one-GPU cells on 1 x H200 ({row['stack']}; `bench/device/warm-gpu.sh standby-on`, "
+            f"{rounds.group(1) if rounds else '?'} rounds, {path.parent.name[:10]}): the stack's wall warm/fresh "
+            f"**{row['wall']}**, steady samples/s warm/fresh **{row['steady']}** against run-to-run spreads of "
+            f"{row['fresh']} (fresh) and {row['warm']} (warm): within the spread: {row['within'].strip()}")
+    if bounds:
+        said += f"; warm runs {min(bounds):.2f}-{max(bounds):.2f} x their steady-work bound"
+    return Quote(said + f" ([the record]({rel})).", (rel,))
+
+
 # Every block a page may hold, by name: its generator. A new measurement quoted on a page gets its
 # generator here, beside the script that records it.
 QUOTES: dict[str, Callable[[], Quote]] = {
@@ -76,6 +108,7 @@ QUOTES: dict[str, Callable[[], Quote]] = {
     "suite-door": _suite(suite_cost.door_sentence),
     "suite-tiers": _suite(suite_cost.tiers_table),
     "suite-machines": _suite(suite_cost.machines_sentence),
+    "warm-gpu": warm_gpu,
 }
 
 

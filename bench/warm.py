@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -108,7 +109,12 @@ def main() -> None:
     p.add_argument("--repeats", type=int,
                    help="run each cell this many times (the matrix's `repeats:` replaced): cells of one "
                         "environment share a warm launcher, as in a real matrix")
+    p.add_argument("--standby", choices=("on", "off"), default="on",
+                   help="off: no warm cell prepares beside another on its GPUs (the A/B of what standing by "
+                        "costs the cell it prepares beside; the harness's HARNESS_STANDBY=off)")
     a = p.parse_args()
+    if a.standby == "off":
+        os.environ["HARNESS_STANDBY"] = "off"   # the harness runs below inherit it
     common = []
     for item in a.python:
         common += ["--python", item]

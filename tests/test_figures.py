@@ -63,3 +63,13 @@ def test_writing_mends_what_the_records_make_and_leaves_what_it_cannot(planted):
     assert {(f.page, f.block) for f in left} == {("docs/page.md", ""), ("docs/page.md", "no-such-table"),
                                                  ("docs/page.md", "suite-machines")}
     assert (root / "README.md").read_text() == (ROOT / "README.md").read_text()   # the committed page, again
+
+
+def test_the_gpu_warm_figures_are_the_bench_records_own():
+    """The README's warm figures on a GPU are the newest record's table row, quoted: each figure the
+    quote states stands in the record as the bench printed it."""
+    quote = figures.warm_gpu()
+    assert quote.records, quote.text
+    record = (ROOT / quote.records[0]).read_text()
+    stated = [m.strip("*") for m in quote.text.split() if m.startswith("**")]
+    assert stated and all(s in record for s in stated), (stated, quote.records)

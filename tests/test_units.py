@@ -437,3 +437,21 @@ def test_a_reduction_never_keeps_a_cut_that_drops_a_seed():
     assert unseeded(original.replace("set_seed(seed=1)", "set_seed()"), seeded)
     assert not unseeded(original, seeded)
     assert not unseeded("import random\nrandom.seed()\n", seeded), "the original called random.seed() bare"
+
+
+def test_standing_by_is_asked_of_warm_gpu_cells_and_the_switch_turns_it_off(tmp_path, monkeypatch):
+    """A warm run stands a GPU cell of a stack that shares its GPUs' memory by on a running set; with
+    HARNESS_STANDBY=off in the harness's environment (bench/warm.py --standby off) none is, and a
+    fresh run never stands one by."""
+    from harness.engines.venv import VenvEngine
+    from harness.launch.standby import SWITCH
+
+    engine = VenvEngine(root=tmp_path)
+    engine.warm = True
+    monkeypatch.delenv(SWITCH, raising=False)
+    assert engine.stands_by(_cell(1)) and not engine.stands_by(_cell(1, "cpu"))
+    monkeypatch.setenv(SWITCH, "off")
+    assert not engine.stands_by(_cell(1))
+    monkeypatch.setenv(SWITCH, "on")
+    engine.warm = False
+    assert not engine.stands_by(_cell(1))

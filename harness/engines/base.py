@@ -41,6 +41,7 @@ from harness.launch.cellgroup import CellGroup, leftovers
 from harness.launch.confinement import NOT_ASKED, Offer, writable
 from harness.launch.launcher import SLOT_VARIABLES, Launcher, fresh_because, warm_settings
 from harness.launch.standby import Standby
+from harness.launch.standby import allowed as standby_allowed
 from harness.launch.warmserver import Server
 from harness.status.outcome import signal_name
 from harness.workloads.protocol import (
@@ -219,8 +220,10 @@ class ProcessEngine(Engine):
 
     def stands_by(self, cell: Cell) -> bool:
         """On a warm run, a GPU cell of a stack that leaves its GPUs' memory to others
-        (allocation.shares_memory) prepares while another cell ends on its GPUs."""
-        return self.warm and cell.parallelism.device_kind == "gpu" and shares_memory(cell)
+        (allocation.shares_memory) prepares while another cell ends on its GPUs -- unless the
+        harness's environment turns standing by off (standby.SWITCH)."""
+        return (self.warm and cell.parallelism.device_kind == "gpu" and shares_memory(cell)
+                and standby_allowed())
 
     def pythonpath(self, workloads_root: Path) -> str:
         """Only the workloads: the environment holds everything else the cell may import."""

@@ -36,6 +36,18 @@ from pathlib import Path
 
 from harness.workloads.protocol import STANDBY_FILE, STANDBY_PROGRAMS
 
+# ``off`` in the harness's environment: no cell prepares beside another on a warm run (each waits
+# for free GPUs, as on a fresh run). For an A/B of what standing by costs the cell it prepares
+# beside (``bench/warm.py --standby off``), and for a user who wants none of it.
+SWITCH = "HARNESS_STANDBY"
+
+
+def allowed() -> bool:
+    """Whether a warm run may stand cells by (`SWITCH` is not ``off``)."""
+    import os  # deferred: read when a run asks, so a test or a bench may set it per run
+
+    return os.environ.get(SWITCH, "on").strip().lower() != "off"
+
 
 class Standby:
     """One follower's side of a hand-over: `go` is called by whoever holds its GPUs when they

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Warm launch on one GPU, A/B: does a warm cell train as a fresh one, and if not, what bends it?
+# Run from the repository's root on a GPU host, with keras 3.15.1, namex and optree importable
+# (PYTHONPATH) beside the host's JAX. Each ARM is one `bench/warm.py` invocation on seed 000's
+# one-GPU cells (`--only` below), fresh and warm runs alternating, so its warm / fresh ratios are
+# taken in one run:
+#
+#   standby-on      warm as it ships: the next cell prepares beside the training one, and warm
+#                   cells take GPU memory as they go (XLA_PYTHON_CLIENT_PREALLOCATE=false)
+#   standby-off     no cell prepares beside another (HARNESS_STANDBY=off, bench/warm.py --standby off)
+#   alloc-alike     standby on, and the matrix's env asks fresh cells too to take memory as they go:
+#                   fresh and warm then differ only in how they launch
+#
+#   bench/device/warm-gpu.sh ARM [ARM ...]      (OUT=folder for the tables; default ./warm-gpu)
+set -euo pipefail
+out="${OUT:-./warm-gpu}"
+mkdir -p "$out"
+only=(--only "${ONLY:-*/none-g1/b1024/*}")
+rounds="${ROUNDS:-2}"
+for arm in "$@"; do
+  matrix=matrices/seed000-gpu.yaml
+  standby=on
+  case "$arm" in
+    standby-on) ;;
+    standby-off) standby=off ;;
+    alloc-alike)
+      matrix="$(mktemp -d)/seed000-gpu-alike.yaml"
+      python3 - "$matrix" <<'PY'
+import sys
+import yaml
+data = yaml.safe_load(open("matrices/seed000-gpu.yaml"))
+for env in data["environments"]:
+    env.setdefault("env", {})["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+open(sys.argv[1], "w").write(yaml.safe_dump(data, sort_keys=False))
+PY
+      ;;
+    *) echo "unknown arm: $arm (standby-on, standby-off, alloc-alike)" >&2; exit 2 ;;
+  esac
+  echo "== $arm: $(date -u +%FT%TZ)"
+  python3 bench/warm.py "$matrix" --engine local --gpus 0 "${only[@]}" --rounds "$rounds" \
+    --standby "$standby" 2>&1 | tee "$out/warm-$arm.txt"
+done
