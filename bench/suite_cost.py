@@ -351,7 +351,7 @@ def _run_said(rec: dict, *, ci: bool = False) -> str:
     wall = rec.get("ci_wall_seconds") if ci else rec.get("suite_wall_seconds")
     return (f"{_minutes(wall)} of wall and {_summed(rec).replace('test-min', 'test-minutes')} summed over "
             f"{rec.get('workers') or 'its'} workers at {(rec.get('commit') or '--')[:7]} ({rec.get('date')}) on "
-            f"{_machine(rec)}")
+            f"{_machine(rec)}" + ("" if rec.get("from_nothing") else ", its caches not emptied first"))
 
 
 def _disk(rec: dict) -> str:
