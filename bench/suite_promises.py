@@ -93,6 +93,12 @@ PROMISES = (
      "keeps": "diverge finds each planted difference at its layer on two virtual devices",
      "run": "Keras 3 on JAX, one comparison per planted difference",
      "least": "the planted factories could share one run's one-device side"},
+    {"file": "tests/test_programs_ahead.py",
+     "keeps": "a cell that traces and compiles its steps while standing by trains bit for bit as it would "
+              "have, with nothing traced in fit, on one and two (virtual) devices",
+     "run": "real Keras 3 on JAX cells on the CPU, driven through the standby file as the host drives a "
+            "follower, one run of one matrix",
+     "least": "already one run; its cost is the JAX stack's start and compilation in each cell process"},
     {"file": "tests/test_build.py",
      "keeps": "images and GPU virtualenvs build and check; TF 1 GPU is unavailable with its reason",
      "run": "the TF 2.15 GPU image (the slowest image from nothing) and GPU virtualenvs",
