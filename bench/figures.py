@@ -61,9 +61,12 @@ class Finding:
         return f"{self.page}:{self.line}:{name} {self.what}"
 
 
-def _suite(make: Callable[[list[dict]], str]) -> Callable[[], Quote]:
-    def quote() -> Quote:
-        records = suite_cost.load_records()
+def _suite(make: Callable[[list[dict]], str]) -> Callable[[dict], Quote]:
+    """A generator of the suite's records; they are read once for every block (`read`)."""
+    def quote(read: dict) -> Quote:
+        if "suite" not in read:
+            read["suite"] = suite_cost.load_records()
+        records = read["suite"]
         return Quote(make(records), tuple(r["_file"] for r in records))
     return quote
 
@@ -75,7 +78,7 @@ _STACK_ROW = re.compile(r"^\| (?P<stack>[^(|][^|]*?) \| (?P<wall>[\d.]+ \[[\d.-]
 _RUN_ROW = re.compile(r"^run  warm-\d+: .*?: (?P<bound>[\d.]+)x the bound", re.M)
 
 
-def warm_gpu() -> Quote:
+def warm_gpu(read: dict) -> Quote:
     """seed 000's one-GPU cells, warm against fresh, as the newest record of
     ``bench/device/warm-gpu.sh standby-on`` (``ONLY='*/none-g1/*'``) left them: the bench's own
     table row and its run lines, quoted -- the verdict it printed, never a figure typed over it."""
@@ -102,7 +105,7 @@ def warm_gpu() -> Quote:
 
 # Every block a page may hold, by name: its generator. A new measurement quoted on a page gets its
 # generator here, beside the script that records it.
-QUOTES: dict[str, Callable[[], Quote]] = {
+QUOTES: dict[str, Callable[[dict], Quote]] = {
     "suite-cost": _suite(suite_cost.table),
     "suite-promises": _suite(suite_cost.promise_table),
     "suite-door": _suite(suite_cost.door_sentence),
@@ -122,11 +125,13 @@ def _line(text: str, at: int) -> int:
     return text.count("\n", 0, at) + 1
 
 
-def _made(quotes: dict[str, Callable[[], Quote]]) -> dict[str, Quote]:
-    return {name: make() for name, make in quotes.items()}
+def _made(quotes: dict[str, Callable[[dict], Quote]]) -> dict[str, Quote]:
+    """Every generator's text, the records read once between them."""
+    read: dict = {}
+    return {name: make(read) for name, make in quotes.items()}
 
 
-def audit(root: Path = ROOT, quotes: dict[str, Callable[[], Quote]] | None = None) -> list[Finding]:
+def audit(root: Path = ROOT, quotes: dict[str, Callable[[dict], Quote]] | None = None) -> list[Finding]:
     """Every block of every page against what its generator makes now; every open or unknown
     block; every figure in test-minutes typed outside a block."""
     made = _made(QUOTES if quotes is None else quotes)
@@ -146,9 +151,8 @@ def audit(root: Path = ROOT, quotes: dict[str, Callable[[], Quote]] | None = Non
                                      "says what its records do not make now (records: "
                                      f"{', '.join(made[name].records) or 'none'}): `python bench/figures.py "
                                      "--write` makes it again; a figure is mended in its record, not here"))
-        closed = {m.start(): m for m in _BLOCK.finditer(text)}
-        for m in _OPENED.finditer(text):
-            if not any(a <= m.start() < b for a, b in spans) and m.start() not in closed:
+        for m in _OPENED.finditer(text):   # a marker outside every whole block has no pair
+            if not any(a <= m.start() < b for a, b in spans):
                 found.append(Finding(page, _line(text, m.start()), m.group(2),
                                      "is opened or closed without its pair (a block is `<!-- figures:NAME -->`, "
                                      "its text, `<!-- /figures:NAME -->`, each marker on a line of its own)"))
@@ -160,7 +164,7 @@ def audit(root: Path = ROOT, quotes: dict[str, Callable[[], Quote]] | None = Non
     return sorted(found, key=lambda f: (f.page, f.line))
 
 
-def write(root: Path = ROOT, quotes: dict[str, Callable[[], Quote]] | None = None) -> list[str]:
+def write(root: Path = ROOT, quotes: dict[str, Callable[[dict], Quote]] | None = None) -> list[str]:
     """Every known block of every page made again; the pages changed."""
     made = _made(QUOTES if quotes is None else quotes)
     changed = []

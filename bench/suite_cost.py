@@ -298,13 +298,18 @@ def table(records: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def newest_with_files(records: list[dict]) -> dict | None:
-    """The newest run of the whole suite from nothing that kept its per-file seconds (the promise
-    table's figures: what a file costs where the suite's budget is set); failing that, the newest
-    run that kept them."""
-    kept = [rec for rec in records if rec.get("files") and tier_of(rec) == "everything"]
-    empty = [rec for rec in kept if rec.get("from_nothing")]
+def _newest(records: list[dict], tier: str = "everything", keeps: str = "test_seconds") -> dict | None:
+    """The newest record of `tier` that holds `keeps`, from nothing where one is (a run whose caches
+    were full says less of the suite's cost); failing that, the newest that holds it."""
+    kept = [r for r in records if tier_of(r) == tier and r.get(keeps)]
+    empty = [r for r in kept if r.get("from_nothing")]
     return (empty or kept or [None])[-1]
+
+
+def newest_with_files(records: list[dict]) -> dict | None:
+    """The run whose per-file seconds the promise table shows: what a file costs where the suite's
+    budget is set."""
+    return _newest(records, keeps="files")
 
 
 def promise_table(records: list[dict]) -> str:
@@ -341,15 +346,17 @@ def _runs_from_nothing(records: list[dict], tier: str = "everything") -> list[di
     return sorted(newest.values(), key=lambda r: -(r.get("test_seconds") or 0))
 
 
-def _newest(records: list[dict], tier: str) -> dict | None:
-    kept = [r for r in records if tier_of(r) == tier and r.get("test_seconds") is not None]
-    empty = [r for r in kept if r.get("from_nothing")]
-    return (empty or kept or [None])[-1]
+def _latest(runs: list[dict]) -> dict:
+    """The newest of `runs` by its day (then its file's name, as `load_records` orders them)."""
+    return max(runs, key=lambda r: (r.get("date") or "", r["_file"]))
 
 
-def _run_said(rec: dict, *, ci: bool = False) -> str:
-    wall = rec.get("ci_wall_seconds") if ci else rec.get("suite_wall_seconds")
-    return (f"{_minutes(wall)} of wall and {_summed(rec).replace('test-min', 'test-minutes')} summed over "
+def _summed_words(rec: dict) -> str:
+    return _summed(rec).replace("test-min", "test-minutes")
+
+
+def _run_said(rec: dict) -> str:
+    return (f"{_minutes(rec.get('suite_wall_seconds'))} of wall and {_summed_words(rec)} summed over "
             f"{rec.get('workers') or 'its'} workers at {(rec.get('commit') or '--')[:7]} ({rec.get('date')}) on "
             f"{_machine(rec)}" + ("" if rec.get("from_nothing") else ", its caches not emptied first"))
 
@@ -369,7 +376,7 @@ def door_sentence(records: list[dict]) -> str:
     runs = _runs_from_nothing(records)
     if not runs:
         return "No run of the suite from nothing is recorded yet."
-    newest = max(runs, key=lambda r: (r.get("date") or "", r["_file"]))
+    newest = _latest(runs)
     env = newest.get("environments")
     by_engine = sorted((env or {}).get("by_engine", {}).items())
     engines = "; ".join(f"{v['count']} {ENGINE_WORDS.get(k, k)}" for k, v in by_engine)
@@ -390,7 +397,7 @@ def tiers_table(records: list[dict]) -> str:
     """docs/reference/tests.md's table of the tiers, each with its newest recorded cost."""
     quick, runs = _newest(records, "quick"), _runs_from_nothing(records)
     ci = [r for r in runs if r.get("ci_wall_seconds") is not None]
-    whole = max(runs, key=lambda r: (r.get("date") or "", r["_file"])) if runs else None
+    whole = _latest(runs) if runs else None
     rows = ["| tier | command | what it runs | its cost, as recorded |", "|---|---|---|---|",
             "| quick | `nox -s tests -- -m quick` | "
             + (f"{_count(quick)} tests" if quick else "the tests")
@@ -429,8 +436,7 @@ def machines_sentence(records: list[dict]) -> str:
             return _machine(rec)
         return "a machine whose CPU its record does not name"
 
-    return (f"{commit[:7]} took {_summed(slow).replace('test-min', 'test-minutes')} on {on(slow)} and "
-            f"{_summed(fast).replace('test-min', 'test-minutes')} on {on(fast)}: "
+    return (f"{commit[:7]} took {_summed_words(slow)} on {on(slow)} and {_summed_words(fast)} on {on(fast)}: "
             f"{slow['test_seconds'] / fast['test_seconds']:.1f} x.")
 
 

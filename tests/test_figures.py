@@ -68,7 +68,7 @@ def test_writing_mends_what_the_records_make_and_leaves_what_it_cannot(planted):
 def test_the_gpu_warm_figures_are_the_bench_records_own():
     """The README's warm figures on a GPU are the newest record's table row, quoted: each figure the
     quote states stands in the record as the bench printed it."""
-    quote = figures.warm_gpu()
+    quote = figures.warm_gpu({})
     assert quote.records, quote.text
     record = (ROOT / quote.records[0]).read_text()
     stated = [m.strip("*") for m in quote.text.split() if m.startswith("**")]

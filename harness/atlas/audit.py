@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
@@ -36,7 +36,7 @@ from rich.console import Console
 
 from harness import exits, status
 from harness.atlas import records, rows
-from harness.atlas.changes import OTHER_WAY_SAID, UNRESOLVED, host_limited, past_threshold, side_by_side
+from harness.atlas.changes import OTHER_WAY_SAID, Change, host_limited, past_threshold, side_by_side
 from harness.atlas.facts import FACTS, defaults_crossed, load_facts
 from harness.errors import UserError
 from harness.terminal import shown
@@ -330,6 +330,13 @@ def _removal_said(a: _Atlas, fact: dict, tag: str) -> list[Finding]:
                                              f"{fact['says']} {tag}")]
 
 
+def _standing(change: dict) -> str | None:
+    """A published change's speed standing, by the Change's own rule (`Change.speed`)."""
+    known = {f.name: change.get(f.name, "") for f in fields(Change) if f.name in change or (f.default is MISSING
+             and f.default_factory is MISSING)}
+    return Change(**known).speed
+
+
 def _side_by_side(a: _Atlas) -> list[Finding]:
     """A speed change's standing against its own side-by-side run (the bisect's two ends, in one
     session): refuted while its medians moved as claimed past the bisect's threshold, or confirmed
@@ -343,14 +350,13 @@ def _side_by_side(a: _Atlas) -> list[Finding]:
             continue
         ratio, old, new, drop = pair
         moved = past_threshold(c["kind"], ratio, drop)
-        links = [e for e in c.get("evidence") or [] if e.get("link")]
-        refuted = not c["confirmed"] and links and not any(e.get("standing") == UNRESOLVED for e in links)
+        standing = _standing(c)
         said = f"its own side-by-side medians moved x{ratio:.2f} ({old:,.0f} -> {new:,.0f} samples/s)"
         where = f"changes.json: {c['id']} ({c['kind']} {c.get('column')}, {c.get('before')} -> {c.get('after')})"
-        if refuted and moved:
+        if standing == "refuted" and moved:
             out.append(Finding("side by side", where, f"published as refuted; {said}, past the bisect's own "
                                                       f"{drop:.0%} threshold, as the change claims"))
-        elif c["confirmed"] and not moved:
+        elif standing == "confirmed" and not moved:
             out.append(Finding("side by side", where, f"published as confirmed; {said}, short of the bisect's "
                                                       f"own {drop:.0%} threshold"))
     return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import asdict, dataclass, field
 
 from harness import status as st
@@ -48,8 +49,6 @@ def side_by_side(record: dict) -> tuple[float, float, float, float] | None:
     record holds no such pair (another kind of record, an end not measured, no threshold said).
     Both ends ran in one session, so this ratio is the one figure of the record the host's moments
     did not bend -- the figure a refutation must agree with."""
-    import re  # deferred: only a speed record asks
-
     versions, tested = record.get("versions") or [], record.get("tested") or {}
     found = re.search(r"--speed-drop (\d+(?:\.\d+)?)", record.get("command") or "")
     if len(versions) < 2 or not found:

@@ -30,6 +30,7 @@ What it does not bend, and what each result says:
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -43,9 +44,7 @@ SWITCH = "HARNESS_STANDBY"
 
 
 def allowed() -> bool:
-    """Whether a warm run may stand cells by (`SWITCH` is not ``off``)."""
-    import os  # deferred: read when a run asks, so a test or a bench may set it per run
-
+    """Whether a warm run may stand cells by (`SWITCH` is not ``off``), read when a run asks."""
     return os.environ.get(SWITCH, "on").strip().lower() != "off"
 
 
