@@ -41,6 +41,16 @@ def test_a_matrix_built_in_code_is_written_as_the_yaml_it_is_and_loads_as_that_f
 
 
 @QUICK
+def test_a_matrix_validated_in_code_is_expanded_by_the_files_rules_and_nothing_is_written(tmp_path):
+    """What the portability grid needs before it can name its readers: the expanded stacks."""
+    m = api.validate_matrix(SMALL, tmp_path / "m.yaml", results=None)
+    assert [e.name for e in m.environments] == ["tf2.15"] and not (tmp_path / "m.yaml").exists()
+    with pytest.raises(api.MatrixError) as caught:
+        api.validate_matrix({**SMALL, "repeats": "two"}, tmp_path / "m.yaml", results=None)
+    assert any(p.startswith("repeats") for p in caught.value.problems), caught.value.problems
+
+
+@QUICK
 def test_a_whole_cell_id_names_its_cell_where_it_begins_another_and_a_prefix_of_two_is_refused(tmp_path):
     """`diverge` and `reduce` name one cell each: the repeat r1's id begins r10's, and is still r1."""
     from harness.api.operations import one

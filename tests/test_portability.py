@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import re
+import shutil
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -19,12 +20,12 @@ import pytest
 import yaml
 
 from harness import SCHEMA
+from harness.files import outputroots
 from harness.investigate.bisect_search import BAD, GOOD, SKIP, Found, Verdict
-from harness.matrix import load
 from harness.portability import bounded, changes, evidence, explain, grid, judge, narrow, pages, publish
 from harness.results.store import ResultStore, scan
 
-from .conftest import harness
+from .conftest import ROOT, harness
 
 QUICK = pytest.mark.quick
 
@@ -100,9 +101,25 @@ def test_the_page_and_the_csv_say_every_verdict(tmp_path):
 
 
 @QUICK
+def test_a_clone_with_no_results_republishes_the_committed_grid_byte_for_byte(tmp_path):
+    """The door a fresh clone has: `portability publish` with no results folder makes every page,
+    feed and data file again from the committed data, and changes none of them."""
+    committed = ROOT / "docs" / "portability"
+    out = tmp_path / "portability"
+    shutil.copytree(committed, out)
+    done = harness("portability", "publish", "--results", str(tmp_path / "no-results"), "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "republishing the committed data" in done.stdout
+    files = sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
+    written = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file() and p.name != outputroots.MARKER)
+    assert written == files   # none added, none lost (the marker says the folder is the harness's output)
+    assert [f for f in files if (out / f).read_bytes() != (committed / f).read_bytes()] == []
+
+
+@QUICK
 def test_the_grid_is_a_matrix_with_a_reader_cell_per_pair_so_a_new_stack_costs_a_row_and_a_column(tmp_path):
     stacks = Path("matrices/portability/stacks.yaml").resolve()
-    m = load(grid.write(stacks, tmp_path / "grid.yaml"))
+    m = grid.write(stacks, tmp_path / "grid.yaml")
     names = [e.name for e in m.environments]
     readers = [c for c in m.cells if grid.is_reader(c.workload.name)]
     assert len(readers) == len(names) ** 2 and len(names) >= 2
@@ -117,7 +134,7 @@ def test_the_grid_is_a_matrix_with_a_reader_cell_per_pair_so_a_new_stack_costs_a
     raw = yaml.safe_load(stacks.read_text())
     raw["environments"].append({"python": "3.11", "keras": "3.14.0", "backend": "jax"})
     (tmp_path / "more.yaml").write_text(yaml.safe_dump(raw))
-    grown = load(grid.write(tmp_path / "more.yaml", tmp_path / "grown.yaml"))
+    grown = grid.write(tmp_path / "more.yaml", tmp_path / "grown.yaml")
     assert {c.id for c in m.cells} < {c.id for c in grown.cells}
     assert len(grown.cells) - len(m.cells) == 2 * len(names) + 2   # its writer, its column, its row
 
@@ -125,7 +142,7 @@ def test_the_grid_is_a_matrix_with_a_reader_cell_per_pair_so_a_new_stack_costs_a
 @QUICK
 def test_a_slice_of_the_grid_is_its_stacks_writers_and_the_pairs_between_them_and_the_page_says_what_is_missing(
         tmp_path):
-    m = load(grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml"))
+    m = grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml")
     chosen = grid.among(m.cells, ["tf2.1*"])
     stacks = {c.environment.name for c in chosen}
     assert stacks == {"tf2.10.1", "tf2.13.1", "tf2.14.1", "tf2.15", "tf2.16.2-keras3.3.3", "tf2.18-keras3.6.0"}
@@ -330,7 +347,7 @@ def test_a_readers_change_is_bisected_on_its_newer_readers_cell_judged_by_the_gr
     loads = _refusing(stacks, broke)
     g = publish.Judged.of(judge.records(loads))
     [change] = g.changes
-    m = load(grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml"))
+    m = grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml")
     p = narrow.plan(change, g.stacks, g.records, m.cells)
     assert (p["package"], p["old"], p["new"]) == ("tensorflow", "2.13.1", "2.14.1")
     assert p["also"] == [("keras", "2.13.1", "2.14.0")]   # searched when TensorFlow's ends agree
@@ -387,7 +404,7 @@ def test_a_writers_change_is_bisected_on_its_newer_writers_cell_each_releases_fi
     [change] = [c for c in g.changes if c.moved == changes.WRITER]
     assert (change.before, change.after, change.files) == ("tf2.13.1", "tf2.14.1", [("tf2.15", "custom", "keras")])
     results = tmp_path / "r"
-    m = load(grid.write(Path("matrices/portability/stacks.yaml").resolve(), results / "grid.yaml"))
+    m = grid.write(Path("matrices/portability/stacks.yaml").resolve(), results / "grid.yaml")
     p = narrow.plan(change, g.stacks, g.records, m.cells)
     assert (p["package"], p["old"], p["new"]) == ("tensorflow", "2.13.1", "2.14.1")
     assert p["cell"].id == "tf2.14.1/save/none-c1/b128/r0"              # the cell each release runs
@@ -450,7 +467,7 @@ def test_a_bad_stacks_file_is_exit_2_naming_the_file_and_the_key(tmp_path, text,
 
 @QUICK
 def test_a_disk_bound_run_writes_on_every_stack_before_any_stack_reads_and_skips_what_it_owes_nothing(tmp_path):
-    m = load(grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml"))
+    m = grid.write(Path("matrices/portability/stacks.yaml").resolve(), tmp_path / "grid.yaml")
     chosen = grid.among(m.cells, ["tf2.1*"])
     store = ResultStore(tmp_path / "r", m.name)
     plan = bounded.passes(m, chosen, store)

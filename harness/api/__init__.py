@@ -21,7 +21,7 @@ A cell still runs in a process of its own (the process boundary of docs/explanat
 only the harness's own work is in-process. `exits` names the exit codes the verbs return.
 """
 
-from harness.api.matrices import Matrix, load_matrix, matrix_from_dict
+from harness.api.matrices import Matrix, load_matrix, matrix_from_dict, validate_matrix
 from harness.api.operations import (
     Bisection,
     Judge,
@@ -45,5 +45,5 @@ from harness.results.result import Result
 __all__ = [
     "BAD", "GOOD", "SKIP", "Bisection", "Judge", "Matrix", "MatrixError", "Result", "RunReport", "UpgradeReport",
     "UserError", "Verdict", "bisect", "board", "build", "diverge", "engine", "load_matrix", "matrix_from_dict",
-    "read_results", "reduce", "repro", "run", "submit", "upgrade",
+    "read_results", "reduce", "repro", "run", "submit", "upgrade", "validate_matrix",
 ]

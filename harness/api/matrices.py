@@ -9,24 +9,23 @@ open it -- a matrix that lived only in a notebook's memory could not be run twic
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import yaml
-
 from harness import matrix as matrix_mod
-from harness.errors import MatrixError, UserError
 from harness.index import releases
-from harness.matrix import Matrix
+from harness.matrix import Matrix, writing
 
-__all__ = ["Matrix", "load_matrix", "matrix_from_dict", "resolver_for"]
+__all__ = ["Matrix", "load_matrix", "matrix_from_dict", "resolver_for", "validate_matrix"]
 
 
-def resolver_for(results: str | Path, *, refresh_releases: bool = False, offline: bool = False) -> releases.Resolver:
+def resolver_for(results: str | Path | None, *, refresh_releases: bool = False,
+                 offline: bool = False) -> releases.Resolver:
     """How a matrix's version ranges expand: as `results` recorded them (the same cells again),
-    else from the release cache or the index; `refresh_releases` asks the index again,
-    `offline` never does."""
-    return releases.Resolver(Path(results), refresh=refresh_releases, offline=offline)
+    else from the release cache or the index; `results=None`: from the cache or the index alone
+    (a matrix made afresh for each run, as the portability grid's and upgrade's own, has no
+    record to follow); `refresh_releases` asks the index again, `offline` never does."""
+    return releases.Resolver(Path(results) if results is not None else None, refresh=refresh_releases,
+                             offline=offline)
 
 
 def load_matrix(path: str | Path, *, results: str | Path = "results", refresh_releases: bool = False,
@@ -35,26 +34,21 @@ def load_matrix(path: str | Path, *, results: str | Path = "results", refresh_re
     return matrix_mod.load(path, resolver=resolver_for(results, refresh_releases=refresh_releases, offline=offline))
 
 
-def matrix_from_dict(raw: dict, path: str | Path, *, results: str | Path = "results",
+def validate_matrix(raw: dict, path: str | Path, *, results: str | Path | None = "results",
+                    refresh_releases: bool = False, offline: bool = False) -> Matrix:
+    """`raw` checked by a file's rules and expanded, nothing written: what `matrix_from_dict`
+    would make of it, for code that needs a matrix's expanded names (the stacks a version range
+    becomes) before it can finish the matrix -- the portability grid names a reader per writer
+    stack. Its problems are a `MatrixError` naming `path` and the key."""
+    return writing.validated(raw, Path(path), resolver_for(results, refresh_releases=refresh_releases,
+                                                           offline=offline))
+
+
+def matrix_from_dict(raw: dict, path: str | Path, *, results: str | Path | None = "results",
                      refresh_releases: bool = False, offline: bool = False) -> Matrix:
     """A matrix built in code: `raw` is what the file's top level would hold (``environments``,
     ``workloads``, ...). It is validated first -- nothing is written for a matrix that would be
     refused -- then written to `path` as YAML and loaded from there; the user's code paths in it
     start from `path`'s folder, as a file's do."""
-    path = Path(path)
-    if not isinstance(raw, dict):
-        raise MatrixError(path, ["expected a mapping at the top level (environments:, workloads:, ...)"])
-    resolver = resolver_for(results, refresh_releases=refresh_releases, offline=offline)
-    matrix_mod.parse(raw, path, resolver=resolver)  # the file's own rules, before a byte is written
-    try:
-        text = yaml.safe_dump(raw, sort_keys=False, width=120)
-    except yaml.YAMLError as exc:  # a value YAML cannot say (an object, a function)
-        raise MatrixError(path, [f"a value cannot be written as YAML: {' '.join(str(exc).split())[:200]}"]) from None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot write the matrix there ({exc.strerror or exc})") from None
-    return matrix_mod.load(path, resolver=resolver_for(results, refresh_releases=refresh_releases, offline=offline))
+    return writing.write(raw, Path(path), lambda: resolver_for(results, refresh_releases=refresh_releases,
+                                                                offline=offline))

@@ -24,8 +24,15 @@ from harness.terminal import shown
 
 
 def publish_grid(args, console: Console) -> int:
-    """The judged records (JSON, CSV) and the grid page, from the results."""
-    data = publish.publish(Path(args.results), Path(args.out))
+    """The judged records (JSON, CSV) and the grid page, from the results -- or, where there are
+    none (a fresh clone) and the data is committed, from that data, as `atlas publish` does."""
+    results, out = Path(args.results), Path(args.out)
+    if not publish.holds_results(results) and (out / "portability.json").exists():
+        console.print(f"{shown(str(results))}: no grid results; republishing the committed data, "
+                      f"{shown(str(out / 'portability.json'))}", highlight=False)
+        data = publish.republish(out)
+    else:
+        data = publish.publish(results, out)
     counts: dict[str, int] = {}
     for r in publish.expanded(data):
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
@@ -43,8 +50,8 @@ def run_grid(args, console: Console, engine_factory) -> int:
     if args.disk_bound and args.executor == "slurm":
         raise UserError("--disk-bound runs a stack at a time here; a cluster's job arrays run many at once: "
                         "use one or the other")
-    matrix = grid.write(Path(args.stacks_file), results / "grid.yaml")
-    m = load(matrix)
+    m = grid.write(Path(args.stacks_file), results / "grid.yaml")
+    matrix = m.path
     if args.row_and_column and not args.stacks:
         raise UserError("--row-and-column: the row and column of which stacks? name them with --stacks GLOB")
     cells = grid.among(m.cells, args.stacks, crossing=args.row_and_column)
@@ -166,8 +173,7 @@ def check_file(args, console: Console, engine_factory) -> int:
                         "portability run, runs on any engine)")
     if args.engine == "auto":   # a process engine: auto would take Docker where a daemon answers
         args.engine = "venv"
-    matrix = check.write_matrix(Path(args.stacks), model, custom, args.writer, results / "check.yaml", inputs)
-    m = load(matrix)
+    m = check.write_matrix(Path(args.stacks), model, custom, args.writer, results / "check.yaml", inputs)
     order = [e.name for e in m.environments]
     with engine_factory() as engine:
         _runner(m, engine, results, args, console).complete(m.cells)

@@ -16,10 +16,9 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from harness.errors import UserError
-from harness.matrix import load
+from harness.matrix import Matrix
 from harness.portability import grid, judge
 from harness.portability.publish import gather
 
@@ -49,15 +48,18 @@ def digest(model: Path, custom: Path | None, inputs: Path | None = None) -> str:
     return h.hexdigest()[:16]
 
 
-def matrix_text(stacks: Path, model: Path, custom: Path | None, content: str, names: list[str],
-                writer: str | None, inputs: Path | None = None) -> str:
+def matrix_doc(stacks: Path | dict, model: Path, custom: Path | None, content: str, names: list[str],
+               writer: str | None, inputs: Path | None = None) -> dict:
     """The check's matrix: the writer's stack offers the file (the harness's own script reads it
-    where the user keeps it, and hands a copy on), every stack reads it."""
-    raw = grid.read(stacks)
+    where the user keeps it, and hands a copy on), every stack reads it. `stacks`: a stacks file,
+    or its contents made in code (``environments:`` and the rest, as `harness verdict` makes the
+    base's and the head's)."""
+    raw = stacks if isinstance(stacks, dict) else grid.read(stacks)
+    called = stacks.name if isinstance(stacks, Path) else raw.get("name", "stacks")
     offerer = writer or (names[0] if names else None)
     args = [OFFER, str(model), content, str(custom) if custom else "-", str(inputs) if inputs else "-"]
     workloads = [{"name": OFFER, "script": str(grid.SCRIPT), "path": str(grid.SCRIPTS), "args": args}]
-    doc = {"name": "portability-check", "description": f"{model.name} loaded on each stack of {stacks.name}",
+    doc = {"name": "portability-check", "description": f"{model.name} loaded on each stack of {called}",
            "environments": raw["environments"], "workloads": workloads,
            "timeouts": raw.get("timeouts") or {"wall": 900, "progress": 600}}
     if names:
@@ -65,19 +67,23 @@ def matrix_text(stacks: Path, model: Path, custom: Path | None, content: str, na
                           "args": [grid.READER], "needs": {"workload": OFFER, "environment": offerer, "as": USER}})
         doc["include"] = [{"environment": offerer, "workload": OFFER},
                           {"environment": names, "workload": grid.READER}]
-    return yaml.safe_dump(doc, sort_keys=False)
+    return doc
 
 
-def write_matrix(stacks: Path, model: Path, custom: Path | None, writer: str | None, out: Path,
-                 inputs: Path | None = None) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
+def write_matrix(stacks: Path | dict, model: Path, custom: Path | None, writer: str | None, out: Path,
+                 inputs: Path | None = None) -> Matrix:
+    """The check's matrix, written to `out` and loaded (the stacks' names known once their ranges
+    are expanded, as the grid's)."""
+    from harness import api  # deferred: the API imports the products' machinery below it
+
     content = digest(model, custom, inputs)
-    out.write_text(matrix_text(stacks, model, custom, content, [], None, inputs))
-    names = [env.name for env in load(out).environments]
+    first = api.validate_matrix(matrix_doc(stacks, model, custom, content, [], None, inputs), out, results=None)
+    names = [env.name for env in first.environments]
     if writer is not None and writer not in names:
-        raise UserError(f"--writer {writer}: no such stack in {stacks} (its stacks: {', '.join(names)})")
-    out.write_text(matrix_text(stacks, model, custom, content, names, writer, inputs))
-    return out
+        where = stacks if isinstance(stacks, Path) else "the stacks"
+        raise UserError(f"--writer {writer}: no such stack in {where} (its stacks: {', '.join(names)})")
+    return api.matrix_from_dict(matrix_doc(stacks, model, custom, content, names, writer, inputs), out,
+                                results=None)
 
 
 def compare(results: Path, order: list[str], writer: str | None) -> dict:

@@ -86,7 +86,7 @@ def probes(g: Judged, folders: dict[str, Path], only: list[str] | None = None) -
     return plans
 
 
-def matrix_text(stacks: dict, plans: list[dict]) -> str:
+def matrix_doc(stacks: dict, plans: list[dict]) -> dict:
     """The probes' matrix: the grid's stacks, a workload per (file, way), each run on its stack only."""
     workloads, include = {}, []
     for plan in plans:
@@ -104,7 +104,7 @@ def matrix_text(stacks: dict, plans: list[dict]) -> str:
            "timeouts": stacks.get("timeouts") or {"wall": 900, "progress": 600}}
     if "releases" in stacks:
         doc["releases"] = stacks["releases"]
-    return yaml.safe_dump(doc, sort_keys=False)
+    return doc
 
 
 def compare(writer: dict, reader: dict, writer_outputs, reader_outputs, floor: float) -> dict:
@@ -185,7 +185,7 @@ def explain(results: Path, out: Path, probes_dir: Path, run_cells, say, only: li
     """Probe one pair of every group of differing files (`only` these group ids), compare, and leave
     each group's evidence in OUT/evidence; returns how many groups have evidence now. `run_cells`
     runs a loaded matrix's cells (the caller's engine and runner)."""
-    from harness.matrix import load  # the matrix loader, when there is something to probe
+    from harness import api  # deferred: the API, when there is something to probe
     from harness.results.store import ResultStore
 
     got, g = judged(results)
@@ -200,9 +200,7 @@ def explain(results: Path, out: Path, probes_dir: Path, run_cells, say, only: li
         raise UserError(f"{results / 'grid.yaml'}: the grid's matrix is not there; run the grid first "
                         f"(portability run STACKS --results {results})") from None
     probes_dir.mkdir(parents=True, exist_ok=True)
-    matrix = probes_dir / "explain.yaml"
-    matrix.write_text(matrix_text(stacks, plans))
-    m = load(matrix)
+    m = api.matrix_from_dict(matrix_doc(stacks, plans), probes_dir / "explain.yaml", results=None)
     run_cells(m)
     store = ResultStore(probes_dir, m.name)
     cells = {(c.environment.name, c.workload.name): c for c in m.cells}

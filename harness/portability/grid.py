@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from harness.errors import UserError
-from harness.matrix import load
+from harness.matrix import Matrix
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 SCRIPT = SCRIPTS / "portable.py"
@@ -34,7 +34,7 @@ def is_reader(workload: str) -> bool:
     return workload == READER or workload.startswith(READER + "-")
 
 
-def matrix_text(stacks: Path, names: list[str]) -> str:
+def matrix_doc(stacks: Path, names: list[str]) -> dict:
     """The matrix for the stacks file's environments, named `names` in its order: every stack
     writes, and every stack reads what each one wrote -- its own files too, which measures the
     floor a difference is judged against. With no names yet, the writers alone."""
@@ -51,7 +51,7 @@ def matrix_text(stacks: Path, names: list[str]) -> str:
         "timeouts": raw.get("timeouts") or {"wall": 900, "progress": 600},
         **({"releases": raw["releases"]} if "releases" in raw else {}),
     }
-    return yaml.safe_dump(doc, sort_keys=False)
+    return doc
 
 
 def among(cells: list, patterns: list[str] | None, crossing: bool = False) -> list:
@@ -86,11 +86,12 @@ def read(stacks: Path) -> dict:
     return raw
 
 
-def write(stacks: Path, out: Path) -> Path:
-    """Write the grid's matrix to `out`, its readers' needs named as the matrix loader names the
-    environments, and return it. A bad environment is the loader's error, naming `out`'s key."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(matrix_text(stacks, []))
-    names = [env.name for env in load(out).environments]
-    out.write_text(matrix_text(stacks, names))
-    return out
+def write(stacks: Path, out: Path) -> Matrix:
+    """The grid's matrix, written to `out` and loaded: its readers' needs named as the matrix
+    loader names the environments (a version range's stacks are known once it is expanded). A bad
+    environment is the API's `MatrixError`, naming `out`'s key; each run expands the stacks' ranges
+    afresh, as the stacks file says them today."""
+    from harness import api  # deferred: the API imports the products' machinery below it
+
+    names = [env.name for env in api.validate_matrix(matrix_doc(stacks, []), out, results=None).environments]
+    return api.matrix_from_dict(matrix_doc(stacks, names), out, results=None)

@@ -147,20 +147,49 @@ def judged(results: Path) -> tuple[Gathered, Judged]:
 
 
 def publish(results: Path, out: Path) -> dict:
+    """Judge the grid's results and write every file of the publication to `out`; the data."""
     got, g = judged(results)
-    got.missing += _unwritten(got.loads)
+    return write(g, got.missing + _unwritten(got.loads), got.about, out)
+
+
+def holds_results(results: Path) -> bool:
+    """Whether `results` holds a cell's result at all (a fresh clone has no results folder)."""
+    return results.is_dir() and any(hasattr(r, "cell") for _, r in scan(results))
+
+
+def republish(out: Path) -> dict:
+    """The publication made again from its committed data (`out`'s portability.json), for a clone
+    that holds no results: every record as the data keeps it, each stack's versions from the
+    data's `stacks`; what `publish` wrote from the results, byte for byte."""
+    path = out / "portability.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: cannot read the grid's data ({type(exc).__name__})") from None
+    found = data.get("schema") if isinstance(data, dict) else None
+    if found != SCHEMA:
+        raise UserError(f"{path}: schema: expected {SCHEMA}, found {found} (publish it again from the grid's results)")
+    stacks = data["stacks"]
+    records = [{**r, "writer_stack": stacks[r["writer"]], "reader_stack": stacks[r["reader"]]}
+               for r in expanded(data)]
+    return write(Judged.of(records), data["missing"], data["about"], out)
+
+
+def write(g: Judged, missing: list[str], about: dict, out: Path) -> dict:
+    """Every file of the publication, from the judged records: the data, its CSV, the page, the
+    changes and their feed, a page per stack and per format."""
     out.mkdir(parents=True, exist_ok=True)
     explained = differing(g, evidence.load(out))
     texts = sorted({t for r in g.records for t in _texts(r)})
     place = {t: i for i, t in enumerate(texts)}
-    data = {"schema": SCHEMA, "missing": got.missing, "about": got.about, "stacks": g.stacks, "cell": CELL,
+    data = {"schema": SCHEMA, "missing": missing, "about": about, "stacks": g.stacks, "cell": CELL,
             "differing": explained, "texts": texts, "columns": list(COLUMNS),
             "records": [_row(_compact_record(r, place)) for r in g.records]}
     (out / "portability.json").write_text(compact(data))
     (out / "portability.csv").write_text(as_csv(g.records))
-    (out / "portability.md").write_text(page(g, got.missing, got.about, explained, evidence.load_changes(out)))
+    (out / "portability.md").write_text(page(g, missing, about, explained, evidence.load_changes(out)))
     (out / CHANGES).write_text(compact({"schema": SCHEMA, "records": [c.as_dict() for c in g.changes]}))
-    (out / FEED).write_text(_feed(g, got.about))
+    (out / FEED).write_text(_feed(g, about))
     folder = out / pages.STACKS
     folder.mkdir(exist_ok=True)
     for old in folder.glob("*.md"):   # a stack no longer in the grid has no page
@@ -290,7 +319,9 @@ def compact(data: dict) -> str:
     """The data file: one record per line (a new run's diff reads record by record), the stacks
     once at the top rather than in every record."""
     head = {k: v for k, v in data.items() if k != "records"}
-    lines = [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in data["records"]]
+    # a row (a list of COLUMNS' values) keeps its ways' errors in the order they were tried: the
+    # page quotes the last one tried, the most lenient; a record kept as a mapping is sorted
+    lines = [json.dumps(r, sort_keys=not isinstance(r, list), separators=(",", ":")) for r in data["records"]]
     return json.dumps(head, sort_keys=True)[:-1] + ', "records": [\n' + ",\n".join(lines) + "\n]}\n"
 
 

@@ -23,7 +23,7 @@ from harness.index import releases
 from harness.investigate import bisect_judge
 from harness.investigate.bisect_judge import Criteria
 from harness.investigate.bisect_search import GOOD
-from harness.matrix import load
+from harness.matrix import load, writing
 from harness.matrix.release_cells import with_release
 from harness.options.engine import pythons
 from harness.terminal import shown
@@ -61,9 +61,8 @@ def run(args, console: Console) -> int:
     name = "upgrade-" + re.sub(r"[^A-Za-z0-9._-]", "-", start["name"] or "project")
     out.mkdir(parents=True, exist_ok=True)
     matrix_path = out / "matrix.yaml"
-    matrix_path.write_text(plan.matrix_text(name, envs, start["works"], None if keep else args.repeats,
-                                            start["settings"], start["source"]))
-    m = load(matrix_path)
+    m = writing.write(plan.matrix_doc(name, envs, start["works"], None if keep else args.repeats,
+                                      start["settings"], start["source"]), matrix_path)
     console.print(shown(start["python_why"]), highlight=False)
     started = time.monotonic()
     report = {"project": start["project"], "pins": str(pins.source), "matrix": str(matrix_path),

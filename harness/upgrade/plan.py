@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -78,8 +77,8 @@ def workload(folder: Path, script: str | None, args: list[str], factory: str | N
                     "--data MODULE:FUNCTION (your model factory)")
 
 
-def matrix_text(name: str, envs: list[dict], works: list[dict], repeats: int | None,
-                settings: dict | None = None, source: str = "the project's pins and its workload") -> str:
+def matrix_doc(name: str, envs: list[dict], works: list[dict], repeats: int | None,
+               settings: dict | None = None, source: str = "the project's pins and its workload") -> dict:
     """The matrix: these environments and workloads; `settings` (a matrix cell's batch sizes,
     parallelism, timeouts, ...) in place of the defaults."""
     raw = {"name": name, "description": f"written by harness upgrade: {source}",
@@ -87,4 +86,4 @@ def matrix_text(name: str, envs: list[dict], works: list[dict], repeats: int | N
     if repeats:
         raw["repeats"] = repeats
     raw.update(settings or {})
-    return yaml.safe_dump(raw, sort_keys=False)
+    return raw

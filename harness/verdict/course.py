@@ -178,7 +178,7 @@ def run(req: Request, console: Console) -> tuple[dict, int]:
         if files and installs and report.get("baseline"):
             console.rule("verdict: the model files")
             record["models"] = models.checked(files, req.project, base.pins, head.pins, report["python"], req.engine,
-                                              req.results, req.out, console)
+                                              req.results, console)
         elif files:
             record["models"] = [{"file": str(f.relative_to(req.project)), "kind": "model", "note": "not read: " + (
                 "the head does not install" if not installs else "the base does not run here")} for f in files]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import yaml
 from packaging.version import Version
 
 from harness.portability import check, judge
@@ -91,16 +90,14 @@ def verdict_of(answer: dict, reader: str) -> dict:
 
 
 def checked(files: list[Path], project: Path, base: Pins, head: Pins, python: str, engine: str, results: Path,
-            out: Path, console) -> list[dict]:
+            console) -> list[dict]:
     """Each file read on the base, the head (and the tf-keras road): one entry per file."""
     from harness import api  # deferred: the runner, when a file is checked
 
     # the offering cell reads the file where the project keeps it: a process engine, as `portability check`
     engine = "venv" if engine in ("auto", "docker") else engine
     envs = stacks(base, head, python)
-    stacks_file = out / "models" / "stacks.yaml"
-    stacks_file.parent.mkdir(parents=True, exist_ok=True)
-    stacks_file.write_text(yaml.safe_dump({"name": "bump-stacks", "environments": envs}, sort_keys=False))
+    both = {"name": "bump-stacks", "environments": envs}
     order = [e["name"] for e in envs]
     entries = []
     for i, model in enumerate(files):
@@ -114,8 +111,7 @@ def checked(files: list[Path], project: Path, base: Pins, head: Pins, python: st
             entries.append({"file": str(rel), "kind": "model", "note": f"not checked: past the first {MAX_FILES}"})
             continue
         where = results / "models" / f"{i:02d}-{model.name}"
-        matrix = check.write_matrix(stacks_file, model.resolve(), None, BASE, where / "check.yaml")
-        m = api.load_matrix(matrix)
+        m = check.write_matrix(both, model.resolve(), None, BASE, where / "check.yaml")
         api.run(m, results=where, engine=engine, console=console)
         answer = check.compare(where / m.name, order, BASE)
         readers = {r: verdict_of(answer, r) for r in order}
