@@ -1,7 +1,7 @@
 """Benchmark: the fixed cost of a cell, fresh against warm, in one invocation.
 
     python bench/warm.py [MATRIX ...] [--engine venv|local|docker[,ENGINE...]] [--only GLOB ...] [--jobs N]
-                         [--gpus IDS] [--python X.Y=PATH ...] [--rounds R] [--repeats N]
+                         [--gpus IDS] [--python X.Y=PATH ...] [--rounds R] [--repeats N] [--standby on|off|on,off]
 
 Environments are prepared first (`harness build`, not timed). Then the matrix
 runs into temporary results folders: one warm run first (it starts the
@@ -52,13 +52,19 @@ the warm fixed cost of the others against the first engine's, cell by cell:
 the difference of the per-cell medians, with its median [min-max] over the
 cells (the acceptance of warm containers: a warm Docker cell's fixed cost
 within 0.5 s of a warm venv cell's).
+
+`--standby on,off` makes each engine two arms, standing by on and off
+(HARNESS_STANDBY), interleaved the same way: every round runs each arm's fresh
+and warm runs in turn. Each arm gets its tables and verdict, and then the A/B
+itself: per round, the warm run with standing by on against the warm run with
+it off, minutes apart, per stack the steady samples/s ratio, judged against
+the larger of the two arms' run-to-run spreads ("no bend shown", or "BENDS").
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import sys
 import tempfile
@@ -90,6 +96,14 @@ def divisor(record: dict) -> tuple[int, str]:
     return (gpus, "GPUs") if gpus else (record.get("jobs") or 1, "cells side by side")
 
 
+def standbys(text: str) -> list[str]:
+    """`--standby`'s arms, in the order each round runs them."""
+    arms = [x.strip().lower() for x in text.split(",") if x.strip()]
+    if not arms or any(x not in ("on", "off") for x in arms) or len(set(arms)) != len(arms):
+        raise argparse.ArgumentTypeError(f"{text!r}: on, off, or on,off")
+    return arms
+
+
 def fmt(v: float | None, digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
@@ -109,12 +123,11 @@ def main() -> None:
     p.add_argument("--repeats", type=int,
                    help="run each cell this many times (the matrix's `repeats:` replaced): cells of one "
                         "environment share a warm launcher, as in a real matrix")
-    p.add_argument("--standby", choices=("on", "off"), default="on",
+    p.add_argument("--standby", default="on", type=standbys, metavar="on|off|on,off",
                    help="off: no warm cell prepares beside another on its GPUs (the A/B of what standing by "
-                        "costs the cell it prepares beside; the harness's HARNESS_STANDBY=off)")
+                        "costs the cell it prepares beside; the harness's HARNESS_STANDBY=off); on,off: both "
+                        "arms interleaved in every round, and the warm runs of the two compared round by round")
     a = p.parse_args()
-    if a.standby == "off":
-        os.environ["HARNESS_STANDBY"] = "off"   # the harness runs below inherit it
     common = []
     for item in a.python:
         common += ["--python", item]
@@ -222,21 +235,65 @@ def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]
         # the build's GPU self-check on the bench's GPUs only (`build` takes no --gpus)
         harness("build", a.matrix, "--engine", engine, *common, *select, "--results", str(tmp / engine / "build"),
                 env={"CUDA_VISIBLE_DEVICES": a.gpus} if a.gpus else None)
-    order = [(engine, "warm-up", []) for engine in engines] + [
-        (engine, f"{kind}-{k}", flags) for k in range(1, a.rounds + 1) for engine in engines
+    # an arm is an engine with standing by on or off (HARNESS_STANDBY, which the harness reads per
+    # run): every arm's runs are interleaved with every other's, round by round
+    arms = {(engine if len(a.standby) == 1 else f"{engine}, standby {s}"): (engine, s)
+            for engine in engines for s in a.standby}
+    order = [(arm, "warm-up", []) for arm in arms] + [
+        (arm, f"{kind}-{k}", flags) for k in range(1, a.rounds + 1) for arm in arms
         for kind, flags in (("fresh", ["--fresh"]), ("warm", []))]
-    runs: dict[str, dict] = {engine: {} for engine in engines}
-    for done, (engine, label, flags) in enumerate(order, 1):  # fresh and warm (and engines) alternate: a
-        folder = tmp / engine / label                             # drifting load hits all alike
+    runs: dict[str, dict] = {arm: {} for arm in arms}
+    for done, (arm, label, flags) in enumerate(order, 1):  # fresh and warm (and arms) alternate: a
+        engine, standby = arms[arm]                       # drifting load hits all alike
+        folder = tmp / arm.replace(", ", "-").replace(" ", "-") / label
         wall = harness("run", a.matrix, "--engine", engine, *common, *select, *extra, *flags,
-                       "--results", str(folder))
-        print(f"[{done}/{len(order)}] {a.label}, {engine}, {label}: {wall:.1f} s", file=sys.stderr, flush=True)
+                       "--results", str(folder), env={"HARNESS_STANDBY": standby})
+        print(f"[{done}/{len(order)}] {a.label}, {arm}, {label}: {wall:.1f} s", file=sys.stderr, flush=True)
         record = run_records(folder)[-1]
-        runs[engine][label] = (wall, {r["cell"]: r for r in results(folder)}, record)
-    verdicts = [report(a, engine, runs[engine]) for engine in engines]
-    for engine in engines[1:]:
-        verdicts.append(against(a, engines[0], runs[engines[0]], engine, runs[engine]))
+        runs[arm][label] = (wall, {r["cell"]: r for r in results(folder)}, record)
+    verdicts = [report(a, arm, runs[arm]) for arm in arms]
+    first = [next(arm for arm, (e, _) in arms.items() if e == engine) for engine in engines]   # each engine's first arm
+    for arm in first[1:]:
+        verdicts.append(against(a, first[0], runs[first[0]], arm, runs[arm]))
+    for engine in engines if len(a.standby) > 1 else ():
+        on, off = (next(arm for arm, (e, s) in arms.items() if e == engine and s == want) for want in ("on", "off"))
+        verdicts.append(standby_ab(a, on, runs[on], off, runs[off]))
     return verdicts
+
+
+def standby_ab(a, on: str, on_runs: dict, off: str, off_runs: dict) -> str:
+    """The A/B of standing by: per round, the warm run with it on against the warm run with it off
+    (minutes apart), per stack the steady samples/s ratio; judged against the larger run-to-run
+    spread of the two arms' warm runs, as warm is judged against fresh."""
+    rounds = range(1, a.rounds + 1)
+    w_on = [per_stack(on_runs[f"warm-{k}"][1]) for k in rounds]
+    w_off = [per_stack(off_runs[f"warm-{k}"][1]) for k in rounds]
+    wall = [on_runs[f"warm-{k}"][0] / off_runs[f"warm-{k}"][0] for k in rounds]
+    print(f"\nstanding by on / off, warm runs of the same round ({a.rounds} round(s)): per stack the steady "
+          "samples/s ratio per round, median [min-max]; spread = (max - min) / median of one arm's warm runs")
+    print("| stack | steady on/off | spread on | spread off | within spread |")
+    print("|---|---|---|---|---|")
+    judged, within = 0, 0
+    for env in sorted(set().union(*w_on, *w_off)):
+        s_on = [s.get(env, (None, None))[1] for s in w_on]
+        s_off = [s.get(env, (None, None))[1] for s in w_off]
+        ratio = [x / y if x and y else None for x, y in zip(s_on, s_off, strict=True)]
+        sp_on, sp_off = spread(s_on), spread(s_off)
+        m_on, m_off = _median(s_on), _median(s_off)
+        verdict = "not judged (one round)"
+        if sp_on is not None and sp_off is not None and m_on and m_off:
+            judged += 1
+            ok = abs(m_on / m_off - 1) <= max(sp_on, sp_off)
+            within += ok
+            verdict = f"{'yes' if ok else 'NO'} ({m_on / m_off - 1:+.1%} vs {max(sp_on, sp_off):.1%})"
+        print(f"| {env} | {mmm(ratio)} | {pct(sp_on)} | {pct(sp_off)} | {verdict} |")
+    steady_word = ("not judged (needs --rounds 2 or more)" if not judged else
+                   f"{'no bend shown' if within == judged else 'BENDS'} ({within} of {judged} stacks within "
+                   "their spread)")
+    line = (f"{a.label} ({on} against {off}, {a.rounds} round(s)): warm run wall on/off {mmm(wall)}; "
+            f"steady samples/s: {steady_word}")
+    print("\nverdict: " + line)
+    return line
 
 
 ENGINE_LIMIT = 0.5  # seconds: a warm cell's fixed cost on another engine against the first's

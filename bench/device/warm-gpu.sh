@@ -10,6 +10,8 @@
 #   standby-off     no cell prepares beside another (HARNESS_STANDBY=off, bench/warm.py --standby off)
 #   alloc-alike     standby on, and the matrix's env asks fresh cells too to take memory as they go:
 #                   fresh and warm then differ only in how they launch
+#   ab              standing by on and off interleaved in every round (--standby on,off): the warm
+#                   runs of the two arms compared round by round, minutes apart
 #
 #   bench/device/warm-gpu.sh ARM [ARM ...]      (OUT=folder for the tables; default ./warm-gpu)
 set -euo pipefail
@@ -23,6 +25,7 @@ for arm in "$@"; do
   case "$arm" in
     standby-on) ;;
     standby-off) standby=off ;;
+    ab) standby=on,off ;;
     alloc-alike)
       matrix="$(mktemp -d)/seed000-gpu-alike.yaml"
       python3 - "$matrix" <<'PY'
@@ -34,7 +37,7 @@ for env in data["environments"]:
 open(sys.argv[1], "w").write(yaml.safe_dump(data, sort_keys=False))
 PY
       ;;
-    *) echo "unknown arm: $arm (standby-on, standby-off, alloc-alike)" >&2; exit 2 ;;
+    *) echo "unknown arm: $arm (standby-on, standby-off, alloc-alike, ab)" >&2; exit 2 ;;
   esac
   echo "== $arm: $(date -u +%FT%TZ)"
   python3 bench/warm.py "$matrix" --engine local --gpus 0 "${only[@]}" --rounds "$rounds" \
