@@ -235,3 +235,40 @@ def test_a_tf_2_10_lookup_gives_both_roads_past_2_16_and_names_every_pin():
     assert len(stacks) == len(set(stacks))
     said = harness("atlas", "lookup", "tensorflow==2.10.1", "--data", str(ROOT / "docs" / "atlas" / "atlas.json"))
     assert "unsupported" in said.stdout and "road 'Keras 3'" in said.stdout, said.stdout
+
+
+def _published(tmp_path, recs, changes=(), evidence=None):
+    """The planted atlas published as `atlas publish --data` writes it (its page made by the page's
+    own rules), and that publication's audit."""
+    data = _atlas(tmp_path / "atlas", recs, list(changes), evidence)
+    done = harness("atlas", "publish", "--data", str(data), "--out", str(tmp_path / "atlas"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return data, tmp_path / "atlas.md"
+
+
+def test_a_median_of_two_runs_and_days_out_of_order_are_said_and_a_page_that_hides_them_is_named(tmp_path):
+    """Two rows of one line whose days run backwards (2.4.4 resolved as of a day before 2.3.4's),
+    and an entry that rests on two runs. Published, the page states both runs and names the two
+    rows; a page that shows the two runs' midpoint as a median with its range, or leaves the days
+    unsaid, is named with the page, the row and the column."""
+    recs, changes, evidence = _clean()
+    for r in recs:
+        r["cutoff"] = "2021-02-01T00:00:00Z" if r["environment"] == "tf2.3.4" else "2021-01-04T00:00:00Z"
+    recs[0]["val_accuracy"] = 0.70
+    recs.append(dict(recs[0], cell=recs[0]["cell"].replace("/r0", "/r1"), repeat=1, val_accuracy=0.90))
+    data, page = _published(tmp_path, recs, changes, evidence)
+    code, found = _audit(data)
+    assert (code, found) == (0, []), found
+    text = page.read_text()
+    assert "ok 0.70, 0.90" in text, "both runs, no median of two"
+    line = next(s for s in text.splitlines() if "TF 2.3.4" in s and "TF 2.4.4" in s)
+    assert "2021-02-01" in line and "2021-01-04" in line
+
+    page.write_text(text.replace("ok 0.70, 0.90", "ok 0.80 <small>[0.70-0.90]</small>").replace(line, ""))
+    code, found = _audit(data)
+    checks = {f["check"]: f for f in found}
+    assert code == 1 and set(checks) == {"few runs", "cut-offs"}, found
+    assert "TF 2.3.4" in checks["few runs"]["where"] and "convnet-2x32 none-c1" in checks["few runs"]["where"]
+    assert "2 run(s)" in checks["few runs"]["what"]
+    assert "atlas-tf2/tf2.3.4 -> atlas-tf2/tf2.4.4" in checks["cut-offs"]["where"]
+    assert str(page) in checks["cut-offs"]["where"]

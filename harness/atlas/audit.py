@@ -14,6 +14,9 @@ names every contradiction it finds, one line each, with the file and the place:
 - **side by side**: a speed change's standing agrees with its bisect's own two ends run in one
   session (refuted only where their medians did not move as claimed past the bisect's threshold);
 - **evidence**: every evidence file published beside the data is linked from a page;
+- **cut-offs**: neighbouring rows resolved as of days out of release order are named on the page;
+- **few runs**: a median (and its range) is said of three runs or more: the table states each value
+  of an entry that rests on fewer, and every value it states is one of the entry's runs;
 - **facts**: the records agree with `facts.yaml` -- release-note truths kept with their sources
   (a version a stack reports, a wrapper removed or available, a release's branch) -- and a wrapper a
   release removed is a change of that release where rows on both sides hold it.
@@ -24,6 +27,7 @@ atlas run and published again)."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections import Counter, defaultdict
@@ -53,7 +57,7 @@ _NUMPY1_COUNT = re.compile(r"(\d+) of the (\d+) stacks whose own week resolved N
 
 @dataclass(frozen=True)
 class Finding:
-    check: str   # counts, devices, duplicates, verdicts, like-for-like, claims, facts, side by side, evidence
+    check: str   # counts, devices, ..., side by side, evidence, cut-offs, few runs (the module's list)
     where: str   # the file, and the record, change or sentence in it
     what: str    # the contradiction, in one sentence
 
@@ -374,11 +378,63 @@ def _linked(a: _Atlas) -> list[Finding]:
             for path in sorted(folder.glob("*.json")) if not any(f"evidence/{path.name}" in p for p in pages)]
 
 
+def _cutoffs(a: _Atlas) -> list[Finding]:
+    """Neighbours whose days run backwards (`rows.out_of_order`) are named on the page, both rows
+    and both days on one line: left unsaid, a change between them reads as the release's alone."""
+    said = a.page.splitlines()
+    out = []
+    for line, x, y in rows.out_of_order(rows.build(a.records)):
+        days = [(r.stack.get("cutoff") or "")[:10] for r in (x, y)]
+        if not any(all(t in s for t in (x.label, y.label, *days)) for s in said):
+            out.append(Finding("cut-offs", f"{a.page_name}: {line}, {x.key} -> {y.key}",
+                               f"{y.label} is resolved as of {days[1]}, before {x.label}'s {days[0]}, the release "
+                               "before it; the page does not say so"))
+    return out
+
+
+_TABLE_ROW = re.compile(r'<tr [^>]*><td><a href="[^"]*/rows/(?P<slug>[^"/]+)\.html">.*?</td><td>.*?</td><td>.*?</td>'
+                        r"(?P<cells>.*)</tr>$", re.M)
+_OK_CELL = re.compile(r'<td class="(?P<cls>[^"]+)" data-workload="[^"]*">(?P<text>.*?)</td>')
+_HEAD = re.compile(r'<th data-workload="([^"]+)">[^<]*<br><small>([^<]*)</small></th>')
+_FIGURE = re.compile(r"(\d+(?:\.\d+)?)(k?)")
+
+
+def _few_runs(a: _Atlas) -> list[Finding]:
+    """Each `ok` entry of the page's table against the runs it rests on: a median and its range
+    of fewer than `pages.MEDIAN_FROM` runs is no median (of two, the midpoint), and every accuracy
+    the entry states is one of its runs' (to the two places the table shows)."""
+    from harness.atlas.pages import MEDIAN_FROM   # the page's own rule, that the audit holds it to
+
+    by_slug = {r.slug: r for r in rows.build(a.records)}
+    cols = [f"{html.unescape(w)} {html.unescape(rest)}" for w, rest in _HEAD.findall(a.page)]
+    out = []
+    for m in _TABLE_ROW.finditer(a.page):
+        row = by_slug.get(m["slug"])
+        if row is None:
+            continue
+        for col, cell in zip(cols, _OK_CELL.finditer(m["cells"]), strict=False):
+            entry = row.entries.get(col)
+            if cell["cls"] != "s-ok" or entry is None or " of " in cell["text"]:
+                continue
+            runs = entry.values("val_accuracy")
+            accuracy = cell["text"].split("<br>")[0]
+            where = f"{a.page_name}: {row.label}, {col}"
+            if "[" in accuracy and len(runs) < MEDIAN_FROM:
+                out.append(Finding("few runs", where, f"a median and range of {len(runs)} run(s) "
+                                                      f"({', '.join(f'{v:.3f}' for v in runs)})"))
+                continue
+            shown = [float(v) for v, _ in _FIGURE.findall(accuracy.split("[")[0])]
+            if len(runs) < MEDIAN_FROM and sorted(shown) != sorted(round(v, 2) for v in runs):
+                out.append(Finding("few runs", where, f"states {shown or 'no value'} of runs that gave "
+                                                      f"{', '.join(f'{v:.3f}' for v in runs)}"))
+    return out
+
+
 def audit(data: Path, page: Path | None, facts: list[dict]) -> list[Finding]:
     """Every contradiction in the atlas at `data` (its changes and evidence beside it) and `page`."""
     a = _Atlas(data, page)
     return (_counts(a) + _devices(a) + _duplicates(a) + _verdicts(a) + _like_for_like(a, facts) + _claims(a)
-            + _facts(a, facts) + _side_by_side(a) + _linked(a))
+            + _facts(a, facts) + _side_by_side(a) + _linked(a) + _cutoffs(a) + _few_runs(a))
 
 
 def command(args, console: Console) -> int:

@@ -13,13 +13,14 @@ table; a multi-device entry whose devices did not all train says so instead of a
 from __future__ import annotations
 
 import html
+import statistics
 from collections import defaultdict
 from pathlib import Path
 
 from harness import status as st
 from harness.atlas import records
 from harness.atlas.changes import Change, grouped
-from harness.atlas.rows import LINES, Row, columns, parse_version, twins
+from harness.atlas.rows import LINES, Row, columns, out_of_order, parse_version, twins
 from harness.htmlpage import FILTER_BAR_JS
 
 ROWS = "rows"
@@ -76,15 +77,30 @@ def _cell(row: Row, col: str, families: dict[str, int]) -> str:
         if asked > 1 and trained is not None and trained < asked:
             text = f"ok, {trained} of {asked} devices trained"
         else:
-            text = f"ok {acc[0]:.2f}" if acc else "ok"
-            if acc and len(entry.values("val_accuracy")) > 1:
-                text += f' <small>[{acc[1]:.2f}-{acc[2]:.2f}]</small>'
+            text = "ok " + _said(entry.values("val_accuracy"), "{:.2f}", "<small>[{:.2f}-{:.2f}]</small>") \
+                if acc else "ok"
             if speed:
-                text += f"<br><small>{_k(speed[0])}/s</small>"
+                text += f"<br><small>{_said(entry.values('samples_per_sec'), '{}', '', _k)}/s</small>"
         return f'<td class="s-ok" data-workload="{workload}">{text}</td>'
     number = families.get(entry.family)
     mark = f' <a href="#family-{number}"><sup>{number}</sup></a>' if number else ""
     return f'<td class="s-{html.escape(status)}" data-workload="{workload}">{html.escape(status)}{mark}</td>'
+
+
+# A median and its range are said of three runs or more; of two runs, both values (the midpoint of two
+# is no median a reader can weigh); of one, the value. `atlas audit` holds the page to it (few runs).
+MEDIAN_FROM = 3
+
+
+def _said(values: list[float], one: str, spread: str, fmt=None) -> str:
+    """`values` as the page states them: the median and (`spread`) its range from MEDIAN_FROM runs
+    on, each value below that."""
+    show = (lambda v: one.format(fmt(v))) if fmt else one.format
+    if len(values) >= MEDIAN_FROM:
+        med = statistics.median(values)
+        rng = (" " + spread.format(min(values), max(values))) if spread else ""
+        return show(med) + rng
+    return ", ".join(show(v) for v in values)
 
 
 def _count(n: int, word: str) -> str:
@@ -140,10 +156,12 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
     ]
     parts += _cost_section(about.get("runs") or ([cost] if cost else []))
     parts += ["## The table", "", "Each entry: the status; for `ok`, the validation accuracy (median of the "
-              "repeats [their range]) and the steady samples/s. The stack's name leads to its page (every "
+              "repeats [their range]; each value where fewer than three passed) and the steady samples/s "
+              "(likewise). The stack's name leads to its page (every "
               "seed's value, the versions it ran, the command that runs it again), a superscript to the "
               "failure family below.", "",
               STYLE, "", _filters(), "", _table(table, cols, families, folder), "", _script(), ""]
+    parts += _out_of_order_section(table)
     parts += _changes_section(table, found, folder)
     parts += _families_section(table, families)
     parts += _notes_section(checks, table, folder)
@@ -165,6 +183,26 @@ def _main(table, found, about, families, folder: str, plots: list[str], checks: 
               "knows between them and the newest row of their line (`--target tensorflow==2.21` for another).",
               ""]
     return "\n".join(parts)
+
+
+def out_of_order_line(line: str, a: Row, b: Row) -> str:
+    """The page's sentence for two neighbours whose days run backwards (`rows.out_of_order`)."""
+    return (f"- {LINES.get(line, line)}: `{a.label}` resolved as of {(a.stack.get('cutoff') or '')[:10]}, "
+            f"then `{b.label}` as of {(b.stack.get('cutoff') or '')[:10]}")
+
+
+def _out_of_order_section(table: list[Row]) -> list[str]:
+    """Neighbours resolved as of days out of order, said where they are (`atlas audit`: cut-offs)."""
+    found = out_of_order(table)
+    if not found:
+        return []
+    return ["## Rows resolved out of order", "",
+            "Each row is resolved as of its release's day, so a line's rows, in release order, need not be in "
+            "day order: a patch of an older minor can come out after the next minor, and its contemporaries "
+            "(NumPy, h5py, ...) are then newer than the next row's. Between these neighbours the days run "
+            "backwards, so a change between them may be the contemporaries' as much as the release's (the "
+            "change's own evidence, where it has any, names every package that moved):", "",
+            *(out_of_order_line(line, a, b) for line, a, b in found), ""]
 
 
 def _cost_section(runs: list[dict]) -> list[str]:
@@ -440,7 +478,7 @@ def _row_page(row: Row, found: list[Change], families: dict[str, int], folder: s
         family = (f"[{number}](../../{folder}.md#family-{number}) {_md(entry.family[:120])}"
                   if number and entry.status != st.OK else "")
         lines.append(f"| {workload} | {par} | {entry.status} | {accs or '-'} | "
-                     f"{_k(speed[0]) if speed else '-'} | {entry.devices_trained or '-'} | {family} |")
+                     f"{_said(entry.values('samples_per_sec'), '{}', '', _k) if speed else '-'} | {entry.devices_trained or '-'} | {family} |")
     mine = [c for c in found if row.key in (c.before, c.after)]
     lines += ["", "## Changes", ""]
     lines += [f"- {c.kind}: {_md(c.detail)}" + (" (from the previous release)" if c.after == row.key and c.before else

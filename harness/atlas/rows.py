@@ -273,3 +273,18 @@ def lines(rows: list[Row]) -> dict[str, list[Row]]:
     for row in rows:
         out[row.line].append(row)
     return dict(out)
+
+
+def out_of_order(rows: list[Row]) -> list[tuple[str, Row, Row]]:
+    """(line, row, next row) wherever a line's next release is resolved as of an earlier day than
+    the release before it. Each row is resolved as of its release's day (its cut-off), so a line in
+    release order need not be in day order: a patch of an older minor can come out after the next
+    minor, and its contemporaries are then newer than the next row's. A change between such
+    neighbours may be the contemporaries' as much as the release's; the page says which they are."""
+    out = []
+    for line, found in lines(sorted(rows, key=Row.order)).items():
+        for a, b in zip(found, found[1:]):
+            day_a, day_b = (a.stack.get("cutoff") or "")[:10], (b.stack.get("cutoff") or "")[:10]
+            if day_a and day_b and day_b < day_a:
+                out.append((line, a, b))
+    return out
