@@ -42,6 +42,7 @@ from harness import exits, status
 from harness.atlas import records, rows
 from harness.atlas.changes import OTHER_WAY_SAID, Change, host_limited, past_threshold, side_by_side
 from harness.atlas.facts import FACTS, defaults_crossed, load_facts
+from harness.atlas.pages import MEDIAN_FROM  # the page's own rule, that the audit holds it to
 from harness.errors import UserError
 from harness.terminal import shown
 
@@ -403,8 +404,6 @@ def _few_runs(a: _Atlas) -> list[Finding]:
     """Each `ok` entry of the page's table against the runs it rests on: a median and its range
     of fewer than `pages.MEDIAN_FROM` runs is no median (of two, the midpoint), and every accuracy
     the entry states is one of its runs' (to the two places the table shows)."""
-    from harness.atlas.pages import MEDIAN_FROM   # the page's own rule, that the audit holds it to
-
     by_slug = {r.slug: r for r in rows.build(a.records)}
     cols = [f"{html.unescape(w)} {html.unescape(rest)}" for w, rest in _HEAD.findall(a.page)]
     out = []

@@ -473,12 +473,12 @@ def _row_page(row: Row, found: list[Change], families: dict[str, int], folder: s
     for col, entry in row.entries.items():
         workload, par = col.split(" ", 1)
         accs = ", ".join(f"{r['val_accuracy']:.3f}" for r in entry.records if r["val_accuracy"] != "")
-        speed = entry.spread("samples_per_sec")
+        speed = _said(entry.values("samples_per_sec"), "{}", "", _k) or "-"
         number = families.get(entry.family)
         family = (f"[{number}](../../{folder}.md#family-{number}) {_md(entry.family[:120])}"
                   if number and entry.status != st.OK else "")
         lines.append(f"| {workload} | {par} | {entry.status} | {accs or '-'} | "
-                     f"{_said(entry.values('samples_per_sec'), '{}', '', _k) if speed else '-'} | {entry.devices_trained or '-'} | {family} |")
+                     f"{speed} | {entry.devices_trained or '-'} | {family} |")
     mine = [c for c in found if row.key in (c.before, c.after)]
     lines += ["", "## Changes", ""]
     lines += [f"- {c.kind}: {_md(c.detail)}" + (" (from the previous release)" if c.after == row.key and c.before else

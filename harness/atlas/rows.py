@@ -283,7 +283,7 @@ def out_of_order(rows: list[Row]) -> list[tuple[str, Row, Row]]:
     neighbours may be the contemporaries' as much as the release's; the page says which they are."""
     out = []
     for line, found in lines(sorted(rows, key=Row.order)).items():
-        for a, b in zip(found, found[1:]):
+        for a, b in zip(found, found[1:], strict=False):
             day_a, day_b = (a.stack.get("cutoff") or "")[:10], (b.stack.get("cutoff") or "")[:10]
             if day_a and day_b and day_b < day_a:
                 out.append((line, a, b))
