@@ -111,24 +111,30 @@ _AB_VERDICT = re.compile(r"^verdict: .*standby on against .*?, (?P<rounds>\d+) r
 
 def warm_standby_ab(read: dict) -> Quote:
     """Standing by on against off on one GPU, the two arms interleaved round by round, as the
-    newest record of ``bench/device/warm-gpu.sh ab`` left it: its A/B row and verdict, quoted."""
-    found = sorted(WARM_RECORDS.glob("*-h200*/*-ab.txt"))
-    if not found:
+    newest folder of ``bench/device/warm-gpu.sh ab`` records left them: each record's A/B row and
+    verdict, quoted (one sentence per record: a batch size each)."""
+    folders = sorted({p.parent for p in WARM_RECORDS.glob("*-h200*/*-ab.txt")})
+    if not folders:
         return Quote("No A/B of standing by on one GPU is recorded yet.", ())
-    path = found[-1]
-    text = path.read_text()
-    rel = str(path.relative_to(ROOT))
-    head = text.find("standing by on / off")
-    row, verdict = _AB_ROW.search(text, head if head >= 0 else 0), _AB_VERDICT.search(text)
-    if head < 0 or row is None or verdict is None:
-        return Quote(f"The newest A/B record ({rel}) holds no table this page can quote.", (rel,))
-    cells = len({m for m in re.findall(r"^\| (\S+/none-g1/\S+) \| ok \|", text, re.M)})
-    said = (f"On 1 x H200 ({row['stack']}; {cells} cells, `bench/device/warm-gpu.sh ab`, {verdict['rounds']} rounds "
-            f"of both arms interleaved, {path.parent.name[:10]}): a warm run's steady samples/s with standing by on "
-            f"against off **{row['ratio']}** (per round, median [min-max]) against run-to-run spreads of "
-            f"{row['on']} (on) and {row['off']} (off): {verdict['word'].strip()}, within the spread: "
-            f"{row['within'].strip()}; the warm run's wall on/off {verdict['wall']}")
-    return Quote(said + f" (the record: `{rel}`).", (rel,))   # a page under docs/: named, not linked
+    said, rels = [], []
+    for path in sorted(folders[-1].glob("*-ab.txt")):
+        text = path.read_text()
+        rel = str(path.relative_to(ROOT))
+        rels.append(rel)
+        head = text.find("standing by on / off")
+        row, verdict = _AB_ROW.search(text, head if head >= 0 else 0), _AB_VERDICT.search(text)
+        if head < 0 or row is None or verdict is None:
+            said.append(f"The A/B record {rel} holds no table this page can quote.")
+            continue
+        cells = sorted({m for m in re.findall(r"^\| (\S+/none-g1/\S+) \| ok \|", text, re.M)})
+        batches = sorted({c.split("/")[-2] for c in cells})
+        said.append(f"On 1 x H200 ({row['stack']}; {len(cells)} cells, {', '.join(batches)}; "
+                    f"`bench/device/warm-gpu.sh ab`, {verdict['rounds']} rounds of both arms interleaved, "
+                    f"{path.parent.name[:10]}): a warm run's steady samples/s with standing by on against off "
+                    f"**{row['ratio']}** (per round, median [min-max]) against run-to-run spreads of {row['on']} "
+                    f"(on) and {row['off']} (off): {verdict['word'].strip()}, within the spread: "
+                    f"{row['within'].strip()}; the warm run's wall on/off {verdict['wall']} (the record: `{rel}`).")
+    return Quote("\n\n".join(said), tuple(rels))   # a page under docs/: named, not linked
 
 
 # Every block a page may hold, by name: its generator. A new measurement quoted on a page gets its
