@@ -455,3 +455,14 @@ def test_standing_by_is_asked_of_warm_gpu_cells_and_the_switch_turns_it_off(tmp_
     monkeypatch.setenv(SWITCH, "on")
     engine.warm = False
     assert not engine.stands_by(_cell(1))
+
+
+def test_releases_a_python_cannot_install_are_each_said_under_their_own_reason():
+    """A range said not to install holds for every release in it: neighbours under one reason
+    form a run, and the next reason starts another (upgrade's note, and the verdict's)."""
+    from harness.upgrade.course import unfit_spans
+
+    unfit = {"2.16.1": "requires Python >=3.9", "2.17.0": "requires Python >=3.9", "2.19.0": "requires Python >=3.10"}
+    assert unfit_spans(["2.16.1", "2.17.0", "2.19.0", "2.20.0"], unfit) == (
+        "2.16.1 to 2.17.0 not tried: requires Python >=3.9; 2.19.0 not tried: requires Python >=3.10; "
+        "2.20.0 not tried: no file")

@@ -313,3 +313,29 @@ def test_a_tf_2_10_project_gets_its_python_from_its_pins_and_the_announced_chang
         assert "script" not in p["blocker"]["reduced"], p["blocker"]["reduced"]
     md = (tmp_path / "u" / "UPGRADE.md").read_text()
     assert "tf.keras.optimizers.legacy.Adam" in md and "`float`" in md and "report it upstream" not in md
+
+
+@QUICK
+def test_a_newest_safe_release_that_installs_only_with_another_pin_moved_says_so_and_the_stack_moves_it(tmp_path):
+    """plantedtop 2.0 needs plantedlow >= 2, the project pins plantedlow 1.0: 2.0 is tried with
+    plantedlow moved and holds. The table says it installs only so, and the combined stack is
+    tried with plantedlow moved too -- as pinned, it would not install at all."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "train.py").write_text("import plantedtop\nfrom workloads.metrics import report\n"
+                                                "report('val_accuracy', 0.9)\n")
+    (tmp_path / "proj" / "requirements.txt").write_text("plantedtop==1.0\nplantedlow==1.0\n")
+    days = {"1.0": "2024-01-01T00:00:00Z", "2.0": "2024-03-01T00:00:00Z"}
+    with PlantedIndex({"plantedtop": days, "plantedlow": days},
+                      requires={("plantedtop", "2.0"): ["plantedlow>=2.0"]}) as served:
+        proc = harness("upgrade", str(tmp_path / "proj"), "--script", "train.py", "--package", "plantedtop",
+                       "--engine", "venv", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "u"),
+                       "--no-reduce", env={"PIP_INDEX_URL": served.url, "HARNESS_CACHE": str(tmp_path / "cache")},
+                       timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "u" / "upgrade.json").read_text())
+    [top] = report["packages"]
+    assert (top["frontier"], top["frontier_moved_with"]["with"]) == ("2.0", ["plantedlow"]), top
+    page = (tmp_path / "u" / "UPGRADE.md").read_text()
+    assert "| plantedtop | 1.0 | 2.0 (installs only with plantedlow 2.0 moved) |" in page, page
+    combined = report["combined"]
+    assert combined["holds"] is True and combined["moved_with"] == ["plantedlow"], combined

@@ -11,6 +11,8 @@ import re
 import time
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 from rich.console import Console
 
@@ -95,6 +97,9 @@ def run(args, console: Console) -> int:
                 answer.cells, answer.ran = search.cost()
                 entry["cells"], entry["ran"] = answer.cells, answer.ran
             entry["environment"] = env_name
+            moved = (answer.tested.get(answer.frontier) or {}).get("moved_with") if answer.frontier else None
+            if moved:   # the newest safe release installs only with other pins moved: said, and the
+                entry["frontier_moved_with"] = moved   # combined stack leaves them open too
             if package in python_notes:
                 entry["python_note"] = python_notes[package]
                 console.print(shown(python_notes[package]), highlight=False)
@@ -181,7 +186,7 @@ def _targets(asked: dict, pins: project.Pins, python: str, resolver,
         newest = (fit or listed or [current])[-1]
         beyond = [v for v in listed if Version(v) > Version(newest)]
         if beyond and not given:  # newer releases this Python cannot install: said, never silently left out
-            notes[package] = (f"{package} {_span(beyond)} not tried: {found.unfit.get(beyond[-1], 'no file')} "
+            notes[package] = (f"{package} {unfit_spans(beyond, found.unfit)} "
                               f"(the project's Python is {python}; name another with --python-version)")
         if given and given not in listed:
             raise UserError(f"--package {package}=={given}: not a release of {package} on {found.index} "
@@ -192,6 +197,20 @@ def _targets(asked: dict, pins: project.Pins, python: str, resolver,
 
 def _span(versions: list[str]) -> str:
     return versions[0] if len(versions) == 1 else f"{versions[0]} to {versions[-1]}"
+
+
+def unfit_spans(versions: list[str], unfit: dict[str, str]) -> str:
+    """Releases not tried, each run of neighbours under its own reason: a sentence that holds for
+    every release it names ("2.16.1 to 2.18.1 not tried: requires Python >=3.9" is said of those
+    alone, where 2.19.0 on needs 3.10), not the newest one's reason stretched over the range."""
+    runs: list[tuple[str, list[str]]] = []
+    for v in versions:
+        why = unfit.get(v, "no file")
+        if runs and runs[-1][0] == why:
+            runs[-1][1].append(v)
+        else:
+            runs.append((why, [v]))
+    return "; ".join(f"{_span(vs)} not tried: {why}" for why, vs in runs)
 
 
 def _evidence(args, search, answer, found, yardstick, out: Path, console: Console) -> dict:
@@ -231,11 +250,18 @@ def _combined(m, base: dict, packages: list[dict], engine, results: Path, consol
     env = cells[0].environment
     for package, version in moved.items():
         env = with_release(env, package, version, None)
+    # a frontier that installs only with other pins moved (numpy with a TensorFlow that needs numpy 2)
+    # is tried here with them moved too: left open, resolved as of the combined stack's day
+    held = {canonicalize_name(n) for p in packages for n in (p.get("frontier_moved_with") or {}).get("with", [])}
+    if held:
+        env = dataclasses.replace(env, packages=tuple(
+            Requirement(r).name if canonicalize_name(Requirement(r).name) in held else r for r in env.packages))
     cut = releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)])
     env = dataclasses.replace(env, name=f"combined-{env.name}", uploaded_before=cut)
     console.rule("upgrade: the combined stack")
     combined = [dataclasses.replace(c, environment=env, expect=None) for c in cells]
     verdict = frontier.judged(m, combined, engine, results, console, yardstick, criteria)
     return {"moved": moved, "holds": verdict.kind == GOOD, "why": verdict.why,
+            **({"moved_with": sorted(held)} if held else {}),
             "cells": verdict.evidence.get("cells", []),
             **({} if verdict.kind == GOOD else {"kind": frontier.kind_of(verdict, False)})}

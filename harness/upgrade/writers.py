@@ -72,6 +72,18 @@ def actions(p: dict) -> list[str]:
     return out
 
 
+def _frontier(p: dict) -> str:
+    """The table's newest safe release, and the pins it installs only with, moved (a release said
+    safe as the project pins it would be false where it installs only beside another numpy)."""
+    if not p["frontier"]:
+        return "-"
+    moved = p.get("frontier_moved_with")
+    if not moved:
+        return p["frontier"]
+    got = ", ".join(f"{n} {moved.get('resolved', {}).get(n) or '(resolved)'}" for n in moved["with"])
+    return f"{p['frontier']} (installs only with {got} moved)"
+
+
 def markdown(report: dict) -> str:
     start = report.get("from")
     origin = (f"Matrix `{start['matrix']}`, cell `{start['cell']}` (environment `{start['environment']}`: "
@@ -92,7 +104,7 @@ def markdown(report: dict) -> str:
     for p in report["packages"]:
         b = p.get("blocker")
         block = (f"{b['kind']} at {b['first_bad']}" if b else ("none" if p["holds"] else f"no answer: {p['problem']}"))
-        lines.append(f"| {p['package']} | {p['current']} | {p['frontier'] or '-'} | {p['target']} | "
+        lines.append(f"| {p['package']} | {p['current']} | {_frontier(p)} | {p['target']} | "
                      f"{block.replace('|', '/')} | {p['cells']} ({p['ran']}) |")
     lines += [f"\n{p['python_note']}" for p in report["packages"] if p.get("python_note")]
     c = report["combined"]
@@ -101,7 +113,8 @@ def markdown(report: dict) -> str:
         lines.append(c["why"])
     else:
         moved = ", ".join(f"{k}=={v}" for k, v in c["moved"].items())
-        lines.append(f"{moved}: {'holds' if c['holds'] else 'does **not** hold'} -- {c['why']} "
+        opened = f" (with {', '.join(c['moved_with'])} moved too)" if c.get("moved_with") else ""
+        lines.append(f"{moved}{opened}: {'holds' if c['holds'] else 'does **not** hold'} -- {c['why']} "
                      f"(cells {cell_ids(c.get('cells', []))})")
     for p in report["packages"]:
         b = p.get("blocker")
