@@ -68,6 +68,8 @@ _XDIST = re.compile(r"^(\d+) workers? \[\d+ items?\]")  # xdist's status line, o
 _CI = re.compile(r"^== where CI's (\d+) s went$")
 _PHASE = re.compile(r"^\s*(\d+) s  (.+)$")
 _BUSY = re.compile(r"^== the cores were busy (-?\d+) % of the tests' time \((\d+) cores\)$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(\S+::\S.*?)\s*$")   # pytest's --durations
+SLOWEST_KEPT = 10.0   # seconds: a test phase at least this long is kept in the record (the profile of a run)
 _DISK = re.compile(r"^== disk: (\d+) GB free at the start, (\d+) GB at the least, (\d+) GB at the end$")
 
 
@@ -145,11 +147,16 @@ def parse(text: str) -> dict:
             busy = {"percent": int(found.group(1)), "cores": int(found.group(2))}
         elif found := _DISK.match(line):
             disk = dict(zip(("start", "least", "end"), map(int, found.groups()), strict=True))
+    # the slowest test phases, as pytest's --durations listed them (all of them with --durations=0):
+    # where a cut would land, test by test, beside the per-file sums
+    slowest = [{"seconds": float(m.group(1)), "phase": m.group(2), "test": m.group(3)}
+               for line in lines if (m := _DURATION.match(line)) and float(m.group(1)) >= SLOWEST_KEPT]
     return {"test_seconds": round(sum(files.values()), 1) if files else None,
             "suite_wall_seconds": suite_wall, "ci_wall_seconds": ci_wall, "results": results,
             "workers": workers, "machine": machine, "environments": environments, "cells": cells,
             "cores_busy": busy, "disk_gb": disk, "phases": phases,
-            "files": dict(sorted(files.items(), key=lambda kv: -kv[1])), "tests_per_file": tests_per_file}
+            "files": dict(sorted(files.items(), key=lambda kv: -kv[1])), "tests_per_file": tests_per_file,
+            **({"slowest": sorted(slowest, key=lambda d: -d["seconds"])} if slowest else {})}
 
 
 def commit_of(rev: str = "HEAD") -> str | None:

@@ -77,6 +77,7 @@ def _tiny_ci_log(where: Path) -> str:
     (where / "test_b.py").write_text(textwrap.dedent(TINY_B))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "HARNESS_CACHE": str(where / "cache")}
+    env.pop("PYTEST_ADDOPTS", None)   # the outer suite's options are not the tiny suite's
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.suite_timing", "-c", str(where / "pytest.ini"),
                            "--rootdir", str(where), "--basetemp", str(where / "tmp"),
                            "-n", "2", "--dist", "loadfile", "-ra",
@@ -116,6 +117,19 @@ def test_a_real_log_gives_its_figures(ci_log):
     assert parsed["phases"][1]["phase"] == "nox -s lint"
     assert parsed["cores_busy"] == {"percent": 97, "cores": 2}
     assert parsed["disk_gb"] == {"start": 52, "least": 7, "end": 30}
+
+
+def test_the_slowest_test_phases_pytest_listed_are_kept_with_the_record(ci_log):
+    """Where a cut would land, test by test: the phases pytest's --durations listed, from
+    SLOWEST_KEPT seconds on, slowest first; a log without them keeps none."""
+    listed = ("============ slowest durations ============\n"
+              "9.99s setup    tests/test_x.py::test_quick\n"
+              "12.50s call     tests/test_x.py::test_slow[a b]\n"
+              "31.00s setup    tests/test_y.py::test_slower\n")
+    parsed = suite_cost.parse(listed + ci_log)
+    assert parsed["slowest"] == [{"seconds": 31.0, "phase": "setup", "test": "tests/test_y.py::test_slower"},
+                                 {"seconds": 12.5, "phase": "call", "test": "tests/test_x.py::test_slow[a b]"}]
+    assert "slowest" not in suite_cost.parse(ci_log)
 
 
 def test_a_log_from_before_the_machine_line_says_whose_machine_it_records(ci_log):
