@@ -185,8 +185,10 @@ def record(parsed: dict, *, commit: str | None, date: str, from_nothing: bool = 
     else:
         machine = {**this_machine(), "from": "the machine that read the log (the log names none)"}
     figures = {k: v for k, v in parsed.items() if k != "machine"}
-    return {"commit": commit, "date": date, "source": FROM_LOG, "tier": tier, "from_nothing": from_nothing,
-            "machine": machine, **figures}
+    # when it was recorded: two runs of one day are ordered by it (a commit's hash says nothing of when)
+    recorded = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"commit": commit, "date": date, "recorded_at": recorded, "source": FROM_LOG, "tier": tier,
+            "from_nothing": from_nothing, "machine": machine, **figures}
 
 
 def _minutes(seconds: float | None) -> str:
@@ -267,8 +269,10 @@ def load_records(folder: Path = RECORDS) -> list[dict]:
             rec["_file"] = str(path.resolve().relative_to(ROOT))
         except ValueError:
             rec["_file"] = str(path)
-        found.append((str(rec.get("date") or ""), path.stem, rec))  # DATE-COMMIT before DATE-COMMIT-2
-    return [rec for _, _, rec in sorted(found, key=lambda t: (t[0], t[1]))]
+        # within a day, by when each was recorded (a record from before `recorded_at` first), then by
+        # file name (DATE-COMMIT before DATE-COMMIT-2)
+        found.append((str(rec.get("date") or ""), str(rec.get("recorded_at") or ""), path.stem, rec))
+    return [rec for *_, rec in sorted(found, key=lambda t: t[:3])]
 
 
 def tier_of(rec: dict) -> str:
@@ -354,8 +358,9 @@ def _runs_from_nothing(records: list[dict], tier: str = "everything") -> list[di
 
 
 def _latest(runs: list[dict]) -> dict:
-    """The newest of `runs` by its day (then its file's name, as `load_records` orders them)."""
-    return max(runs, key=lambda r: (r.get("date") or "", r["_file"]))
+    """The newest of `runs` by its day, then when it was recorded, then its file's name (as
+    `load_records` orders them)."""
+    return max(runs, key=lambda r: (r.get("date") or "", r.get("recorded_at") or "", r["_file"]))
 
 
 def _summed_words(rec: dict) -> str:

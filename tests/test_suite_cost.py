@@ -183,3 +183,16 @@ def test_every_record_names_its_commit_date_source_and_figure():
         assert isinstance(rec["test_seconds"], int | float) and rec["test_seconds"] > 0, path
         assert "machine" in rec and "results" in rec, path
         assert isinstance(rec["from_nothing"], bool) and rec["tier"] in ("everything", "quick"), path
+
+
+def test_two_runs_of_one_day_are_ordered_by_when_they_were_recorded_not_by_their_commits_hash(tmp_path):
+    """A later run of the day is the newest whatever its commit's hash; a record from before
+    `recorded_at` comes before those that carry it."""
+    for name, at in (("2026-12-03-fff0000", "2026-12-03T10:00:00Z"), ("2026-12-03-0000aaa", "2026-12-03T14:00:00Z"),
+                     ("2026-12-03-9999999", None)):
+        rec = {"commit": name[-7:], "date": "2026-12-03", "test_seconds": 60.0, "from_nothing": True,
+               "machine": {"cpu": "X", "avx512": False, "cores": 2}, **({"recorded_at": at} if at else {})}
+        (tmp_path / f"{name}.json").write_text(json.dumps(rec))
+    records = suite_cost.load_records(tmp_path)
+    assert [r["commit"] for r in records] == ["9999999", "fff0000", "0000aaa"]
+    assert suite_cost._latest(records)["commit"] == "0000aaa"

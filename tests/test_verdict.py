@@ -159,6 +159,15 @@ def test_a_bump_that_cannot_install_beside_a_pin_names_it_and_the_joint_move(rep
     assert (move["package"], move["pinned"], move["first"]) == ("plantedtf", "1.0", "1.2"), move
     assert move["tried"] == ["1.1", "1.2"], move     # 1.1 still requires plantednp<2
     assert "plantedtf==1.2" in (out / "COMMENT.md").read_text()
+    # every line of the comment is its record's; one edited by hand is named with its line
+    audited = harness("verdict", "--audit", "--out", str(out))
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+    comment = (out / "COMMENT.md").read_text()
+    (out / "COMMENT.md").write_text(comment.replace("cannot install", "safe", 1))
+    audited = harness("verdict", "--audit", "--out", str(out))
+    assert audited.returncode == 1 and "COMMENT.md:1:" in audited.stdout, audited.stdout + audited.stderr
+    (out / "verdict.json").write_text("{}")
+    assert harness("verdict", "--audit", "--out", str(out)).returncode == 2
 
 
 @QUICK

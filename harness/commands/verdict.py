@@ -10,9 +10,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness import exits
+from harness.errors import UserError
 from harness.options.engine import add_engine_args, pythons
 from harness.options.shared import add_out, add_results
 from harness.options.types import whole
+from harness.terminal import shown
 from harness.verdict import DEFAULT_REPEATS
 
 
@@ -47,10 +50,15 @@ def add(sub) -> None:
     add_results(p)
     add_out(p, "verdict", "where COMMENT.md and verdict.json go")
     p.add_argument("--offline", action="store_true", help="list releases from the cache only")
+    p.add_argument("--audit", action="store_true",
+                   help="judge nothing: hold --out's COMMENT.md against its verdict.json, line by line "
+                        "(exit 1 names each line the record does not make)")
     add_engine_args(p)
 
 
 def command(args, console: Console) -> int:
+    if args.audit:
+        return _audit(Path(args.out), console)
     from harness.verdict import course  # the verb's work is imported when the verb runs: not at CLI start
 
     req = course.Request(project=Path(args.project), base=args.base, head=args.head, base_pins=args.base_pins,
@@ -62,3 +70,18 @@ def command(args, console: Console) -> int:
                          read_models=not args.no_models, offline=args.offline)
     _, code = course.run(req, console)
     return code
+
+
+def _audit(out: Path, console: Console) -> int:
+    """`verdict --audit`: the comment against its record; 0 when every line is the record's."""
+    from harness.verdict import writers  # deferred, as the course: the CLI starts without the verdict's modules
+
+    try:
+        found = writers.audit(out)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    for line in found:
+        console.print(f"[red]comment[/] {shown(line)}", highlight=False)
+    console.print(f"{len(found)} line(s) of {shown(str(out / 'COMMENT.md'))} its record does not make"
+                  if found else f"{shown(str(out / 'COMMENT.md'))}: every line is its record's", highlight=False)
+    return exits.CHANGED if found else exits.OK

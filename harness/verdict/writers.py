@@ -9,12 +9,13 @@ finds and updates its own comment instead of adding one per push."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
 
 from harness.files.markdown import cell_ids, table_cell
-from harness.verdict import BREAKS, CANNOT_INSTALL, CANNOT_JUDGE, CHANGES, NOTHING, SAFE
+from harness.verdict import BREAKS, CANNOT_INSTALL, CANNOT_JUDGE, CHANGES, NOTHING, SAFE, SCHEMA
 
 MARKER = "<!-- harness-verdict -->"   # the Action finds its own comment by this line
 SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
@@ -177,3 +178,25 @@ def write(record: dict, out: Path) -> list[Path]:
             f.write(text + "\n")
         written.append(Path(summary))
     return written
+
+
+def audit(out: Path) -> list[str]:
+    """The comment under `out` held against its record: every line COMMENT.md states is the line
+    verdict.json makes (`markdown`), so a comment edited by hand, or left from an earlier record,
+    is named line by line. A record it cannot read is the caller's error (`ValueError`)."""
+    js, md = out / "verdict.json", out / "COMMENT.md"
+    try:
+        record = json.loads(js.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{js}: cannot read the verdict's record ({type(exc).__name__})") from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        raise ValueError(f"{js}: schema: expected {SCHEMA}, found "
+                         f"{record.get('schema') if isinstance(record, dict) else None}")
+    try:
+        said = md.read_text().splitlines()
+    except OSError:
+        return [f"{md}: missing (its record is {js})"]
+    made = markdown(record).splitlines()
+    found = [f"{md}:{n}: says {(a or '(nothing)')[:160]!r}; its record makes {(b or '(nothing)')[:160]!r}"
+             for n, (a, b) in enumerate(itertools.zip_longest(said, made), 1) if a != b]
+    return found
