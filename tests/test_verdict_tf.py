@@ -49,6 +49,8 @@ def judged(project, base: str, head: str, name: str, repeats: int):
     proc = harness("verdict", str(proj), "--base", base, "--head", head, "--script", "train.py", "--engine", "venv",
                    "--repeats", str(repeats), "--results", str(root / "r"), "--out", str(out), timeout=2400)
     record = json.loads((out / "verdict.json").read_text())
+    audited = harness("verdict", "--audit", "--out", str(out))   # every line of the comment is its record's
+    assert audited.returncode == 0, audited.stdout + audited.stderr
     return proc, record, (out / "COMMENT.md").read_text()
 
 

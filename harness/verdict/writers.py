@@ -168,8 +168,9 @@ def write(record: dict, out: Path) -> list[Path]:
     """verdict.json and COMMENT.md under `out`; the job summary where the CI names one."""
     out.mkdir(parents=True, exist_ok=True)
     js, md = out / "verdict.json", out / "COMMENT.md"
-    js.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
-    text = markdown(record)
+    kept = json.dumps(record, indent=2, sort_keys=True, default=str)
+    js.write_text(kept + "\n")
+    text = markdown(json.loads(kept))   # the comment from the record as kept: what `audit` holds it to
     md.write_text(text)
     written = [md, js]
     summary = os.environ.get(SUMMARY_VARIABLE)
