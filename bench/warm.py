@@ -278,15 +278,9 @@ def standby_ab(a, on: str, on_runs: dict, off: str, off_runs: dict) -> str:
         s_on = [s.get(env, (None, None))[1] for s in w_on]
         s_off = [s.get(env, (None, None))[1] for s in w_off]
         ratio = [x / y if x and y else None for x, y in zip(s_on, s_off, strict=True)]
-        sp_on, sp_off = spread(s_on), spread(s_off)
-        m_on, m_off = _median(s_on), _median(s_off)
-        verdict = "not judged (one round)"
-        if sp_on is not None and sp_off is not None and m_on and m_off:
-            judged += 1
-            ok = abs(m_on / m_off - 1) <= max(sp_on, sp_off)
-            within += ok
-            verdict = f"{'yes' if ok else 'NO'} ({m_on / m_off - 1:+.1%} vs {max(sp_on, sp_off):.1%})"
-        print(f"| {env} | {mmm(ratio)} | {pct(sp_on)} | {pct(sp_off)} | {verdict} |")
+        ok, verdict = within_spread(s_on, s_off)
+        judged, within = judged + (ok is not None), within + bool(ok)
+        print(f"| {env} | {mmm(ratio)} | {pct(spread(s_on))} | {pct(spread(s_off))} | {verdict} |")
     steady_word = ("not judged (needs --rounds 2 or more)" if not judged else
                    f"{'no bend shown' if within == judged else 'BENDS'} ({within} of {judged} stacks within "
                    "their spread)")
@@ -418,6 +412,18 @@ def per_stack(rs: dict) -> dict[str, tuple[float | None, float | None]]:
             for env, cells in stacks.items()}
 
 
+def within_spread(mine: list[float | None], theirs: list[float | None]) -> tuple[bool | None, str]:
+    """Whether the medians of two kinds of run differ by no more than the larger of their run-to-run
+    spreads (None where either has fewer than two rounds), and the table's words for it: one rule
+    for warm against fresh and for standing by on against off."""
+    s_mine, s_theirs = spread(mine), spread(theirs)
+    m_mine, m_theirs = _median(mine), _median(theirs)
+    if s_mine is None or s_theirs is None or not m_mine or not m_theirs:
+        return None, "not judged (one round)"
+    ok = abs(m_mine / m_theirs - 1) <= max(s_mine, s_theirs)
+    return ok, f"{'yes' if ok else 'NO'} ({m_mine / m_theirs - 1:+.1%} vs {max(s_mine, s_theirs):.1%})"
+
+
 def mmm(values: list[float | None], digits: int = 3) -> str:
     values = [v for v in values if v is not None]
     if not values:
@@ -451,14 +457,8 @@ def acceptance(a, engine: str, runs: dict) -> str:
         wall = [w[0] / f[0] if f[0] and w[0] else None for f, w in zip(fw, ww, strict=True)]
         steady = [w[1] / f[1] if f[1] and w[1] else None for f, w in zip(fw, ww, strict=True)]
         sf, sw = spread([f[1] for f in fw]), spread([w[1] for w in ww])
-        mf = _median([f[1] for f in fw])
-        mw = _median([w[1] for w in ww])
-        verdict = "not judged (one round)"
-        if sf is not None and sw is not None and mf and mw:
-            judged += 1
-            ok = abs(mw / mf - 1) <= max(sf, sw)
-            within += ok
-            verdict = f"{'yes' if ok else 'NO'} ({mw / mf - 1:+.1%} vs {max(sf, sw):.1%})"
+        ok, verdict = within_spread([w[1] for w in ww], [f[1] for f in fw])
+        judged, within = judged + (ok is not None), within + bool(ok)
         print(f"| {env} | {mmm(wall)} | {pct(spread([f[0] for f in fw]))} | {pct(spread([w[0] for w in ww]))} | "
               f"{mmm(steady)} | {pct(sf)} | {pct(sw)} | {verdict} |")
     median_ratio = statistics.median(run_ratio)

@@ -397,7 +397,7 @@ _TABLE_ROW = re.compile(r'<tr [^>]*><td><a href="[^"]*/rows/(?P<slug>[^"/]+)\.ht
                         r"(?P<cells>.*)</tr>$", re.M)
 _OK_CELL = re.compile(r'<td class="(?P<cls>[^"]+)" data-workload="[^"]*">(?P<text>.*?)</td>')
 _HEAD = re.compile(r'<th data-workload="([^"]+)">[^<]*<br><small>([^<]*)</small></th>')
-_FIGURE = re.compile(r"(\d+(?:\.\d+)?)(k?)")
+_FIGURE = re.compile(r"\d+(?:\.\d+)?")
 
 
 def _few_runs(a: _Atlas) -> list[Finding]:
@@ -422,7 +422,7 @@ def _few_runs(a: _Atlas) -> list[Finding]:
                 out.append(Finding("few runs", where, f"a median and range of {len(runs)} run(s) "
                                                       f"({', '.join(f'{v:.3f}' for v in runs)})"))
                 continue
-            shown = [float(v) for v, _ in _FIGURE.findall(accuracy.split("[")[0])]
+            shown = [float(v) for v in _FIGURE.findall(accuracy.split("[")[0])]
             if len(runs) < MEDIAN_FROM and sorted(shown) != sorted(round(v, 2) for v in runs):
                 out.append(Finding("few runs", where, f"states {shown or 'no value'} of runs that gave "
                                                       f"{', '.join(f'{v:.3f}' for v in runs)}"))

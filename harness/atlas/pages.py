@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import status as st
@@ -72,15 +73,14 @@ def _cell(row: Row, col: str, families: dict[str, int]) -> str:
         return f'<td class="na" data-workload="{workload}">&middot;</td>'
     status = entry.status
     if status == st.OK:
-        acc, speed = entry.spread("val_accuracy"), entry.spread("samples_per_sec")
+        acc, speed = entry.values("val_accuracy"), entry.values("samples_per_sec")
         asked, trained = int(entry.records[0]["devices"] or 1), entry.devices_trained
         if asked > 1 and trained is not None and trained < asked:
             text = f"ok, {trained} of {asked} devices trained"
         else:
-            text = "ok " + _said(entry.values("val_accuracy"), "{:.2f}", "<small>[{:.2f}-{:.2f}]</small>") \
-                if acc else "ok"
+            text = "ok " + _said(acc, "{:.2f}".format, "<small>[{:.2f}-{:.2f}]</small>".format) if acc else "ok"
             if speed:
-                text += f"<br><small>{_said(entry.values('samples_per_sec'), '{}', '', _k)}/s</small>"
+                text += f"<br><small>{_said(speed, _k)}/s</small>"
         return f'<td class="s-ok" data-workload="{workload}">{text}</td>'
     number = families.get(entry.family)
     mark = f' <a href="#family-{number}"><sup>{number}</sup></a>' if number else ""
@@ -92,14 +92,12 @@ def _cell(row: Row, col: str, families: dict[str, int]) -> str:
 MEDIAN_FROM = 3
 
 
-def _said(values: list[float], one: str, spread: str, fmt=None) -> str:
-    """`values` as the page states them: the median and (`spread`) its range from MEDIAN_FROM runs
-    on, each value below that."""
-    show = (lambda v: one.format(fmt(v))) if fmt else one.format
+def _said(values: list[float], show: Callable[[float], str],
+          spread: Callable[[float, float], str] | None = None) -> str:
+    """`values` as the page states them, each by `show`: the median (and, by `spread`, its range)
+    from MEDIAN_FROM runs on, each value below that."""
     if len(values) >= MEDIAN_FROM:
-        med = statistics.median(values)
-        rng = (" " + spread.format(min(values), max(values))) if spread else ""
-        return show(med) + rng
+        return show(statistics.median(values)) + (f" {spread(min(values), max(values))}" if spread else "")
     return ", ".join(show(v) for v in values)
 
 
@@ -473,7 +471,7 @@ def _row_page(row: Row, found: list[Change], families: dict[str, int], folder: s
     for col, entry in row.entries.items():
         workload, par = col.split(" ", 1)
         accs = ", ".join(f"{r['val_accuracy']:.3f}" for r in entry.records if r["val_accuracy"] != "")
-        speed = _said(entry.values("samples_per_sec"), "{}", "", _k) or "-"
+        speed = _said(entry.values("samples_per_sec"), _k) or "-"
         number = families.get(entry.family)
         family = (f"[{number}](../../{folder}.md#family-{number}) {_md(entry.family[:120])}"
                   if number and entry.status != st.OK else "")

@@ -20,7 +20,7 @@ from rich.console import Console
 from harness import exits
 from harness.atlas import changes, drive, explain, feed, notes, pages, plots, records, rows
 from harness.errors import UserError
-from harness.results.store import read_all
+from harness.results.store import holds_results
 from harness.terminal import shown
 
 DATA, CSV, CHANGES, FEED, EVIDENCE = "atlas.json", "atlas.csv", "changes.json", "feed.xml", "evidence"
@@ -29,7 +29,7 @@ DATA, CSV, CHANGES, FEED, EVIDENCE = "atlas.json", "atlas.csv", "changes.json", 
 def command(args, console: Console) -> int:
     out = Path(args.out)
     data = Path(args.data) if args.data else None
-    if data is None and not _holds_results(Path(args.results)) and (out / DATA).exists():
+    if data is None and not holds_results(Path(args.results)) and (out / DATA).exists():
         # a fresh clone has the committed data and no results (none, or a run that owed nothing):
         # publishing that data is what it can do, and what it publishes is byte for byte what is committed
         data = out / DATA
@@ -42,10 +42,6 @@ def command(args, console: Console) -> int:
     else:
         from_results(Path(args.results), out, console)
     return exits.OK
-
-
-def _holds_results(results: Path) -> bool:
-    return results.is_dir() and next(iter(read_all([results])), None) is not None
 
 
 def from_results(results: Path, out: Path, console: Console) -> dict:

@@ -19,6 +19,7 @@ from harness.matrix import load
 from harness.options.engine import pythons
 from harness.options.slurm import SlurmOptions
 from harness.portability import bounded, evidence, grid, judge, publish
+from harness.results.store import holds_results
 from harness.status import OK
 from harness.terminal import shown
 
@@ -27,7 +28,7 @@ def publish_grid(args, console: Console) -> int:
     """The judged records (JSON, CSV) and the grid page, from the results -- or, where there are
     none (a fresh clone) and the data is committed, from that data, as `atlas publish` does."""
     results, out = Path(args.results), Path(args.out)
-    if not publish.holds_results(results) and (out / "portability.json").exists():
+    if not holds_results(results) and (out / "portability.json").exists():
         console.print(f"{shown(str(results))}: no grid results; republishing the committed data, "
                       f"{shown(str(out / 'portability.json'))}", highlight=False)
         data = publish.republish(out)

@@ -152,11 +152,6 @@ def publish(results: Path, out: Path) -> dict:
     return write(g, got.missing + _unwritten(got.loads), got.about, out)
 
 
-def holds_results(results: Path) -> bool:
-    """Whether `results` holds a cell's result at all (a fresh clone has no results folder)."""
-    return results.is_dir() and any(hasattr(r, "cell") for _, r in scan(results))
-
-
 def republish(out: Path) -> dict:
     """The publication made again from its committed data (`out`'s portability.json), for a clone
     that holds no results: every record as the data keeps it, each stack's versions from the

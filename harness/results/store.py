@@ -327,6 +327,12 @@ def _walk(root: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
         yield Path(folder), partial, files
 
 
+def holds_results(root: Path) -> bool:
+    """Whether a readable result lies below `root` (a fresh clone has no results folder at all): a
+    publisher that finds none republishes its committed data instead. Stops at the first one."""
+    return Path(root).is_dir() and any(isinstance(found, Result) for _, found in scan(root))
+
+
 def read_all(roots: Iterable[Path], notes: Callable[[str], None] | None = None) -> list[tuple[Path, Result]]:
     """The results below `roots`; each quarantined file is told to `notes` in one line and left out."""
     out = []

@@ -11,7 +11,6 @@ import re
 import time
 from pathlib import Path
 
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 from rich.console import Console
@@ -252,16 +251,15 @@ def _combined(m, base: dict, packages: list[dict], engine, results: Path, consol
         env = with_release(env, package, version, None)
     # a frontier that installs only with other pins moved (numpy with a TensorFlow that needs numpy 2)
     # is tried here with them moved too: left open, resolved as of the combined stack's day
-    held = {canonicalize_name(n) for p in packages for n in (p.get("frontier_moved_with") or {}).get("with", [])}
-    if held:
-        env = dataclasses.replace(env, packages=tuple(
-            Requirement(r).name if canonicalize_name(Requirement(r).name) in held else r for r in env.packages))
+    held = sorted({canonicalize_name(n) for p in packages
+                   for n in (p.get("frontier_moved_with") or {}).get("with", [])})
+    env = frontier.left_open(env, held)
     cut = releases.cutoff_of([resolver.uploaded(p, v) for p, v in releases.exact_pins(env)])
     env = dataclasses.replace(env, name=f"combined-{env.name}", uploaded_before=cut)
     console.rule("upgrade: the combined stack")
     combined = [dataclasses.replace(c, environment=env, expect=None) for c in cells]
     verdict = frontier.judged(m, combined, engine, results, console, yardstick, criteria)
     return {"moved": moved, "holds": verdict.kind == GOOD, "why": verdict.why,
-            **({"moved_with": sorted(held)} if held else {}),
+            **({"moved_with": held} if held else {}),
             "cells": verdict.evidence.get("cells", []),
             **({} if verdict.kind == GOOD else {"kind": frontier.kind_of(verdict, False)})}

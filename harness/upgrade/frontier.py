@@ -22,7 +22,7 @@ from packaging.version import Version
 from rich.console import Console
 
 from harness import status
-from harness.cells import Cell
+from harness.cells import Cell, Environment
 from harness.index import releases
 from harness.investigate import bisect, bisect_judge, bisect_search
 from harness.investigate.bisect import ReleaseCells
@@ -134,11 +134,9 @@ class Search:
         if key not in self.opened:
             # left open, not dropped: the project needs them installed (numpy 2 moves with the TensorFlow
             # beside it), at whichever release resolves with this one as of its upload
-            drop = {canonicalize_name(n) for n in held}
             cells = [dataclasses.replace(c, environment=dataclasses.replace(
-                c.environment, name=f"{c.environment.name}-with-{'-'.join(canonicalize_name(n) for n in held)}",
-                packages=tuple(Requirement(p).name if canonicalize_name(Requirement(p).name) in drop else p
-                               for p in c.environment.packages)))
+                left_open(c.environment, held),
+                name=f"{c.environment.name}-with-{'-'.join(canonicalize_name(n) for n in held)}"))
                 for c in self.base_cells]
             self.opened[key] = ReleaseCells(cells, self.package, self.resolver, self.repeats, True,
                                             releases.CUTOFF_MARGIN_DAYS)
@@ -265,6 +263,14 @@ def run_cells(m, cells: list[Cell], engine, results: Path, console: Console, run
         runs["cells"] += len(cells)
         runs["ran"] += sum(1 for c in cells if runner.store.needs_run(c))
     return {r.cell: r for r in runner.complete(cells)}
+
+
+def left_open(environment: Environment, names) -> Environment:
+    """`environment` with the pins of `names` left open (the bare name, not dropped: the project
+    needs them installed), to resolve beside the release that moves them, as of its day."""
+    drop = {canonicalize_name(n) for n in names}
+    return dataclasses.replace(environment, packages=tuple(
+        Requirement(p).name if canonicalize_name(Requirement(p).name) in drop else p for p in environment.packages))
 
 
 def frontier(search: Search, current: str, target: str, newest: str) -> tuple[Answer, bisect_search.Found | None]:

@@ -198,6 +198,5 @@ def audit(out: Path) -> list[str]:
     except OSError:
         return [f"{md}: missing (its record is {js})"]
     made = markdown(record).splitlines()
-    found = [f"{md}:{n}: says {(a or '(nothing)')[:160]!r}; its record makes {(b or '(nothing)')[:160]!r}"
-             for n, (a, b) in enumerate(itertools.zip_longest(said, made), 1) if a != b]
-    return found
+    return [f"{md}:{n}: says {(a or '(nothing)')[:160]!r}; its record makes {(b or '(nothing)')[:160]!r}"
+            for n, (a, b) in enumerate(itertools.zip_longest(said, made), 1) if a != b]
