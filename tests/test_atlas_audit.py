@@ -78,8 +78,8 @@ def _clean():
     return recs, [change, went], evidence
 
 
-def _audit(data):
-    proc = harness("atlas", "audit", "--data", str(data), "--json")
+def _audit(data, *more):
+    proc = harness("atlas", "audit", "--data", str(data), "--json", *more)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -177,6 +177,49 @@ def test_each_planted_contradiction_is_found_and_named(tmp_path, check, plant):
     assert all(f["where"] and f["what"] for f in found), "each finding names its place and what contradicts"
 
 
+OWING_MATRIX = """\
+name: atlas-tf2
+environments:
+  - {python: "3.8", tensorflow: "2.3.4"}
+  - {python: "3.8", tensorflow: "2.4.4"}
+workloads:
+  - {name: convnet-16px, model: convnet, height: 16, width: 16, classes: 4, samples: 256}
+  - {name: gru-2x32, model: rnn, cell: gru, layers: 2, units: 32, timesteps: 8, features: 4, classes: 4, samples: 256}
+parallelism:
+  - {wrapper: none, devices: 1}
+  - {wrapper: multi_gpu_model, devices: 2}
+include:
+  - {workload: convnet-16px, wrapper: none}
+  - {workload: gru-2x32, wrapper: multi_gpu_model}
+batch_sizes: [128]
+repeats: REPEATS
+"""
+
+
+def test_an_owed_cell_the_page_hides_is_named_with_the_matrix_and_the_page(tmp_path):
+    """The atlas matrices name a cell the data holds no record of: the page that leaves it out is
+    named, with the matrix and the cell; the matrices the data covers pass; a page that names the
+    owed cell says what it owes (exit 0)."""
+    recs, changes, evidence = _clean()
+    data = _atlas(tmp_path / "atlas", recs, changes, evidence)
+    page = data.parent.with_suffix(".md")
+    covered, owing = tmp_path / "covered.yaml", tmp_path / "owing.yaml"
+    covered.write_text(OWING_MATRIX.replace("REPEATS", "1"))
+    owing.write_text(OWING_MATRIX.replace("REPEATS", "2"))   # a second repeat of every cell: four owed
+    audit = ("atlas", "audit", "--data", str(data), "--results", str(tmp_path / "r"), "--json", "--matrices")
+    proc = harness(*audit, str(covered))
+    assert (proc.returncode, json.loads(proc.stdout)) == (0, []), proc.stdout + proc.stderr
+    proc = harness(*audit, str(owing))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    owed = [f for f in json.loads(proc.stdout) if f["check"] == "owed"]
+    assert len(owed) == 2 and all(str(page) in f["where"] and str(owing) in f["where"] for f in owed), owed
+    assert {f["where"].split(": ", 1)[1].split(" ")[0] for f in owed} == {"atlas-tf2/tf2.3.4", "atlas-tf2/tf2.4.4"}
+    assert all("2 cell(s)" in f["what"] and "/r1" in f["what"] for f in owed), owed
+    page.write_text(page.read_text() + "".join(f"\n- owed: `{r['cell'][:-1]}1`" for r in recs))
+    proc = harness(*audit, str(owing))
+    assert (proc.returncode, json.loads(proc.stdout)) == (0, []), proc.stdout + proc.stderr
+
+
 def test_a_change_across_changed_defaults_is_like_for_like_only_where_both_sides_pinned_them(tmp_path):
     """Across TF 2.0 (the GRU's defaults changed), a change in a column whose cells pinned TF 1's
     defaults on both rows is the release's own; the same change in the plain column, unsaid, is named."""
@@ -206,14 +249,16 @@ def test_a_facts_file_without_a_source_is_refused_with_its_name(tmp_path):
 
 def test_the_committed_atlas_passes_its_audit(tmp_path):
     """The committed atlas, as published (its rows' pages included): no contradiction of its data, its
-    changes, their evidence and its page with themselves or with the facts -- the rows measured before the
+    changes, their evidence and its page with themselves or with the facts, and no cell its matrices
+    name left unmeasured -- the rows measured before the
     harness's fixes were measured again (two-device records on TF 1.14/1.15, tf.keras's own version on
     TF 2.0/2.1, multi_gpu_model on TF 2.4-2.15, MirroredStrategy on TF 1.14/1.15), the changes name what
     else moved, and one stack is one row. A new release's row that contradicts a fact fails here."""
     folder = tmp_path / "atlas"
     shutil.copytree(ROOT / "docs" / "atlas", folder, ignore=shutil.ignore_patterns("plots"))
     shutil.copy(ROOT / "docs" / "atlas.md", folder.with_suffix(".md"))
-    code, found = _audit(folder / "atlas.json")
+    code, found = _audit(folder / "atlas.json", "--matrices", str(ROOT / "matrices" / "atlas"),
+                         "--results", str(tmp_path / "results"))   # and it owes no cell its matrices name
     assert (code, found) == (0, []), found
 
 

@@ -17,6 +17,9 @@ names every contradiction it finds, one line each, with the file and the place:
 - **cut-offs**: neighbouring rows resolved as of days out of release order are named on the page;
 - **few runs**: a median (and its range) is said of three runs or more: the table states each value
   of an entry that rests on fewer, and every value it states is one of the entry's runs;
+- **owed**: every cell the atlas matrices name (their ranges expanded as `atlas run` expands them)
+  has a record, or the page names it: a cell the matrices owe and the page leaves out makes the
+  atlas look complete where it is not (and a fresh clone's `atlas run` would run it);
 - **facts**: the records agree with `facts.yaml` -- release-note truths kept with their sources
   (a version a stack reports, a wrapper removed or available, a release's branch) -- and a wrapper a
   release removed is a change of that release where rows on both sides hold it.
@@ -429,17 +432,44 @@ def _few_runs(a: _Atlas) -> list[Finding]:
     return out
 
 
-def audit(data: Path, page: Path | None, facts: list[dict]) -> list[Finding]:
-    """Every contradiction in the atlas at `data` (its changes and evidence beside it) and `page`."""
+def _owed(a: _Atlas, matrices: Path | None, results: Path | None) -> list[Finding]:
+    """The cells of the atlas matrices with no record, unless the page names them: one finding per
+    environment that owes, with its count and the first cells. The matrices are expanded by the
+    atlas run's own rule (`drive.stacks`: a recorded expansion first, then the index), so what the
+    audit calls owed is what a fresh clone's `atlas run` would run."""
+    if matrices is None:
+        return []
+    from harness.atlas import drive  # the run's machinery, imported only where matrices are named
+    if not matrices.exists():
+        raise UserError(f"{matrices}: no such folder or matrix file (--matrices)")
+    recorded = {(r["matrix"], r["cell"]) for r in a.records}
+    out = []
+    for stack in drive.stacks(drive.matrices(matrices), results):
+        hidden = [c.id for c in stack.cells if (stack.matrix.name, c.id) not in recorded and c.id not in a.page]
+        if hidden:
+            out.append(Finding("owed", f"{a.page_name}: {stack.matrix.name}/{stack.environment.name} "
+                                       f"({stack.matrix_path})",
+                               f"{len(hidden)} cell(s) of the matrix have no record and the page does not name "
+                               f"them: {', '.join(hidden[:3])}" + (", ..." if len(hidden) > 3 else "")))
+    return out
+
+
+def audit(data: Path, page: Path | None, facts: list[dict], matrices: Path | None = None,
+          results: Path | None = None) -> list[Finding]:
+    """Every contradiction in the atlas at `data` (its changes and evidence beside it) and `page`;
+    with `matrices`, every cell they owe that the page hides too (`results`: whose recorded
+    expansions the atlas run uses)."""
     a = _Atlas(data, page)
     return (_counts(a) + _devices(a) + _duplicates(a) + _verdicts(a) + _like_for_like(a, facts) + _claims(a)
-            + _facts(a, facts) + _side_by_side(a) + _linked(a) + _cutoffs(a) + _few_runs(a))
+            + _facts(a, facts) + _side_by_side(a) + _linked(a) + _cutoffs(a) + _few_runs(a)
+            + _owed(a, matrices, results))
 
 
 def command(args, console: Console) -> int:
     data = Path(args.data)
     page = Path(args.page) if args.page else data.parent.with_suffix(".md")
-    found = audit(data, page, load_facts(Path(args.facts) if args.facts else FACTS))
+    found = audit(data, page, load_facts(Path(args.facts) if args.facts else FACTS),
+                  Path(args.matrices) if args.matrices else None, Path(args.results))
     if args.json:
         print(json.dumps([asdict(f) for f in found], indent=1))
         return exits.CHANGED if found else exits.OK

@@ -136,6 +136,11 @@ def _add_audit(acts) -> None:
     au.add_argument("--page", metavar="FILE", help="the atlas page (default: the data folder's name + .md)")
     au.add_argument("--facts", metavar="FILE",
                     help="the facts held against it (default: the harness's own, harness/atlas/facts.yaml)")
+    au.add_argument("--matrices", metavar="PATH",
+                    help=f"the atlas matrices whose every cell the data must hold or the page name, their ranges "
+                         f"expanded as `atlas run` expands them (default: {MATRICES}, when --data is left at its "
+                         "default; otherwise none)")
+    add_results(au, RESULTS, "the results folder whose recorded expansions `atlas run` uses")
     au.add_argument("--json", action="store_true", help="the contradictions as JSON")
 
 
@@ -150,6 +155,8 @@ def command(args, console: Console) -> int:
         return explain.command(args, console)
     if args.action == "audit":
         from harness.atlas import audit  # imported when the verb runs: the CLI starts without it
+        if args.matrices is None and args.data == f"{OUT}/atlas.json":
+            args.matrices = MATRICES
         return audit.command(args, console)
     if args.action == "watch":
         from harness.atlas import watch  # imported when the verb runs: the CLI starts without it
