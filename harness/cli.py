@@ -17,6 +17,7 @@ from rich.console import Console
 from harness import exits
 from harness.commands import (
     atlas,
+    audit,
     bisect,
     build,
     certify,
@@ -39,7 +40,8 @@ from harness.terminal import shown
 # Each verb's module (`add`, `command`), in the order --help lists them
 VERBS = {"list": listing, "run": run, "status": status, "build": build, "repro": repro, "bisect": bisect,
          "diverge": diverge, "certify": certify, "reduce": reduce, "watch": watch, "report": report,
-         "upgrade": upgrade, "verdict": verdict, "atlas": atlas, "portability": portability}
+         "upgrade": upgrade, "verdict": verdict, "atlas": atlas, "portability": portability,
+         "audit": audit}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 
 import pytest
 
@@ -78,6 +79,16 @@ def test_one_report_holds_a_break_its_mend_and_an_accuracy_shift(planted, first)
     assert "| plantedmend | 1.0 | 1.0 | 2.1 | break at 2.0 |" in md
     assert "| plantedacc | 1.0 | 1.1 | 1.2 | accuracy at 1.2 |" in md
     assert "move to `plantedmend==2.2`, the first release that mends it" in md
+    # the report is its record's, line by line (`harness audit`); a line edited by hand is named
+    audited = harness("audit", str(root / "u"))
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+    copy = root / "u-edited"
+    shutil.copytree(root / "u", copy)
+    (copy / "UPGRADE.md").write_text(md.replace("break at 2.0", "safe", 1))
+    audited = harness("audit", str(copy), "--json")
+    [found] = json.loads(audited.stdout)
+    assert audited.returncode == 1 and found["check"] == "rendered", audited.stdout + audited.stderr
+    assert found["where"].startswith(f"{copy / 'UPGRADE.md'}:") and "break at 2.0" in found["what"], found
     assert "pin `plantedacc<1.2`" in md and "python -m harness bisect" in md
     for line in md.splitlines():  # every claim names its cells
         if line.startswith(("- first bad", "- last good", "| planted")) or "mends it" in line:

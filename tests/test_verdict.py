@@ -166,8 +166,12 @@ def test_a_bump_that_cannot_install_beside_a_pin_names_it_and_the_joint_move(rep
     (out / "COMMENT.md").write_text(comment.replace("cannot install", "safe", 1))
     audited = harness("verdict", "--audit", "--out", str(out))
     assert audited.returncode == 1 and "COMMENT.md:1:" in audited.stdout, audited.stdout + audited.stderr
+    audited = harness("audit", str(out))   # the one audit of every publication says the same
+    assert audited.returncode == 1 and f"{out / 'COMMENT.md'}:1:" in audited.stdout, audited.stdout + audited.stderr
     (out / "verdict.json").write_text("{}")
     assert harness("verdict", "--audit", "--out", str(out)).returncode == 2
+    audited = harness("audit", str(out))
+    assert audited.returncode == 2 and str(out / "verdict.json") in audited.stderr, audited.stdout + audited.stderr
 
 
 @QUICK

@@ -37,11 +37,19 @@ def command(args, console: Console) -> int:
                       f"{shown(str(data))}", highlight=False)
     if data:
         recs, about = records.read(data)
-        written, about = publish(recs, {**about, **describe(recs, [], previous=about)}, out, told(console))
+        written, about = republish(data, out, told(console))
         _said(console, len(recs), about, written, out)
     else:
         from_results(Path(args.results), out, console)
     return exits.OK
+
+
+def republish(data: Path, out: Path, say=lambda line: None) -> tuple[list[Path], dict]:
+    """Everything under `out` (and its page beside it) rendered again from the committed data alone:
+    what a clone with no results publishes, and what the audit of publications holds the committed
+    files to (``harness.publications``)."""
+    recs, about = records.read(data)
+    return publish(recs, {**about, **describe(recs, [], previous=about)}, out, say)
 
 
 def from_results(results: Path, out: Path, console: Console) -> dict:

@@ -177,6 +177,7 @@ def summary(report: dict) -> str:
 
 def write(report: dict, out: Path) -> tuple[Path, Path]:
     js, md = out / "upgrade.json", out / "UPGRADE.md"
-    js.write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
-    md.write_text(markdown(report))
+    kept = json.dumps(report, indent=2, sort_keys=True, default=str)
+    js.write_text(kept + "\n")
+    md.write_text(markdown(json.loads(kept)))   # from the record as kept: what `harness audit` holds it to
     return md, js

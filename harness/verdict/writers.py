@@ -9,12 +9,11 @@ finds and updates its own comment instead of adding one per push."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from pathlib import Path
 
-from harness.files.markdown import cell_ids, table_cell
+from harness.files.markdown import cell_ids, table_cell, unlike_lines
 from harness.verdict import BREAKS, CANNOT_INSTALL, CANNOT_JUDGE, CHANGES, NOTHING, SAFE, SCHEMA
 
 MARKER = "<!-- harness-verdict -->"   # the Action finds its own comment by this line
@@ -181,11 +180,10 @@ def write(record: dict, out: Path) -> list[Path]:
     return written
 
 
-def audit(out: Path) -> list[str]:
-    """The comment under `out` held against its record: every line COMMENT.md states is the line
-    verdict.json makes (`markdown`), so a comment edited by hand, or left from an earlier record,
-    is named line by line. A record it cannot read is the caller's error (`ValueError`)."""
-    js, md = out / "verdict.json", out / "COMMENT.md"
+def read(out: Path) -> dict:
+    """The verdict's record under `out`, as `write` kept it; one it cannot read is the caller's
+    error (`ValueError`, naming the file and the key)."""
+    js = out / "verdict.json"
     try:
         record = json.loads(js.read_text())
     except (OSError, ValueError) as exc:
@@ -193,10 +191,16 @@ def audit(out: Path) -> list[str]:
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise ValueError(f"{js}: schema: expected {SCHEMA}, found "
                          f"{record.get('schema') if isinstance(record, dict) else None}")
+    return record
+
+
+def audit(out: Path) -> list[str]:
+    """The comment under `out` held against its record: every line COMMENT.md states is the line
+    verdict.json makes (`markdown`), so a comment edited by hand, or left from an earlier record,
+    is named line by line."""
+    record, md = read(out), out / "COMMENT.md"
     try:
-        said = md.read_text().splitlines()
+        said = md.read_text()
     except OSError:
-        return [f"{md}: missing (its record is {js})"]
-    made = markdown(record).splitlines()
-    return [f"{md}:{n}: says {(a or '(nothing)')[:160]!r}; its record makes {(b or '(nothing)')[:160]!r}"
-            for n, (a, b) in enumerate(itertools.zip_longest(said, made), 1) if a != b]
+        return [f"{md}: missing (its record is {out / 'verdict.json'})"]
+    return [f"{md}:{n}: {what}" for n, what in unlike_lines(said, markdown(record))]

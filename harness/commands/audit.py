@@ -1,0 +1,56 @@
+"""``harness audit``: everything published, held to its record (``harness.publications``)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.console import Console
+
+from harness import exits
+from harness.options.shared import add_results
+from harness.terminal import shown
+
+DEFAULT = ("docs/atlas", "docs/portability")   # what this repository publishes
+ATLAS_MATRICES = "matrices/atlas"              # the matrices its atlas is of
+
+
+def add(sub) -> None:
+    p = sub.add_parser("audit", help="hold every publication (atlas, portability grid, verdict, upgrade report) "
+                                     "to its record",
+                       description="Each folder is known by the record it holds: atlas.json (its page beside "
+                                   "the folder), portability.json, verdict.json, upgrade.json. Every file the "
+                                   "record renders is rendered again in a copy and compared with what is "
+                                   "published (`rendered`); the atlas is also held to its own audit (`atlas "
+                                   "audit`, with the cells its matrices owe). Exit 0: nothing contradicts; 1: "
+                                   "each finding named, with its file and place; 2: a record that cannot be read.")
+    p.add_argument("folders", nargs="*", metavar="FOLDER",
+                   help=f"publications to audit (default: {', '.join(DEFAULT)})")
+    p.add_argument("--matrices", metavar="PATH",
+                   help=f"the atlas matrices whose every cell the atlas data must hold or its page name (default: "
+                        f"{ATLAS_MATRICES} for the default folders; none for folders named)")
+    add_results(p, "results/atlas", "the results folder whose recorded expansions `atlas run` uses")
+    p.add_argument("--json", action="store_true", help="the findings as JSON")
+
+
+def command(args, console: Console) -> int:
+    from harness import publications  # imported when the verb runs: the CLI starts without it
+
+    named = [Path(f) for f in args.folders]
+    folders = named or [Path(f) for f in DEFAULT if Path(f).is_dir()]
+    matrices = args.matrices or (None if named else ATLAS_MATRICES)
+    found = publications.audit(*folders, matrices=matrices, results=args.results)
+    pubs = [publications.known(f) for f in folders]
+    if args.json:
+        print(json.dumps([asdict(f) for f in found], indent=1))
+        return exits.CHANGED if found else exits.OK
+    for f in found:
+        console.print(f"[red]{f.check}[/] {shown(f.where)}: {shown(f.what)}", highlight=False)
+    by = Counter(f.check for f in found)
+    said = ", ".join(f"{p.kind} {p.folder}" for p in pubs)
+    console.print(f"{len(found)} finding(s) in {said}" + (f" ({', '.join(f'{n} {k}' for k, n in by.items())})"
+                                                          if found else ": each says only what its record holds"),
+                  highlight=False)
+    return exits.CHANGED if found else exits.OK
