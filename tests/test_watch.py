@@ -142,6 +142,29 @@ def test_the_site_shows_the_change_log_feeds_and_badges_in_a_browser(watched):
         assert (site / link).exists(), link                    # evidence and bundles travel with the site
 
 
+def test_the_site_is_what_its_record_renders_and_an_edit_is_named(watched, tmp_path):
+    """`harness audit` on the watch's site: the history page, feeds and badges rendered again from
+    the record beside the results, in a copy, are the published bytes (exit 0); a sentence typed
+    into the page is named at its line (1); a site whose record is not where --results says, 2."""
+    root, *_ = watched
+    results = str(root / "results")
+    proc = harness("audit", str(root / "site"), "--results", results, "--json")
+    assert (proc.returncode, json.loads(proc.stdout or "null")) == (0, []), proc.stdout + proc.stderr
+    site = tmp_path / "site"
+    shutil.copytree(root / "site", site)
+    page = site / "history" / "planted-watch.html"
+    text = page.read_text().splitlines()
+    n = next(i for i, line in enumerate(text) if "Change log" in line)
+    text[n] += " Nothing broke."
+    page.write_text("\n".join(text) + "\n")
+    proc = harness("audit", str(site), "--results", results, "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [found] = json.loads(proc.stdout)
+    assert found["check"] == "rendered" and found["where"] == f"{page}:{n + 1}" and "Nothing broke" in found["what"]
+    proc = harness("audit", str(site), "--results", str(tmp_path / "elsewhere"))
+    assert proc.returncode == 2 and "planted-watch" in proc.stderr, proc.stdout + proc.stderr
+
+
 def test_an_interrupted_watch_resumes_without_redoing_finished_cells(world):
     root, env = world
     cmd = [sys.executable, "-m", "harness", "watch", str(root / "project" / "matrix.yaml"), "--engine", "venv",

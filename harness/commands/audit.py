@@ -18,10 +18,11 @@ ATLAS_MATRICES = "matrices/atlas"              # the matrices its atlas is of
 
 
 def add(sub) -> None:
-    p = sub.add_parser("audit", help="hold every publication (atlas, portability grid, verdict, upgrade report) "
-                                     "to its record",
+    p = sub.add_parser("audit", help="hold every publication (atlas, portability grid, watch site, verdict, "
+                                     "upgrade report) to its record",
                        description="Each folder is known by the record it holds: atlas.json (its page beside "
-                                   "the folder), portability.json, verdict.json, upgrade.json. Every file the "
+                                   "the folder), portability.json, verdict.json, upgrade.json, or a watch's "
+                                   "feeds (its record beside the results: --results). Every file the "
                                    "record renders is rendered again in a copy and compared with what is "
                                    "published (`rendered`); the atlas is also held to its own audit (`atlas "
                                    "audit`, with the cells its matrices owe). Exit 0: nothing contradicts; 1: "
@@ -31,7 +32,8 @@ def add(sub) -> None:
     p.add_argument("--matrices", metavar="PATH",
                    help=f"the atlas matrices whose every cell the atlas data must hold or its page name (default: "
                         f"{ATLAS_MATRICES} for the default folders; none for folders named)")
-    add_results(p, "results/atlas", "the results folder whose recorded expansions `atlas run` uses")
+    add_results(p, None, "where the records lie: the results folder whose recorded expansions `atlas run` uses "
+                         "(default: results/atlas), the one a watch's site was published from (default: results)")
     p.add_argument("--json", action="store_true", help="the findings as JSON")
 
 
@@ -41,7 +43,7 @@ def command(args, console: Console) -> int:
     named = [Path(f) for f in args.folders]
     folders = named or [Path(f) for f in DEFAULT if Path(f).is_dir()]
     matrices = args.matrices or (None if named else ATLAS_MATRICES)
-    found = publications.audit(*folders, matrices=matrices, results=args.results)
+    found = publications.audit(*folders, matrices=matrices, results=args.results)  # None: each kind's own
     pubs = [publications.known(f) for f in folders]
     if args.json:
         print(json.dumps([asdict(f) for f in found], indent=1))

@@ -25,9 +25,11 @@ def add_matrix(p: argparse.ArgumentParser, required: bool = False) -> None:
         p.add_argument("matrix", nargs="?", default=DEFAULT_MATRIX)
 
 
-def add_results(p: argparse.ArgumentParser, default: str = DEFAULT_RESULTS, what: str = "results folder") -> None:
-    """--results DIR: `what` the folder is to this verb, then its default."""
-    p.add_argument("--results", default=default, metavar="DIR", help=f"{what} (default: {default})")
+def add_results(p: argparse.ArgumentParser, default: str | None = DEFAULT_RESULTS,
+                what: str = "results folder") -> None:
+    """--results DIR: `what` the folder is to this verb, then its default (None: `what` says it)."""
+    p.add_argument("--results", default=default, metavar="DIR",
+                   help=what if default is None else f"{what} (default: {default})")
 
 
 def add_out(p: argparse.ArgumentParser, default: str, what: str, tell_default: bool = True) -> None:

@@ -4,8 +4,9 @@ Each product keeps a record and renders its files from it -- the atlas (``atlas.
 page beside the folder, the rows' pages, the changes, the feed, the plots), the portability grid
 (``portability.json``: its page, the stacks' and formats' pages, the changes, the feed), a
 dependency-bump verdict (``verdict.json`` -> ``COMMENT.md``), an upgrade report (``upgrade.json``
--> ``UPGRADE.md``). A publication is known by the record it holds, so the audit takes any folder
-and needs no flag to say what it is.
+-> ``UPGRADE.md``), a watch's site (its feeds name the matrices; their record, ``.watch/`` beside
+the matrix's results, renders the history page, the feeds and the badges). A publication is known
+by what it holds, so the audit takes any folder and needs no flag to say what it is.
 
 Two checks hold for every kind, and a kind adds its own:
 
@@ -36,7 +37,7 @@ from harness.files.outputroots import MARKER
 
 @dataclass(frozen=True)
 class Publication:
-    kind: str    # atlas | portability | verdict | upgrade
+    kind: str    # atlas | portability | verdict | upgrade | watch
     folder: Path
 
 
@@ -46,18 +47,21 @@ def known(folder: Path) -> Publication:
                          ("upgrade", "upgrade.json")):
         if (folder / record).is_file():
             return Publication(kind, folder)
+    if _watched(folder):
+        return Publication("watch", folder)
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder")
     raise UserError(f"{folder}: holds no record the harness publishes from (atlas.json, portability.json, "
-                    "verdict.json or upgrade.json)")
+                    "verdict.json or upgrade.json) and no watch's feeds (feeds/*.json)")
 
 
 def audit(*folders: str | Path, matrices: str | Path | None = None,
-          results: str | Path | None = "results/atlas") -> list[Finding]:
+          results: str | Path | None = None) -> list[Finding]:
     """Every finding in the publications `folders`, in their order; [] when each says only what its
     record holds. Every folder is read before any is audited, so one that holds no record raises
     `UserError` (naming it) before any work. `matrices` (an atlas only): the matrices whose every
-    cell its data must hold or its page name, their ranges as `results` recorded them."""
+    cell its data must hold or its page name, their ranges as `results` recorded them (default
+    `results/atlas`); a watch's site is rendered from the record in `results` (default `results`)."""
     pubs = [known(Path(f)) for f in folders]
     return [f for pub in pubs for f in audit_one(pub, matrices=Path(matrices) if matrices else None,
                                                  results=Path(results) if results else None)]
@@ -69,6 +73,8 @@ def audit_one(pub: Publication, *, matrices: Path | None = None, results: Path |
         return _rendered(pub.folder, _render_atlas, page=True) + _atlas_own(pub.folder, matrices, results)
     if pub.kind == "portability":
         return _rendered(pub.folder, _render_portability, page=False)
+    if pub.kind == "watch":
+        return _rendered(pub.folder, lambda copy: _render_watch(copy, _watched(pub.folder), results), page=False)
     if pub.kind == "verdict":
         return _lines(pub.folder / "COMMENT.md", _verdict_made(pub.folder))
     return _lines(pub.folder / "UPGRADE.md", _upgrade_made(pub.folder))
@@ -86,11 +92,45 @@ def _render_portability(folder: Path) -> None:
     publish.republish(folder)
 
 
+def _watched(site: Path) -> dict[str, str]:
+    """The matrices a watch published into `site` -- matrix -> the home URL its feeds were written
+    with -- read from each JSON feed the watch wrote (its generator named in the description);
+    {} where there is none. The record itself is the watch's, beside the matrix's results."""
+    # imported when a folder is asked about: the feeds' format is the watch's to say
+    from harness.watch import publish
+    found = {}
+    for feed_path in sorted((site / "feeds").glob("*.json")) if (site / "feeds").is_dir() else []:
+        try:
+            feed = json.loads(feed_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not (isinstance(feed, dict) and publish.GENERATOR in str(feed.get("description", ""))
+                and str(feed.get("title", "")).endswith(": changes")):
+            continue
+        matrix = feed["title"][:-len(": changes")]
+        page = publish.HISTORY_PAGE.format(matrix=publish.file_name(matrix))
+        home = str(feed.get("home_page_url", ""))
+        found[matrix] = home[:-len(page)] if home.endswith(page) and not home.startswith("../") else ""
+    return found
+
+
+def _render_watch(site: Path, matrices: dict[str, str], results: Path | None) -> None:
+    # imported when a watch's site is audited: nothing else needs the watch's pages
+    from harness.watch import history, page
+    results = results or Path("results")
+    for matrix, home_url in matrices.items():
+        if not history.folder(results, matrix).is_dir():
+            raise UserError(f"{history.folder(results, matrix)}: no watch record of {matrix} here, which the site "
+                            "publishes (name its results folder with --results)")
+        page.write_site(site, results, matrix, home_url=home_url)
+
+
 def _atlas_own(folder: Path, matrices: Path | None, results: Path | None) -> list[Finding]:
     # imported when this kind is audited: a verdict's audit loads no atlas, plots or portability code
     from harness.atlas import audit as atlas_audit
     from harness.atlas.facts import load_facts
-    return atlas_audit.audit(folder / "atlas.json", folder.with_suffix(".md"), load_facts(), matrices, results)
+    return atlas_audit.audit(folder / "atlas.json", folder.with_suffix(".md"), load_facts(), matrices,
+                             results or Path("results/atlas"))
 
 
 def _rendered(folder: Path, render: Callable[[Path], None], *, page: bool) -> list[Finding]:
