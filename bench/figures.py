@@ -24,6 +24,7 @@ the record files it read. Standard library only, as the scripts it quotes.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -80,12 +81,16 @@ _RUN_ROW = re.compile(r"^run  warm-\d+: .*?: (?P<bound>[\d.]+)x the bound", re.M
 
 def warm_gpu(read: dict) -> Quote:
     """seed 000's one-GPU cells, warm against fresh, as the newest record of
-    ``bench/device/warm-gpu.sh standby-on`` (``ONLY='*/none-g1/*'``) left them: the bench's own
-    table row and its run lines, quoted -- the verdict it printed, never a figure typed over it."""
-    found = sorted(WARM_RECORDS.glob("*-h200/none-g1-standby-on.txt"))
+    ``bench/device/warm-gpu.sh standby-on`` (``ONLY='*/none-g1/*'``) left them: the bench's JSON
+    record (``bench/warm.py --record``) or, for a run recorded before it wrote one, its printed
+    table row and run lines -- the verdict it gave, never a figure typed over it."""
+    found = sorted(WARM_RECORDS.glob("*-h200/none-g1-standby-on.*"), key=lambda p: (p.parent.name, p.suffix == ".json"))
+    found = [p for p in found if p.suffix in (".json", ".txt")]
     if not found:
         return Quote("No run of seed 000's one-GPU cells, warm against fresh, is recorded yet.", ())
     path = found[-1]
+    if path.suffix == ".json":
+        return _warm_gpu_record(path)
     text = path.read_text()
     row = _STACK_ROW.search(text)
     bounds = [float(b) for b in _RUN_ROW.findall(text)]
@@ -101,6 +106,43 @@ def warm_gpu(read: dict) -> Quote:
     if bounds:
         said += f"; warm runs {min(bounds):.2f}-{max(bounds):.2f} x their steady-work bound"
     return Quote(said + f" ([the record]({rel})).", (rel,))
+
+
+def warm_gpu_rounds(read: dict) -> Quote:
+    """seed 000's one-GPU cells of some batch sizes, warm against fresh over more rounds than the
+    whole set fits in one call: the newest ``bench/warm.py --record`` of them
+    (``*-h200/none-g1-b*-standby-on.json``), quoted as `warm_gpu` quotes its record."""
+    found = sorted(WARM_RECORDS.glob("*-h200/none-g1-b*-standby-on.json"), key=lambda p: (p.parent.name, p.name))
+    if not found:
+        return Quote("No run of some of seed 000's one-GPU cells over more rounds is recorded yet.", ())
+    command = json.loads(found[-1].read_text()).get("command", [])
+    how = "`" + " ".join(c if " " not in c and "*" not in c else f"'{c}'" for c in command) + "`"
+    return _warm_gpu_record(found[-1], how=how, link=False)
+
+
+def _warm_gpu_record(path: Path, how: str = "`bench/device/warm-gpu.sh standby-on`", link: bool = True) -> Quote:
+    """`warm_gpu` from a ``harness-bench-warm/1`` record: its first matrix and arm, its stack;
+    `how` it was run, and whether the page `link`s the record (the README) or names it (docs/)."""
+    rel = str(path.relative_to(ROOT))
+    try:
+        record = json.loads(path.read_text())
+        measured = record["matrices"][0]
+        arm = next(iter(measured["arms"].values()))
+        [stack] = arm["stacks"]
+    except (OSError, ValueError, KeyError, IndexError, StopIteration, TypeError):
+        return Quote(f"The newest record ({rel}) holds no measurement this page can quote.", (rel,))
+    said = stack["said"]
+    cells = sum(1 for c, status in arm["cells"].items() if "/none-g1/" in c and status == "ok")
+    bounds = [r["of_bound"] for r in arm["runs"] if re.fullmatch(r"warm-\d+", r["run"]) and r["of_bound"]]
+    batches = sorted({c.split("/")[-2] for c in arm["cells"]}, key=lambda b: int(b[1:]) if b[1:].isdigit() else 0)
+    text = (f"seed 000's {cells} one-GPU cells ({', '.join(batches)}) on 1 x H200 ({stack['stack']}; {how}, "
+            f"{measured['rounds']} rounds, {record['recorded_at'][:10]}): the stack's wall warm/fresh "
+            f"**{said['wall']}**, steady samples/s warm/fresh **{said['steady']}** against run-to-run spreads of "
+            f"{said['spread_fresh']} (fresh) and {said['spread_warm']} (warm): within the spread: "
+            f"{stack['within_words']}")
+    if bounds:
+        text += f"; warm runs {min(bounds):.2f}-{max(bounds):.2f} x their steady-work bound"
+    return Quote(text + (f" ([the record]({rel}))." if link else f" (the record: `{rel}`)."), (rel,))
 
 
 _AB_ROW = re.compile(r"^\| (?P<stack>[^|]+?) \| (?P<ratio>[\d.]+ \[[\d.-]+\]) \| (?P<on>[\d.]+%) \| "
@@ -146,6 +188,7 @@ QUOTES: dict[str, Callable[[dict], Quote]] = {
     "suite-tiers": _suite(suite_cost.tiers_table),
     "suite-machines": _suite(suite_cost.machines_sentence),
     "warm-gpu": warm_gpu,
+    "warm-gpu-rounds": warm_gpu_rounds,
     "warm-standby-ab": warm_standby_ab,
 }
 

@@ -2,6 +2,7 @@
 
     python bench/warm.py [MATRIX ...] [--engine venv|local|docker[,ENGINE...]] [--only GLOB ...] [--jobs N]
                          [--gpus IDS] [--python X.Y=PATH ...] [--rounds R] [--repeats N] [--standby on|off|on,off]
+                         [--record FILE]
 
 Environments are prepared first (`harness build`, not timed). Then the matrix
 runs into temporary results folders: one warm run first (it starts the
@@ -59,13 +60,25 @@ and warm runs in turn. Each arm gets its tables and verdict, and then the A/B
 itself: per round, the warm run with standing by on against the warm run with
 it off, minutes apart, per stack the steady samples/s ratio, judged against
 the larger of the two arms' run-to-run spreads ("no bend shown", or "BENDS").
+
+`--record FILE` writes what the tables say as JSON (``harness-bench-warm/1``): per matrix and
+arm the cells and their statuses, each run's wall against its steady-work bound, per stack the
+ratios per round with the spreads and the verdict, and the verdict lines; with the machine (CPU
+model, GPUs) and the command. Pages quote a record through ``bench/figures.py``, never the
+printed tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
+import os
+import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -127,13 +140,14 @@ def main() -> None:
                    help="off: no warm cell prepares beside another on its GPUs (the A/B of what standing by "
                         "costs the cell it prepares beside; the harness's HARNESS_STANDBY=off); on,off: both "
                         "arms interleaved in every round, and the warm runs of the two compared round by round")
+    p.add_argument("--record", metavar="FILE", help="write what the tables say as JSON (harness-bench-warm/1)")
     a = p.parse_args()
     common = []
     for item in a.python:
         common += ["--python", item]
     select = [x for g in a.only for x in ("--only", g)]
     extra = (["--jobs", a.jobs] if a.jobs else []) + (["--gpus", a.gpus] if a.gpus else [])
-    verdicts = []
+    verdicts, measured = [], []
     for matrix in a.matrices:
         a.matrix = a.label = matrix
         with tempfile.TemporaryDirectory() as tmp:
@@ -145,7 +159,9 @@ def main() -> None:
                 copy.write_text(yaml.safe_dump(data, sort_keys=False))
                 a.matrix = str(copy)
             try:
-                verdicts.extend(run_all(a, tmp, common, select, extra))
+                lines, data = run_all(a, tmp, common, select, extra)
+                verdicts.extend(lines)
+                measured.append(data)
             finally:
                 if a.repeats:
                     Path(a.matrix).unlink(missing_ok=True)
@@ -153,6 +169,35 @@ def main() -> None:
     print("verdicts (warm run <= 3 % slower than fresh; steady samples/s within the run-to-run spread):")
     for line in verdicts:
         print(line)
+    if a.record:
+        write_record(Path(a.record), measured)
+
+
+def machine() -> dict:
+    """The CPU model (/proc/cpuinfo's first "model name", else the platform's word), the cores this
+    process may use and the GPUs `nvidia-smi -L` lists, so a record says what it was measured on."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpus = []
+    if shutil.which("nvidia-smi"):
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+        gpus = [line.split(" (UUID")[0] for line in listed.stdout.splitlines() if line.startswith("GPU ")]
+    return {"cpu": model, "cores": len(os.sched_getaffinity(0)), "gpus": gpus, "system": platform.system()}
+
+
+def write_record(path: Path, measured: list[dict]) -> None:
+    record = {"schema": "harness-bench-warm/1", "command": ["python", "bench/warm.py", *sys.argv[1:]],
+              "recorded_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "machine": machine(), "matrices": measured}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"recorded: {path}")
 
 
 def accuracy(fresh: list[dict], warm: list[dict]) -> str:
@@ -251,14 +296,21 @@ def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]
         print(f"[{done}/{len(order)}] {a.label}, {arm}, {label}: {wall:.1f} s", file=sys.stderr, flush=True)
         record = run_records(folder)[-1]
         runs[arm][label] = (wall, {r["cell"]: r for r in results(folder)}, record)
-    verdicts = [report(a, arm, runs[arm]) for arm in arms]
+    data = {"matrix": a.label, "rounds": a.rounds, "arms": {}}
+    verdicts = []
+    for arm in arms:
+        line, data["arms"][arm] = report(a, arm, runs[arm])
+        data["arms"][arm].update(engine=arms[arm][0], standby=arms[arm][1])
+        verdicts.append(line)
     first = [next(arm for arm, (e, _) in arms.items() if e == engine) for engine in engines]   # each engine's first arm
     for arm in first[1:]:
         verdicts.append(against(a, first[0], runs[first[0]], arm, runs[arm]))
     for engine in engines if len(a.standby) > 1 else ():
         on, off = (next(arm for arm, (e, s) in arms.items() if e == engine and s == want) for want in ("on", "off"))
-        verdicts.append(standby_ab(a, on, runs[on], off, runs[off]))
-    return verdicts
+        line, data.setdefault("ab", {})[engine] = standby_ab(a, on, runs[on], off, runs[off])
+        verdicts.append(line)
+    data["verdicts"] = verdicts
+    return verdicts, data
 
 
 def standby_ab(a, on: str, on_runs: dict, off: str, off_runs: dict) -> str:
@@ -273,7 +325,7 @@ def standby_ab(a, on: str, on_runs: dict, off: str, off_runs: dict) -> str:
           "samples/s ratio per round, median [min-max]; spread = (max - min) / median of one arm's warm runs")
     print("| stack | steady on/off | spread on | spread off | within spread |")
     print("|---|---|---|---|---|")
-    judged, within = 0, 0
+    judged, within, stacks = 0, 0, []
     for env in sorted(set().union(*w_on, *w_off)):
         s_on = [s.get(env, (None, None))[1] for s in w_on]
         s_off = [s.get(env, (None, None))[1] for s in w_off]
@@ -281,13 +333,15 @@ def standby_ab(a, on: str, on_runs: dict, off: str, off_runs: dict) -> str:
         ok, verdict = within_spread(s_on, s_off)
         judged, within = judged + (ok is not None), within + bool(ok)
         print(f"| {env} | {mmm(ratio)} | {pct(spread(s_on))} | {pct(spread(s_off))} | {verdict} |")
+        stacks.append({"stack": env, "steady_on_off": ratio, "spread_on": spread(s_on), "spread_off": spread(s_off),
+                       "within": ok, "within_words": verdict})
     steady_word = ("not judged (needs --rounds 2 or more)" if not judged else
                    f"{'no bend shown' if within == judged else 'BENDS'} ({within} of {judged} stacks within "
                    "their spread)")
     line = (f"{a.label} ({on} against {off}, {a.rounds} round(s)): warm run wall on/off {mmm(wall)}; "
             f"steady samples/s: {steady_word}")
     print("\nverdict: " + line)
-    return line
+    return line, {"wall_on_off": wall, "stacks": stacks, "steady_words": steady_word, "verdict": line}
 
 
 ENGINE_LIMIT = 0.5  # seconds: a warm cell's fixed cost on another engine against the first's
@@ -365,6 +419,7 @@ def report(a, engine: str, runs: dict) -> str:
     for batch in batches if len(batches) > 1 else ():   # a fixed cost that depends on the batch shows here
         print(f"  batch {batch}: " + ", ".join(f"{k} {fmt(v)}" for k, v in
                                              phases([r for r in warm_cells if r.get("batch_size") == batch]).items()))
+    measured_runs = []
     for label, (wall, rs, record) in runs.items():
         n, what = divisor(record)
         b = bound(list(rs.values()), n)
@@ -380,7 +435,13 @@ def report(a, engine: str, runs: dict) -> str:
               f"{b:.1f} s ({n} {what}): {ratio}; {busy} of {len(rs)} cell(s) ran beside the harness's own work; "
               f"{stood} stood by for their GPUs, {len(ahead)} prepared their steps ahead"
               f"{f' ({missed} program(s) not in the compile cache)' if missed else ''}{busy_gpus}")
-    return acceptance(a, engine, runs)
+        measured_runs.append({"run": label, "command_seconds": wall, "cells_seconds": record["wall_seconds"],
+                              "bound_seconds": b, "bound_of": f"{n} {what}",
+                              "of_bound": record["wall_seconds"] / b if b else None,
+                              "beside": busy, "stood_by": stood, "ahead": len(ahead), "gpu_occupancy": occ or None})
+    line, data = acceptance(a, engine, runs)
+    statuses = {cell: sorted({r[cell]["status"] for r in fresh + warm if cell in r}) for cell in sorted(fresh[0])}
+    return line, {"cells": {c: s[0] if len(s) == 1 else s for c, s in statuses.items()}, "runs": measured_runs, **data}
 
 
 # -- the acceptance: ratios per round, spreads between runs, one verdict --------------------------
@@ -450,7 +511,7 @@ def acceptance(a, engine: str, runs: dict) -> str:
     print(f"| (the run, command wall) | {mmm(run_ratio)} | {pct(spread([f[0] for f in fresh]))} | "
           f"{pct(spread([w[0] for w in warm]))} | | | | |")
     f_stacks, w_stacks = [per_stack(f[1]) for f in fresh], [per_stack(w[1]) for w in warm]
-    judged, within = 0, 0
+    judged, within, stacks = 0, 0, []
     for env in sorted(set().union(*f_stacks, *w_stacks)):
         fw = [s.get(env, (None, None)) for s in f_stacks]
         ww = [s.get(env, (None, None)) for s in w_stacks]
@@ -461,6 +522,10 @@ def acceptance(a, engine: str, runs: dict) -> str:
         judged, within = judged + (ok is not None), within + bool(ok)
         print(f"| {env} | {mmm(wall)} | {pct(spread([f[0] for f in fw]))} | {pct(spread([w[0] for w in ww]))} | "
               f"{mmm(steady)} | {pct(sf)} | {pct(sw)} | {verdict} |")
+        stacks.append({"stack": env, "wall_warm_fresh": wall, "steady_warm_fresh": steady, "steady_spread_fresh": sf,
+                       "steady_spread_warm": sw, "within": ok, "within_words": verdict,
+                       "said": {"wall": mmm(wall), "steady": mmm(steady), "spread_fresh": pct(sf),
+                                "spread_warm": pct(sw)}})   # as the table printed them
     median_ratio = statistics.median(run_ratio)
     wall_word = "met" if median_ratio <= WALL_LIMIT else "NOT met"
     steady_word = ("not judged (needs --rounds 2 or more)" if not judged else
@@ -469,7 +534,8 @@ def acceptance(a, engine: str, runs: dict) -> str:
             f"(fresh spread {pct(spread([f[0] for f in fresh]))}, warm {pct(spread([w[0] for w in warm]))}): "
             f"{wall_word} (<= {WALL_LIMIT:.2f}); steady samples/s: {steady_word}")
     print("\nverdict: " + line)
-    return line
+    return line, {"run_wall_warm_fresh": run_ratio, "stacks": stacks, "wall_words": wall_word,
+                  "steady_words": steady_word, "verdict": line}
 
 
 if __name__ == "__main__":

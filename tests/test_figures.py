@@ -73,3 +73,19 @@ def test_the_gpu_warm_figures_are_the_bench_records_own():
     record = (ROOT / quote.records[0]).read_text()
     stated = [m.strip("*") for m in quote.text.split() if m.startswith("**")]
     assert stated and all(s in record for s in stated), (stated, quote.records)
+
+
+def test_the_gpu_warm_rounds_are_the_json_records_own():
+    """The warm figures over more rounds are quoted from the bench's JSON record: each figure the
+    quote states stands in the record as the bench wrote it, and the warm-up run's bound is not
+    counted among the warm runs'."""
+    import json
+    quote = figures.warm_gpu_rounds({})
+    assert quote.records and quote.records[0].endswith(".json"), quote.text
+    text = (ROOT / quote.records[0]).read_text()
+    record = json.loads(text)
+    stated = [m.strip("*") for m in quote.text.split() if m.startswith("**")]
+    assert stated and all(s in text for s in stated), (stated, quote.records)
+    [arm] = record["matrices"][0]["arms"].values()
+    warm_up = next(r["of_bound"] for r in arm["runs"] if r["run"] == "warm-up")
+    assert f"{warm_up:.2f}" not in quote.text
