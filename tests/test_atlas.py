@@ -846,8 +846,8 @@ def test_explain_bisects_in_the_before_rows_environment_where_an_end_does_not_in
                        numpy="1.18.5", samples_per_sec=100.0 if tf < "2.2" else 300.0, samples_per_sec_min=90.0
                        if tf < "2.2" else 280.0, samples_per_sec_max=110.0 if tf < "2.2" else 320.0)
     table = rows.build([rec("tf2.1.4-tensorflow", "2.1.4", "3.7.16"), rec("tf2.2.3", "2.2.3", "3.8.18")])
-    change = changes.Change("keras2", "gru-2x32 none-c1", "faster", "atlas-tf2/tf2.1.4-tensorflow",
-                            "atlas-tf2/tf2.2.3", "samples/s x3.00", 3.0)
+    change = changes.at("keras2", "gru-2x32 none-c1", "faster", "atlas-tf2/tf2.1.4-tensorflow",
+                        "atlas-tf2/tf2.2.3", "samples/s x3.00", 3.0)
     by_key = {r.key: r for r in table}
     after, before = (explain.plan(change, by_key, nightly=False, side=side) for side in ("after", "before"))
     assert after[after.index("--cell") + 1] == "tf2.2.3/gru-2x32/none-c1/*", after
@@ -869,22 +869,21 @@ def test_a_speed_shift_is_a_candidate_until_run_side_by_side_then_confirmed_or_r
     older for a speed-up), refuted when it found no difference or the other way; a change of another
     kind has no such standing."""
     from harness.atlas import explain
-    from harness.atlas.changes import Change
+    from harness.atlas.changes import at, standing
+    from harness.claims import Change
 
-    def shift(kind: str) -> Change:
-        return Change("keras2", "gru-2x32 none-c1", kind, "m/a", f"m/b-{kind}", "samples/s x0.70", 0.7,
-                      confirmed=False)
-    found = [shift("slower"), shift("faster"), shift("slower"), shift("faster"),
-             Change("keras2", "gru-2x32 none-c1", "broke", "m/a", "m/b", "error")]
-    found[2].after, found[3].after = "m/c", "m/d"
-    assert [c.speed for c in found] == ["candidate"] * 4 + [None]
+    def shift(kind: str, after: str) -> Change:
+        return at("keras2", "gru-2x32 none-c1", kind, "m/a", after, "samples/s x0.70", 0.7, confirmed=False)
+    found = [shift("slower", "m/b-slower"), shift("faster", "m/b-faster"), shift("slower", "m/c"),
+             shift("faster", "m/d"), at("keras2", "gru-2x32 none-c1", "broke", "m/a", "m/b", "error")]
+    assert [standing(c) for c in found] == ["candidate"] * 4 + [None]
     for change, direction in zip(found[:3], ("broke", "mended", "mended"), strict=True):  # the 4th: not run
         (tmp_path / f"{change.id}.json").write_text(json.dumps({"package": "tensorflow", "direction": direction,
                                                                  "problem": None}))
     explain.attach(found, tmp_path, "evidence")
     # a slow-down found with the newer end the worse, a speed-up with the older: confirmed; a slow-down
     # whose newer end was the faster side by side: refuted
-    assert [c.speed for c in found] == ["confirmed", "confirmed", "refuted", "candidate", None]
+    assert [standing(c) for c in found] == ["confirmed", "confirmed", "refuted", "candidate", None]
     # refuted the other way: the verdict names the direction found, never the rows' one struck through alone
     assert "the other way: faster" in found[2].detail and "other way" not in found[0].detail + found[3].detail
 
@@ -896,7 +895,7 @@ def test_a_speed_shift_whose_side_by_side_medians_moved_as_claimed_is_unresolved
     confirmed nor refuted, and its evidence says why with the figures; medians that did not move
     leave it refuted."""
     from harness.atlas import explain
-    from harness.atlas.changes import Change
+    from harness.atlas.changes import at, standing
 
     def record(old: float, new: float) -> dict:
         return {"package": "tensorflow", "direction": None, "problem": "the ends do not differ: both good",
@@ -905,12 +904,12 @@ def test_a_speed_shift_whose_side_by_side_medians_moved_as_claimed_is_unresolved
                 "tested": {"2.1.4": {"evidence": {"samples_per_sec": {"median": old}}},
                            "2.2.3": {"evidence": {"samples_per_sec": {"median": new}}}}}
 
-    moved, still = (Change("keras2", f"{w}-2x32 none-c1", "faster", "m/a", "m/b", "samples/s x3.26", 3.26,
-                           confirmed=False) for w in ("gru", "lstm"))
+    moved, still = (at("keras2", f"{w}-2x32 none-c1", "faster", "m/a", "m/b", "samples/s x3.26", 3.26,
+                       confirmed=False) for w in ("gru", "lstm"))
     (tmp_path / f"{moved.id}.json").write_text(json.dumps(record(7908.0, 13347.0)))
     (tmp_path / f"{still.id}.json").write_text(json.dumps(record(7908.0, 8100.0)))
     explain.attach([moved, still], tmp_path, "evidence")
-    assert (moved.speed, still.speed) == ("unresolved", "refuted")
+    assert (standing(moved), standing(still)) == ("unresolved", "refuted")
     assert "x1.69 (7,908 -> 13,347 samples/s), past its 20% threshold" in moved.evidence[0]["what"]
 
 
@@ -978,7 +977,7 @@ def test_a_model_whose_changed_defaults_are_pinned_on_both_sides_is_the_release_
                         rec("tf2.0.4", "2.0.4", "gru-2x32-tf1args", "error", tf1),
                         rec("tf1.15.5", "1.15.5", "gru-2x32-half", "ok", tf1),
                         rec("tf2.0.4", "2.0.4", "gru-2x32-half", "error", {"reset_after": False})])
-    broke = {c.column.split()[0]: c.detail for c in changes.find(table) if c.kind == "broke"}
+    broke = {c.where["column"].split()[0]: c.detail for c in changes.find(table) if c.kind == "broke"}
     assert "another model" in broke["gru-2x32"], broke
     assert "with them pinned on both (gru-2x32-tf1args): ok -> error" in broke["gru-2x32"], broke
     assert "another model" not in broke["gru-2x32-tf1args"] and "not this release alone" not in \
@@ -1058,7 +1057,7 @@ def test_two_devices_part_by_their_median_or_are_seed_sensitive_by_one_seed():
     values = {"none-c1": (0.984, 0.986, 0.988), "make_parallel-c2": (0.760, 0.986, 0.986),
               "mirrored-c2": (0.90, 0.91, 0.99), "ratio-c2": (0.98, 0.985, 0.99)}
     table = rows.build([cell(p, r, v) for p, vs in values.items() for r, v in enumerate(vs)])
-    found = {c.column: c for c in changes.find(table) if c.kind.startswith("devices")}
+    found = {c.where["column"]: c for c in changes.find(table) if c.kind.startswith("devices")}
     assert {col: c.kind for col, c in found.items()} == {"conv make_parallel-c2": "devices-seed",
                                                          "conv mirrored-c2": "devices"}, found
     assert "seed 1234 trains to 0.760 on two devices, 0.984 on one" in found["conv make_parallel-c2"].detail

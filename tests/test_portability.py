@@ -253,8 +253,10 @@ def test_a_change_is_two_neighbours_of_a_line_that_judge_the_same_file_otherwise
     records = judge.records(loads)
     names = ["tf2.13", "tf2.14", "k3"]
     [change] = changes.find(records, names, {n: stacks[n] for n in names})
-    assert (change.moved, change.line, change.before, change.after) == (changes.READER, "tf.keras", "tf2.13", "tf2.14")
-    assert (change.was, change.now, change.files) == (judge.SAME, judge.REFUSES, [("tf2.13", "custom", "keras")])
+    assert (change.kind, change.where["line"], change.before, change.after) == \
+        (changes.READER, "tf.keras", "tf2.13", "tf2.14")
+    assert (change.where["was"], change.where["now"], change.evidence) == \
+        (judge.SAME, judge.REFUSES, [("tf2.13", "custom", "keras")])
     # published: the page, the data, the feed, the release's own page
     results = tmp_path / "r"
     _plant(results, loads)
@@ -367,7 +369,7 @@ def test_a_readers_change_is_bisected_on_its_newer_readers_cell_judged_by_the_gr
     assert narrow.then(agree, {**q, "pinned": {"tensorflow": "2.13.1"}}, p, crossed=False) == []
     held = narrow.derived_cell(p["cell"], "tensorflow", "2.13.1", None, 0).environment
     assert (held.tensorflow, held.python) == ("2.13.1", p["cell"].environment.python)
-    ev = {"change": change.as_dict(), "package": "keras", "first_bad": "2.14.0", "last_good": "2.13.1",
+    ev = {"change": changes.as_dict(change), "package": "keras", "first_bad": "2.14.0", "last_good": "2.13.1",
           "file": narrow._file(p), "pinned": {"tensorflow": "2.13.1"}}
     assert narrow.sentence(ev).endswith("with tensorflow 2.13.1 held, the older stack's"), narrow.sentence(ev)
     # a release judged by the grid's rule: the older end's verdict is good, the newer's bad, a reader
@@ -401,8 +403,8 @@ def test_a_writers_change_is_bisected_on_its_newer_writers_cell_each_releases_fi
               "tf2.15": {"api": "tf.keras", "keras": "2.15.0", "tensorflow": "2.15.0"}}
     loads = _refusing(stacks, ("tf2.14.1", "tf2.15"))
     g = publish.Judged.of(judge.records(loads))
-    [change] = [c for c in g.changes if c.moved == changes.WRITER]
-    assert (change.before, change.after, change.files) == ("tf2.13.1", "tf2.14.1", [("tf2.15", "custom", "keras")])
+    [change] = [c for c in g.changes if c.kind == changes.WRITER]
+    assert (change.before, change.after, change.evidence) == ("tf2.13.1", "tf2.14.1", [("tf2.15", "custom", "keras")])
     results = tmp_path / "r"
     m = grid.write(Path("matrices/portability/stacks.yaml").resolve(), results / "grid.yaml")
     p = narrow.plan(change, g.stacks, g.records, m.cells)

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from harness import status
-from harness.watch.changelog import Change, change_id, describe, from_shift, from_status
+from harness.watch.changelog import change_id, describe, entry, from_dict, from_shift, from_status, to_dict
 from harness.watch.changes import Outcome, Point, find_shifts, not_enough_repeats, status_changes
 
 pytestmark = pytest.mark.quick  # the quick tier: nox -s tests -- -m quick
@@ -164,9 +164,9 @@ def test_planted_status_replays():
 
 # -- the change log's words -------------------------------------------------------------------
 def test_describe_slowdown_like_the_issue():
-    change = Change(id=change_id("m", "GRU on 2 devices", "slower", "2.21.0"), matrix="m", cell="GRU on 2 devices",
-                    kind="slower", package="tensorflow", before="2.20.0", after="2.21.0", first_seen="2026-03-08",
-                    summary="", ratio=0.82, low=0.76, high=0.88, confidence=0.99, bisected_to="2.21.0rc1")
+    change = entry("m", "GRU on 2 devices", "slower", "tensorflow", "2.20.0", "2.21.0", "2026-03-08", ratio=0.82,
+                   low=0.76, high=0.88, confidence=0.99, bisected_to="2.21.0rc1")
+    assert change.id == change_id("m", "GRU on 2 devices", "slower", "2.21.0")
     assert describe(change) == ("tensorflow 2.21.0: GRU on 2 devices 18 % slower [12-24 %], first seen 2026-03-08, "
                                 "bisected to 2.21.0rc1")
 
@@ -175,9 +175,9 @@ def test_describe_break_and_roundtrip():
     from harness.watch.changes import StatusChange
     sc = StatusChange("broke", "3.11.3", "3.12.0", "crashes (BatchNotDivisible)")
     change = from_status("m", "lstm-2gpu", "keras", sc, "2026-03-09", evidence=["results/x/result.json"])
-    assert change.summary == ("keras 3.12.0: lstm-2gpu crashes (BatchNotDivisible), last good 3.11.3, "
-                              "first seen 2026-03-09")
-    assert Change.from_dict(change.to_dict()) == change
+    assert change.where["summary"] == ("keras 3.12.0: lstm-2gpu crashes (BatchNotDivisible), last good 3.11.3, "
+                                       "first seen 2026-03-09")
+    assert from_dict(to_dict(change)) == change
     assert change.id == from_status("m", "lstm-2gpu", "keras", sc, "2026-04-01").id   # stable across days
 
 
@@ -187,5 +187,7 @@ def test_from_shift_speaks_of_seconds_like_samples_per_second():
                                             for _ in range(3))) for i in range(6)]
     [shift] = find_shifts(points)
     change = from_shift("m", "mlp", "numpy", shift, "2026-03-08", higher_is_better=False)
-    assert change.kind == "slower" and change.low < change.ratio < change.high < 1
-    assert re.match(r"numpy 2\.3\.0: mlp (19|20|21) % slower \[\d+-\d+ %\], first seen 2026-03-08$", change.summary)
+    assert change.kind == "slower" and change.low < change.size < change.high < 1
+    assert change.runs == 18   # every repeat of both segments
+    assert re.match(r"numpy 2\.3\.0: mlp (19|20|21) % slower \[\d+-\d+ %\], first seen 2026-03-08$",
+                    change.where["summary"])

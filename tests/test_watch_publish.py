@@ -8,7 +8,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.watch.changelog import Change, from_status
+from harness.claims import Change
+from harness.watch import changelog
+from harness.watch.changelog import from_dict, from_status
 from harness.watch.changes import StatusChange
 from harness.watch.publish import (
     JSON_FEED_VERSION,
@@ -29,9 +31,8 @@ def changes() -> list[Change]:
     broke = from_status("m", "lstm-2gpu", "keras", StatusChange("broke", "3.11.3", "3.12.0",
                                                                   "crashes (BatchNotDivisible)"), "2026-03-09",
                         evidence=["bundles/lstm.tar.gz"])
-    slower = Change(id="abc123", matrix="m", cell="GRU on 2 devices", kind="slower", package="tensorflow",
-                    before="2.20.0", after="2.21.0", first_seen="2026-03-08", summary="tf 18 % slower",
-                    ratio=0.82, low=0.76, high=0.88, confidence=0.99)
+    slower = changelog.entry("m", "GRU on 2 devices", "slower", "tensorflow", "2.20.0", "2.21.0", "2026-03-08",
+                             summary="tf 18 % slower", ratio=0.82, low=0.76, high=0.88, confidence=0.99, id="abc123")
     hostile = from_status("m", HOSTILE, "numpy", StatusChange("broke", "1.0", "2.0", f"fails ({HOSTILE})"),
                           "2026-03-07")
     return [slower, broke, hostile]
@@ -46,7 +47,7 @@ def test_json_feed_is_json_feed_1_1():
                                                              "2026-03-07T00:00:00Z"]
     for item in again["items"]:
         assert item["id"] and item["content_text"] and item["url"].startswith("https://x.test/history/m.html#")
-        assert Change.from_dict(item["_harness"]).id in item["url"]
+        assert from_dict(item["_harness"]).id in item["url"]
     # the same change twice is one item; ids do not move when another change arrives
     twice = json_feed(changes() + changes()[:1], title="t", home_url="", feed_url="")
     assert [i["id"] for i in twice["items"]] == [i["id"] for i in feed["items"]]

@@ -91,7 +91,7 @@ def test_every_spelling_of_one_environment_is_one_series_and_the_drift_is_at_the
     found = series.find("tfwatch", entries, "d")
     drift = [c for c in found if c.kind == "expectation"]
     assert len(drift) == 4 and {(c.before, c.after) for c in drift} == {("2.10.1", "2.11.0")}, \
-        [(c.cell, c.before, c.after) for c in found]
+        [(c.where["cell"], c.before, c.after) for c in found]
 
 
 def test_a_history_written_before_stacks_were_recorded_joins_the_same_series(tmp_path, index, monkeypatch):

@@ -34,7 +34,7 @@ import html
 import json
 import re
 from collections import Counter, defaultdict
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
@@ -43,7 +43,7 @@ from rich.console import Console
 
 from harness import exits, status
 from harness.atlas import records, rows
-from harness.atlas.changes import OTHER_WAY_SAID, Change, host_limited, past_threshold, side_by_side
+from harness.atlas.changes import OTHER_WAY_SAID, from_dict, host_limited, past_threshold, side_by_side, standing
 from harness.atlas.facts import FACTS, defaults_crossed, load_facts
 from harness.atlas.pages import MEDIAN_FROM  # the page's own rule, that the audit holds it to
 from harness.errors import UserError
@@ -339,10 +339,8 @@ def _removal_said(a: _Atlas, fact: dict, tag: str) -> list[Finding]:
 
 
 def _standing(change: dict) -> str | None:
-    """A published change's speed standing, by the Change's own rule (`Change.speed`)."""
-    known = {f.name: change.get(f.name, "") for f in fields(Change) if f.name in change or (f.default is MISSING
-             and f.default_factory is MISSING)}
-    return Change(**known).speed
+    """A published change's speed standing, by the atlas's own rule (`changes.standing`)."""
+    return standing(from_dict(change))
 
 
 def _side_by_side(a: _Atlas) -> list[Finding]:

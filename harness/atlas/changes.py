@@ -21,15 +21,16 @@ value, `harness repro` for a bundle); `evidence` entries filled in from runs of 
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import re
-from dataclasses import asdict, dataclass, field
 
 from harness import status as st
 from harness.atlas.facts import defaults_crossed, load_facts, pinned_alike
 from harness.atlas.records import layer_args
 from harness.atlas.rows import Row, lines, moved_besides, twins
+from harness.claims import Change
 from harness.watch import changes as ch
 
 FLOOR = 0.02          # the least accuracy difference claimed between devices, however narrow the spread
@@ -67,42 +68,60 @@ def past_threshold(kind: str, ratio: float, drop: float) -> bool:
     return ratio <= 1 - drop if kind == "slower" else ratio >= 1 / (1 - drop)
 
 
-@dataclass
-class Change:
-    line: str
-    column: str
-    kind: str            # broke | mended | family-changed | flaky | accuracy | faster | slower | devices
-    #                      | devices-seed (some seeds part on two devices, the median does not) | wrapper
-    #                      | numpy (a variant row against its twin: before the NumPy 1 row, after the NumPy 2 one)
-    before: str | None   # row key (matrix/environment) on the old side; None for a within-row finding
-    after: str           # row key of the first release with the new behaviour (or the row itself)
-    detail: str          # one sentence a reader reads
-    size: float | None = None
-    evidence: list = field(default_factory=list)   # [{"what", "command"} or {"what", "link"}]
-    # a speed shift between rows measured at different moments is a candidate (False) until a bisect
-    # runs both releases in one session and finds it (True: `explain.attach`); None: not a speed shift
-    confirmed: bool | None = None
+# An atlas change is a `claims.Change` whose `where` holds its line and its column (the column's
+# workload and parallelism, "gru-2x32 none-c1"), and for a speed shift its standing, `confirmed`:
+# a speed shift between rows measured at different moments is a candidate (False) until a bisect
+# runs both releases in one session and finds it (True: `explain.attach`); None: not a speed shift.
+# Its kinds: broke | mended | family-changed | flaky | accuracy | faster | slower | devices
+# | devices-seed (some seeds part on two devices, the median does not) | wrapper
+# | numpy (a variant row against its twin: before the NumPy 1 row, after the NumPy 2 one).
+# `before` is the row key (matrix/environment) on the old side, None for a finding within one row;
+# `after` the row key of the first release with the new behaviour (or the row itself); `detail` the
+# one sentence a reader reads; `evidence` entries are {"what", "command"}, {"what", "text"} or
+# {"what", "link"}. Its id is made with it (`change_id`, from what never moves once it is found).
 
-    @property
-    def speed(self) -> str | None:
-        """A speed shift's standing: a `candidate` until `explain` runs both releases side by side,
-        then `confirmed` or `refuted` -- or `unresolved`, where the side-by-side medians moved as
-        claimed past the bisect's threshold while its ranges overlapped (neither proves it nor
-        refutes it); None for every other kind."""
-        if self.confirmed is None:
-            return None
-        if self.confirmed:
-            return "confirmed"
-        if any(e.get("standing") == UNRESOLVED for e in self.evidence):
-            return UNRESOLVED   # side by side it moved as claimed, and the bisect's ranges overlapped
-        return "refuted" if any(e.get("link") for e in self.evidence) else "candidate"
 
-    @property
-    def id(self) -> str:
-        return hashlib.sha256("\0".join((self.line, self.column, self.kind, self.after)).encode()).hexdigest()[:12]
+def change_id(line: str, column: str, kind: str, after: str) -> str:
+    """Stable: the same change found again (another publication, more rows) has the same id."""
+    return hashlib.sha256("\0".join((line, column, kind, after)).encode()).hexdigest()[:12]
 
-    def to_dict(self) -> dict:
-        return {"id": self.id, **asdict(self)}
+
+def at(line: str, column: str, kind: str, before: str | None, after: str, detail: str, size: float | None = None, *,
+       low: float | None = None, high: float | None = None, confidence: float | None = None, runs: int | None = None,
+       evidence: list | None = None, confirmed: bool | None = None) -> Change:
+    """The atlas's change in `column` of `line`, between the rows `before` and `after`."""
+    return Change(kind, before, after, detail, size=size, low=low, high=high, confidence=confidence, runs=runs,
+                  evidence=list(evidence or []), where={"line": line, "column": column, "confirmed": confirmed},
+                  id=change_id(line, column, kind, after))
+
+
+def to_dict(change: Change) -> dict:
+    """The change as changes.json, the lookup's answer and an evidence file hold it, key for key."""
+    where = change.where
+    return {"id": change.id, "line": where["line"], "column": where["column"], "kind": change.kind,
+            "before": change.before, "after": change.after, "detail": change.detail, "size": change.size,
+            "evidence": copy.deepcopy(change.evidence), "confirmed": where.get("confirmed")}
+
+
+def from_dict(d: dict) -> Change:
+    """A published change read back (its id made again from what it is); a field it lacks is empty."""
+    return at(d.get("line") or "", d.get("column") or "", d.get("kind") or "", d.get("before"), d.get("after") or "",
+              d.get("detail") or "", d.get("size"), evidence=d.get("evidence") or [], confirmed=d.get("confirmed"))
+
+
+def standing(change: Change) -> str | None:
+    """A speed shift's standing: a `candidate` until `explain` runs both releases side by side,
+    then `confirmed` or `refuted` -- or `unresolved`, where the side-by-side medians moved as
+    claimed past the bisect's threshold while its ranges overlapped (neither proves it nor
+    refutes it); None for every other kind."""
+    confirmed = change.where.get("confirmed")
+    if confirmed is None:
+        return None
+    if confirmed:
+        return "confirmed"
+    if any(e.get("standing") == UNRESOLVED for e in change.evidence):
+        return UNRESOLVED   # side by side it moved as claimed, and the bisect's ranges overlapped
+    return "refuted" if any(e.get("link") for e in change.evidence) else "candidate"
 
 
 def find(rows: list[Row], *, seed: int = 0, facts: list[dict] | None = None) -> list[Change]:
@@ -141,10 +160,11 @@ def _not_alone(found: list[Change], table: list[Row], facts: list[dict]) -> None
         if before is None or after is None or c.kind == "numpy":
             continue
         old, new = dict(before.pins), dict(after.pins)
-        said = [f"{k} moved too ({a or '-'} -> {b or '-'})" for k, a, b in moved_besides(c.line, old, new)]
-        model = c.column.split("-")[0]
+        line, column = c.where["line"], c.where["column"]
+        said = [f"{k} moved too ({a or '-'} -> {b or '-'})" for k, a, b in moved_besides(line, old, new)]
+        model = column.split("-")[0]
         for f in defaults_crossed(facts, {k: (old.get(k), new.get(k)) for k in old}, model,
-                                  (_pinned(before, c.column), _pinned(after, c.column))):
+                                  (_pinned(before, column), _pinned(after, column))):
             said.append(f"another model: {f['package']} {f['release']} changed the {model.upper()}'s defaults "
                         f"({', '.join(f.get('names', ()))})" + _with_them_pinned(c, before, after, f))
         if said:
@@ -155,12 +175,13 @@ def _with_them_pinned(c: Change, before: Row, after: Row, fact: dict) -> str:
     """What the same layers with the changed defaults pinned on both rows measured, where a column
     of the same model and parallelism pinned them (a matrix's `layer_args`): the release's own part
     of the change, beside it."""
-    names, parallel = fact.get("names", ()), c.column.split(" ", 1)[-1]
+    column = c.where["column"]
+    names, parallel = fact.get("names", ()), column.split(" ", 1)[-1]
     for col, entry in after.entries.items():
         other = before.entries.get(col)
-        if col == c.column or other is None or col.split(" ", 1)[-1] != parallel or \
+        if col == column or other is None or col.split(" ", 1)[-1] != parallel or \
                 entry.records[0]["model"] != other.records[0]["model"] or \
-                not col.startswith(c.column.split(" ", 1)[0]):
+                not col.startswith(column.split(" ", 1)[0]):
             continue
         if not pinned_alike(names, _pinned(before, col), _pinned(after, col)):
             continue
@@ -195,15 +216,15 @@ def _boundary(table: list[Row]) -> list[Change]:
                 continue
             if entry.status != other.status:
                 why = f" ({other.family})" if other.family else ""
-                found.append(Change(row.line, col, "numpy", row.key, twin.key,
-                                    f"{col}: {entry.status} with NumPy {row.stack.get('numpy')}, {other.status} with "
-                                    f"NumPy {twin.stack.get('numpy')}{why}"))
+                found.append(at(row.line, col, "numpy", row.key, twin.key,
+                                f"{col}: {entry.status} with NumPy {row.stack.get('numpy')}, {other.status} with "
+                                f"NumPy {twin.stack.get('numpy')}{why}"))
                 continue
             a, b = entry.spread("val_accuracy"), other.spread("val_accuracy")
             if a and b and (a[2] + FLOOR < b[1] or b[2] + FLOOR < a[1]):
-                found.append(Change(row.line, col, "numpy", row.key, twin.key,
-                                    f"{col}: validation accuracy {a[0]:.3f} with NumPy {row.stack.get('numpy')}, "
-                                    f"{b[0]:.3f} with NumPy {twin.stack.get('numpy')}", size=round(b[0] - a[0], 4)))
+                found.append(at(row.line, col, "numpy", row.key, twin.key,
+                                f"{col}: validation accuracy {a[0]:.3f} with NumPy {row.stack.get('numpy')}, "
+                                f"{b[0]:.3f} with NumPy {twin.stack.get('numpy')}", size=round(b[0] - a[0], 4)))
     return found
 
 
@@ -216,7 +237,7 @@ def grouped(found: list[Change]) -> list[list[Change]]:
         words = c.detail.split(": ", 1)[1] if ": " in c.detail else c.detail
         if c.kind in ("slower", "faster", "accuracy", "devices", "devices-seed"):
             words = c.detail  # each column's own size (a two-device finding: its own cells)
-        groups.setdefault((c.line, c.kind, c.before, c.after, words), []).append(c)
+        groups.setdefault((c.where["line"], c.kind, c.before, c.after, words), []).append(c)
     return list(groups.values())
 
 
@@ -235,7 +256,7 @@ def _status(line: str, col: str, members: list[Row], keyed: dict) -> list[Change
     for sc in ch.status_changes(outcomes):
         before = keyed[sc.before].key if sc.before in keyed else None
         after = keyed[sc.after]
-        change = Change(line, col, sc.kind, before, after.key, f"{col}: {sc.detail}")
+        change = at(line, col, sc.kind, before, after.key, f"{col}: {sc.detail}")
         change.evidence += _status_evidence(after, col, sc.kind)
         found.append(change)
     return found
@@ -271,7 +292,7 @@ def _wrapper(line: str, col: str, members: list[Row]) -> list[Change]:
         if previous is not None and lacks != previous[1]:
             detail = (f"{col}: no longer available ({entry.family})" if lacks
                       else f"{col}: available from this release (was: {previous[0].entries[col].family})")
-            found.append(Change(line, col, "wrapper", previous[0].key, row.key, detail))
+            found.append(at(line, col, "wrapper", previous[0].key, row.key, detail))
         previous = (row, lacks)
     return found
 
@@ -287,8 +308,9 @@ def _shifts(line: str, col: str, members: list[Row], keyed: dict, seed: int) -> 
             word = "accuracy" if metric == "val_accuracy" else "samples/s"
             detail = (f"{col}: {word} x{shift.ratio:.2f} [{shift.low:.2f}-{shift.high:.2f}] "
                       f"(confidence {shift.confidence:.0%})")
-            found.append(Change(line, col, kind, keyed[shift.before].key, keyed[shift.after].key, detail,
-                                size=round(shift.ratio, 4), confirmed=False if metric != "val_accuracy" else None))
+            found.append(at(line, col, kind, keyed[shift.before].key, keyed[shift.after].key, detail,
+                            size=round(shift.ratio, 4), low=shift.low, high=shift.high, confidence=shift.confidence,
+                            runs=shift.runs, confirmed=False if metric != "val_accuracy" else None))
     return _without_blips(found, [r.key for r in members])
 
 
@@ -318,27 +340,27 @@ def _devices(row: Row) -> list[Change]:
         if one and two:
             low, high = one[1] - FLOOR, one[2] + FLOOR
             outside = [r for r in entry.passed("val_accuracy") if not low <= float(r["val_accuracy"]) <= high]
-            seeds = len(entry.values("val_accuracy"))
-            one_range = f"{one[1]:.3f}-{one[2]:.3f} ({len(single.values('val_accuracy'))} seeds)"
+            seeds, alone_seeds = len(entry.values("val_accuracy")), len(single.values("val_accuracy"))
+            one_range = f"{one[1]:.3f}-{one[2]:.3f} ({alone_seeds} seeds)"
             if not low <= two[0] <= high:
                 on_two = f"{two[0]:.3f}" if seeds == 1 else f"{two[0]:.3f} ({two[1]:.3f}-{two[2]:.3f}, {seeds} seeds)"
-                found.append(Change(row.line, col, "devices", None, row.key,
-                                    f"{col}: validation accuracy {on_two} on two devices, {one_range} on one",
-                                    size=round(two[0] - one[0], 4)))
+                found.append(at(row.line, col, "devices", None, row.key,
+                                f"{col}: validation accuracy {on_two} on two devices, {one_range} on one",
+                                size=round(two[0] - one[0], 4), runs=seeds + alone_seeds))
             elif outside:
                 worst = max(outside, key=lambda r: abs(float(r["val_accuracy"]) - one[0]))
                 alone = _same_seed(single, worst)
-                found.append(Change(
+                found.append(at(
                     row.line, col, "devices-seed", None, row.key,
                     f"{col}: seed {worst['training_seed']} trains to {float(worst['val_accuracy']):.3f} on two "
                     "devices" + (f", {float(alone['val_accuracy']):.3f} on one" if alone else "")
                     + f"; {seeds - len(outside)} of its {seeds} seeds on two devices within one device's {one_range}",
-                    size=round(float(worst["val_accuracy"]) - one[0], 4)))
+                    size=round(float(worst["val_accuracy"]) - one[0], 4), runs=seeds + alone_seeds))
         trained = entry.devices_trained
         asked = int(entry.records[0]["devices"] or 1)
         if trained is not None and trained < asked:
-            found.append(Change(row.line, col, "devices", None, row.key,
-                                f"{col}: trained on {trained} of the {asked} devices asked"))
+            found.append(at(row.line, col, "devices", None, row.key,
+                            f"{col}: trained on {trained} of the {asked} devices asked"))
     return found
 
 

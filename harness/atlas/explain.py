@@ -59,16 +59,17 @@ def plan(change: changes.Change, by_key: dict[str, rows.Row], *, nightly: bool,
         row = by_key.get(change.after)
         if row is None or change.size is None:  # "trained on fewer devices": nothing to compare
             return None
-        return ["diverge", row.entries[change.column].origin[0], *changes.device_pair(row, change.column)]
+        column = change.where["column"]
+        return ["diverge", row.entries[column].origin[0], *changes.device_pair(row, column)]
     before, after = by_key.get(change.before or ""), by_key.get(change.after)
     if before is None or after is None:
         return None
     package = rows.released_package(after.line, before.stack, after.stack)
     if package is None:
         return None
-    workload, parallelism = change.column.split(" ", 1)
+    workload, parallelism = change.where["column"].split(" ", 1)
     home = after if side == "after" else before
-    entry = home.entries.get(change.column)
+    entry = home.entries.get(change.where["column"])
     matrix, environment = entry.origin if entry else (home.matrix_file, home.environment)
     cell = f"{environment}/{workload}/{parallelism}/*"
     if change.kind == "accuracy" and (change.size or 1) >= 1:
@@ -105,7 +106,7 @@ def explain(data: Path, evidence: Path, results: Path, console: Console, *, only
         if argv is None:
             continue
         said = command_line(argv)
-        console.print(shown(f"{change.kind} {change.column} at {change.after}: {said}"), highlight=False)
+        console.print(shown(f"{change.kind} {change.where['column']} at {change.after}: {said}"), highlight=False)
         kept = _run(argv, by_key[change.after], change, results, out)
         if argv[0] == "bisect" and kept is not None and _an_end_not_installed(kept):
             other = plan(change, by_key, nightly=nightly, side="before")
@@ -118,7 +119,7 @@ def explain(data: Path, evidence: Path, results: Path, console: Console, *, only
             console.print(f"[red]no record[/] for {shown(change.id)}", highlight=False)
             continue
         for c, target in zip(group, targets, strict=True):  # one event in several columns: one run, each told
-            target.write_text(json.dumps({**kept, "command": said, "change": c.to_dict()}, indent=1,
+            target.write_text(json.dumps({**kept, "command": said, "change": changes.to_dict(c)}, indent=1,
                                          sort_keys=True, default=str) + "\n")
         explained += 1
     console.print(f"atlas explain: {explained} change(s) explained; evidence under {evidence}", highlight=False)
@@ -127,7 +128,7 @@ def explain(data: Path, evidence: Path, results: Path, console: Console, *, only
 
 def _run(argv: list[str], home: rows.Row, change: changes.Change, results: Path, out: Path) -> dict | None:
     """Run the plan in the results folder of the matrix that measured the column on `home`."""
-    entry = home.entries.get(change.column)
+    entry = home.entries.get(change.where["column"])
     matrix = entry.matrix if entry else home.matrix
     return (_diverge if argv[0] == "diverge" else _bisect)(argv, results, out, matrix)
 
@@ -222,11 +223,12 @@ def attach(found: list[changes.Change], evidence: Path, link_prefix: str) -> Non
             continue
         entry = {"what": _answer(data), "link": f"{link_prefix}/{path.name}"}
         change.evidence.append(entry)
-        if change.confirmed is not None:  # a speed shift: the bisect ran both ends side by side, and
+        if change.where.get("confirmed") is not None:  # a speed shift: the bisect ran both ends side by side, and
             # found the newer end the worse (broke) for a slow-down, the older (mended) for a speed-up
-            change.confirmed = not data.get("problem") and data.get("direction") == SPEED_DIRECTION.get(change.kind)
+            confirmed = not data.get("problem") and data.get("direction") == SPEED_DIRECTION.get(change.kind)
+            change.where["confirmed"] = confirmed
             pair = changes.side_by_side(data)
-            if not change.confirmed and pair and changes.past_threshold(change.kind, pair[0], pair[3]):
+            if not confirmed and pair and changes.past_threshold(change.kind, pair[0], pair[3]):
                 # the bisect called the ends alike (their ranges overlapped), while its own medians, run
                 # side by side, moved as the rows claim past its threshold: not a refutation
                 ratio, old, new, drop = pair
@@ -236,7 +238,7 @@ def attach(found: list[changes.Change], evidence: Path, link_prefix: str) -> Non
                                   "unresolved, neither confirmed nor refuted")
                 continue
             got = data.get("direction")
-            if not change.confirmed and not data.get("problem") and got in changes.OTHER_WAY:
+            if not confirmed and not data.get("problem") and got in changes.OTHER_WAY:
                 # refuted, and more: side by side, the releases part the other way; the verdict says
                 # which, so it never reads as the rows' direction with a strike through it
                 first = data.get("first_good") if got == "mended" else data.get("first_bad")

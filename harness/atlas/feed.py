@@ -8,9 +8,9 @@ relative to the feed's own address (`files.atom` writes it).
 
 from __future__ import annotations
 
-from harness.atlas.changes import Change
 from harness.atlas.pages import ROWS
 from harness.atlas.rows import LINES, Row
+from harness.claims import Change
 from harness.files.atom import Entry, feed
 
 NS = "tag:tfkeras-harness.atlas,2026:"

@@ -45,7 +45,8 @@ def command(args, console: Console) -> int:
     found = changes.find(table)
     evidence = Path(args.data).parent / publish.EVIDENCE
     explain.attach(found, evidence, str(evidence))  # links a reader opens from where the lookup ran
-    found = [c for c in found if c.speed != "refuted"]  # run side by side, it was the host's, not the release's
+    # run side by side, a refuted one was the host's, not the release's
+    found = [c for c in found if changes.standing(c) != "refuted"]
     answer = answer_for(pins, table, found, _pins(None, args.target)[0] if args.target else None)
     answer["ignored"] = ignored
     answer["not_looked_up"] = sorted(k for k in pins if canonicalize_name(k) not in LOOKED_UP)
@@ -129,12 +130,12 @@ def answer_for(pins: dict[str, str], table: list[rows.Row], found: list[changes.
     low, high = sorted((start, stop))
     crossed = {r.key for r in members[low + 1:high + 1]}
     at_target = {members[i].key for i in at_goal}
-    moved = [c for c in found if c.line == line and ((c.before is not None and c.after in crossed)
+    moved = [c for c in found if c.where["line"] == line and ((c.before is not None and c.after in crossed)
                                                      or (c.before is None and c.after in at_target))]
     return {"pins": pins, "line": line, "line_name": rows.LINES.get(line, line),
             "nearest": [_row(r) for r in nearest], "target": _row(members[stop]),
             "direction": "down" if down else "up",
-            "changes": [{**c.to_dict(), "for_you": _for_you(c, down)} for c in moved],
+            "changes": [{**changes.to_dict(c), "for_you": _for_you(c, down)} for c in moved],
             "roads": roads(pins, line, members[stop], table)}
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from harness import status as st
 from harness.atlas import records
-from harness.atlas.changes import Change, grouped
+from harness.atlas.changes import grouped, standing
 from harness.atlas.rows import LINES, Row, columns, out_of_order, parse_version, twins
+from harness.claims import Change
 from harness.htmlpage import FILTER_BAR_JS
 
 ROWS = "rows"
@@ -347,16 +348,16 @@ def _changes_section(table: list[Row], found: list[Change], folder: str) -> list
         out += ["None: on every line, each column keeps its status, and its accuracy and speed stay within "
                 "the spread its repeats measured.", ""]
     for line in LINES:
-        mine = [c for c in moved if c.line == line]
+        mine = [c for c in moved if c.where["line"] == line]
         if not mine:
             continue
         out += [f"### {LINES[line]}", "", "| change | from | to | what | evidence |", "|---|---|---|---|---|"]
         for group in grouped(mine):
             c = group[0]
             kind = {"candidate": f"{c.kind}?", "refuted": f"~~{c.kind}~~ refuted",
-                    "unresolved": f"{c.kind}? unresolved"}.get(c.speed or "", c.kind)
+                    "unresolved": f"{c.kind}? unresolved"}.get(standing(c) or "", c.kind)
             what = c.detail if len(group) == 1 else (
-                f"{', '.join(g.column for g in group)}: {c.detail.split(': ', 1)[1]}")
+                f"{', '.join(g.where['column'] for g in group)}: {c.detail.split(': ', 1)[1]}")
             out.append(f"| {kind} | {_link(by_key.get(c.before), folder)} | {_link(by_key.get(c.after), folder)} | "
                        f"{_md(what)} | {_group_evidence(group)} |")
         out.append("")
@@ -436,7 +437,7 @@ def _group_evidence(group: list[Change]) -> str:
     for g in group[1:]:
         links = [f"[{_md(e['what'])}]({e['link']})" for e in g.evidence if e.get("link")]
         if links:
-            parts.append(f"{_md(g.column)}: {'; '.join(links)}")
+            parts.append(f"{_md(g.where['column'])}: {'; '.join(links)}")
     return "; ".join(p for p in parts if p != "-") or "-"
 
 

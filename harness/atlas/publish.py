@@ -170,7 +170,7 @@ def publish(recs: list[dict], about: dict, out: Path, told=lambda line: None) ->
     about = {**about, "rows": len(table), "changes": len(found)}
     out.mkdir(parents=True, exist_ok=True)
     written = [_write(out / DATA, records.to_json(recs, about)), _write(out / CSV, records.to_csv(recs)),
-               _write(out / CHANGES, json.dumps([c.to_dict() for c in found], indent=1) + "\n")]
+               _write(out / CHANGES, json.dumps([changes.to_dict(c) for c in found], indent=1) + "\n")]
     drawn = plots.draw(table, out / "plots")
     written += drawn
     written += pages.write(table, found, about, out, [p.name for p in drawn], notes.check(table))

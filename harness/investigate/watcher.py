@@ -23,6 +23,7 @@ from rich.console import Console
 from harness import exits, status
 from harness import matrix as matrix_mod
 from harness.cells import Cell
+from harness.claims import Change
 from harness.errors import NothingReleasedYet, UserError
 from harness.files.paths import check_writable
 from harness.index import releases
@@ -132,11 +133,12 @@ class Watch:
             out[exp["package"]] = sorted({*out[exp["package"]], *exp.get("versions", [])}, key=release_key)
         return out
 
-    def _evidence(self, change: ch.Change, entries: list[dict]) -> dict:
+    def _evidence(self, change: Change, entries: list[dict]) -> dict:
         """The change's record: links (relative to the site) to the results that show it, and its
         bisect (a new break or mend) with the bundle of the first changed release's cell."""
         sources: dict[str, str] = {}
-        at_after = [e for e in entries if self._in_series(e, change) and _version_of(e, change.package) == change.after]
+        package = change.where["package"]
+        at_after = [e for e in entries if self._in_series(e, change) and _version_of(e, package) == change.after]
         bad = [e for e in at_after if e.get("status") != status.OK] or at_after
         for n, e in enumerate(bad[:3], 1):
             link = f"history/{publish.file_name(self.m.name)}/evidence/{change.id}/{n}.json"
@@ -148,13 +150,13 @@ class Watch:
                 link = f"history/{publish.file_name(self.m.name)}/bundles/{bundle.name}"
                 sources[link] = str(bundle.resolve())
                 change.evidence.append(f"{link}/README.md")
-        if change.bisected_to:
-            change.summary = ch.describe(change)
+        if change.where.get("bisected_to"):
+            change.where["summary"] = ch.describe(change)
         if change.kind in DIVERGED_KINDS and change.before:
             self.why[change.id] = self._diverge_command(change)
-        return {"change": change.to_dict(), "sources": sources, "watch": self.id}
+        return {"change": ch.to_dict(change), "sources": sources, "watch": self.id}
 
-    def _diverge_command(self, change: ch.Change) -> str | None:
+    def _diverge_command(self, change: Change) -> str | None:
         """The `diverge` that says why a value moved between the two releases: a cell of the last
         release before the change against the same cell of the first one after it."""
         after = [c for c in self.m.cells if self._cell_in(c, change) and c.workload.model in MODELS]
@@ -166,12 +168,12 @@ class Watch:
                 return f"python -m harness diverge {self.m.path} {before[0].id} {cell.id}"
         return None
 
-    def _in_series(self, e: dict, change: ch.Change) -> bool:
-        return any(key.package == change.package and (change.cell == key.label
-                                                      or change.cell.startswith(key.label + " ["))
+    def _in_series(self, e: dict, change: Change) -> bool:
+        cell = change.where["cell"]
+        return any(key.package == change.where["package"] and (cell == key.label or cell.startswith(key.label + " ["))
                    for key, _version, _e in series.keyed([e]))
 
-    def _bisect(self, change: ch.Change) -> Path | None:
+    def _bisect(self, change: Change) -> Path | None:
         """The existing bisect between the releases the watch saw on either side of the change (the
         last good and first bad of a break, the last bad and first good of a mend): every index
         release between them (the watch may have seen only some), as of the watch's date; the ends'
@@ -182,40 +184,41 @@ class Watch:
         env = cells[0].environment
         cells = [c for c in cells if c.environment == env]
         resolver = expand.WatchResolver(self.as_of, offline=self.args.offline)
+        package = change.where["package"]
         pre = any(Version(v).is_prerelease for v in (change.before, change.after) if _is_version(v))
         try:
-            versions = bisect_ends.bounds(change.package, env.python, good=change.before, bad=change.after, spec=None,
-                                     pre=pre, resolver=resolver)
+            versions = bisect_ends.bounds(package, env.python, good=change.before, bad=change.after, spec=None,
+                                          pre=pre, resolver=resolver)
         except Exception as exc:  # noqa: BLE001 - a bisect that cannot start leaves the change unbisected
             self.console.print(f"[yellow]not bisected[/]: {shown(str(exc))}", highlight=False)
             return None
         nightly = None
         if self.m.watch_nightly:
             try:
-                nightly = nightly_of(change.package, self.m.watch_nightly)
+                nightly = nightly_of(package, self.m.watch_nightly)
             except UserError as exc:  # a package without a nightly distribution: the release bisect only
                 self.console.print(f"[yellow]no nightly search[/]: {shown(str(exc))}", highlight=False)
-        found, bundle = bisect.run(m=self.m, base_cells=cells, package=change.package, versions=versions,
+        found, bundle = bisect.run(m=self.m, base_cells=cells, package=package, versions=versions,
                                    engine=self.engine(), results_root=self.results, console=self.console,
                                    jobs=self.args.bisect_jobs, cutoff=env.uploaded_before is not None,
                                    bundles=Path(self.args.bundles), resolver=resolver, nightly=nightly,
                                    as_of=self.as_of)
         if not found.problem:
-            change.bisected_to = found.after or " or ".join(found.candidates)
+            change.where["bisected_to"] = found.after or " or ".join(found.candidates)
         return bundle
 
-    def _cell_in(self, cell: Cell, change: ch.Change, release: str | None = None) -> bool:
+    def _cell_in(self, cell: Cell, change: Change, release: str | None = None) -> bool:
         """Whether `cell` is of `change`'s series at `release` (default: the first release after it)."""
         for package, _spec, version in cell.environment.ranges:
-            if package != change.package or version != (release or change.after):
+            if package != change.where["package"] or version != (release or change.after):
                 continue
             parts = cell.id.split("/")
             label = f"{series.blank(cell.environment.name, version)}/{'/'.join(parts[1:-1])}"
-            if change.cell == label or change.cell.startswith(label + " ["):
+            if change.where["cell"] == label or change.where["cell"].startswith(label + " ["):
                 return True
         return False
 
-    def _summary(self, expanded: dict, new: list[Cell], lines: list[dict], fresh: list[ch.Change],
+    def _summary(self, expanded: dict, new: list[Cell], lines: list[dict], fresh: list[Change],
                  written: dict) -> None:
         c = self.console
         c.rule(f"watch {self.m.name}" + (f" as of {self.as_of[:10]}" if self.as_of else ""))
@@ -228,7 +231,7 @@ class Watch:
             c.print("[green]no new change[/]", highlight=False)
         for change in fresh[:15]:
             colour = "red" if change.kind in ("broke", "slower", "expectation", "accuracy") else "yellow"
-            c.print(f"[{colour}]{change.kind}[/] {shown(change.summary)}", highlight=False)
+            c.print(f"[{colour}]{change.kind}[/] {shown(change.where['summary'])}", highlight=False)
             if self.why.get(change.id):
                 c.print(f"  why, layer by layer: {shown(self.why[change.id])}", highlight=False)
         if len(fresh) > 15:

@@ -14,40 +14,48 @@ grid's resolution is its stacks: a change between two minors is narrowed to the 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 
+from harness.claims import Change
 from harness.portability.table import line
 
 READER, WRITER = "reader", "writer"   # which end of the pair moved along its line
 
 
-@dataclass
-class Change:
-    moved: str          # READER: the reader release changed; WRITER: the writer release changed
-    line: str
-    before: str         # the stack before the change, and after it: neighbours in `line`
-    after: str
-    was: str            # the verdict before, and after
-    now: str
-    files: list[tuple[str, str, str]] = field(default_factory=list)   # (other end, model, format)
+# A change of the grid is a `claims.Change` whose kind is the end that moved (READER: the reader
+# release changed; WRITER: the writer release changed), `before` and `after` the stacks on either
+# side of it (neighbours in its line), `where` its `line` and the verdict before it (`was`) and
+# after it (`now`), and its `evidence` the files it covers, as (other end, model, format).
 
-    @property
-    def id(self) -> str:
-        return f"{self.moved}:{self.before}->{self.after}:{self.was}->{self.now}"
 
-    def as_dict(self) -> dict:
-        return {"id": self.id, "moved": self.moved, "line": self.line, "before": self.before, "after": self.after,
-                "was": self.was, "now": self.now,
-                "files": [{"other": o, "model": m, "format": f} for o, m, f in self.files]}
+def change_id(moved: str, before: str, after: str, was: str, now: str) -> str:
+    """Readable and stable: 'reader:tf2.13->tf2.14:same->refuses' (`portability bisect --change` takes it)."""
+    return f"{moved}:{before}->{after}:{was}->{now}"
 
-    def sentence(self) -> str:
-        others = sorted({o for o, _, _ in self.files})
-        kinds = sorted({f"{m} {f}" for _, m, f in self.files})
-        if self.moved == READER:
-            return (f"reading on `{self.after}` (after `{self.before}`): {self.was} -> {self.now}, for files of "
-                    f"{_listed(others)} ({_listed(kinds)})")
-        return (f"files written by `{self.after}` (after `{self.before}`): {self.was} -> {self.now} on "
+
+def along(moved: str, name: str, before: str, after: str, was: str, now: str) -> Change:
+    """The grid's change on the line `name`, between its neighbours `before` and `after`; no file yet."""
+    return Change(moved, before, after, id=change_id(moved, before, after, was, now),
+                  where={"line": name, "was": was, "now": now})
+
+
+def as_dict(change: Change) -> dict:
+    """The change as changes.json and the narrowing's evidence hold it."""
+    where = change.where
+    return {"id": change.id, "moved": change.kind, "line": where["line"], "before": change.before,
+            "after": change.after, "was": where["was"], "now": where["now"],
+            "files": [{"other": o, "model": m, "format": f} for o, m, f in change.evidence]}
+
+
+def sentence(change: Change) -> str:
+    """The line the grid's page says of it."""
+    others = sorted({o for o, _, _ in change.evidence})
+    kinds = sorted({f"{m} {f}" for _, m, f in change.evidence})
+    was, now = change.where["was"], change.where["now"]
+    if change.kind == READER:
+        return (f"reading on `{change.after}` (after `{change.before}`): {was} -> {now}, for files of "
                 f"{_listed(others)} ({_listed(kinds)})")
+    return (f"files written by `{change.after}` (after `{change.before}`): {was} -> {now} on "
+            f"{_listed(others)} ({_listed(kinds)})")
 
 
 def _listed(items: list[str], most: int = 6) -> str:
@@ -85,5 +93,5 @@ def _note(found: dict, moved: str, name: str, before: str, after: str, other: st
           was: str | None, now: str | None) -> None:
     if was is None or now is None or was == now:
         return   # not read on both sides (not written, not read yet), or no change
-    change = Change(moved, name, before, after, was, now)
-    found.setdefault(change.id, change).files.append((other, model, fmt))
+    change = along(moved, name, before, after, was, now)
+    found.setdefault(change.id, change).evidence.append((other, model, fmt))

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from harness import chains, status
 from harness.atlas.rows import released_package
+from harness.claims import Change
 from harness.environments import removal
 from harness.errors import UserError
 from harness.files.paths import cache_dir
@@ -35,7 +36,7 @@ from harness.investigate.bisect_judge import evidence
 from harness.investigate.bisect_search import BAD, BROKE, GOOD, MENDED, SKIP, Verdict
 from harness.matrix.release_cells import derived_cell
 from harness.portability import grid, judge
-from harness.portability.changes import READER, WRITER, Change
+from harness.portability.changes import READER, WRITER, as_dict
 from harness.portability.evidence import slug
 from harness.portability.publish import LOADS
 from harness.workloads.protocol import OUTPUT_DIR, SPEC_FILE
@@ -55,21 +56,21 @@ def plan(change: Change, stacks: dict[str, dict], records: list[dict], cells: li
     (`reader`: that pair's grid cell) -- the package whose releases lie between the two ends, the
     ends and the pair's floor; None for what this does not narrow (a verdict decided without
     launching, no package that moved)."""
-    if judge.UNKNOWN in (change.was, change.now):
+    if judge.UNKNOWN in (change.where["was"], change.where["now"]):
         return None
     before, after = stacks[change.before], stacks[change.after]
-    package = released_package(change.line, before, after)
+    package = released_package(change.where["line"], before, after)
     if package is None:
         return None
     # the other of TensorFlow and Keras, where it moved too: searched when the first one's ends agree
     # (standalone Keras 2.2.2 -> 2.2.4 moved with TF 1.10.0 -> 1.10.1, and the change is Keras's)
     also = [q for q in ("tensorflow", "keras") if q != package and before.get(q) and after.get(q)
             and before[q] != after[q] and not str(after[q]).endswith("-tf")]
-    other, model, fmt = change.files[0]
-    writer, reader = (other, change.after) if change.moved == READER else (change.after, other)
+    other, model, fmt = change.evidence[0]
+    writer, reader = (other, change.after) if change.kind == READER else (change.after, other)
     read = next((c for c in cells if c.environment.name == reader
                  and c.workload.name == grid.reader_workload(writer)), None)
-    cell = read if change.moved == READER else next(
+    cell = read if change.kind == READER else next(
         (c for c in cells if c.environment.name == writer and c.workload.name == grid.WRITER), None)
     record = next((r for r in records if (r["writer"], r["reader"], r["model"], r["format"])
                    == (writer, reader, model, fmt)), None)
@@ -105,8 +106,9 @@ def the_ends_agree(found) -> bool:
 def good_and_bad(change: Change) -> tuple[str, str]:
     """The change's two verdicts as the bisect names them: good is the better end's (`same`, where
     one end is), bad the other's."""
-    good = judge.SAME if judge.SAME in (change.was, change.now) else change.was
-    return good, change.now if good == change.was else change.was
+    was, now = change.where["was"], change.where["now"]
+    good = judge.SAME if judge.SAME in (was, now) else was
+    return good, now if good == was else was
 
 
 def verdicts(run_dir: Path, p: dict, read=None):
@@ -122,7 +124,7 @@ def verdicts(run_dir: Path, p: dict, read=None):
         ev = evidence(results)
         ran = [r for r in results if r.status == status.OK]
         writer = p["writer"]
-        if ran and change.moved == WRITER:
+        if ran and change.kind == WRITER:
             writer = ran[0].cell.split("/")[0]
             ran = [r for r in [read(ran[0].cell)] if r is not None and r.status == status.OK]
             if not ran:
@@ -147,7 +149,7 @@ def verdicts(run_dir: Path, p: dict, read=None):
 
 def kept(found, p: dict, command: str) -> dict:
     """The change's evidence: what the bisect found, each release's verdict, the command."""
-    return {"change": p["change"].as_dict(), "package": p["package"], "versions": found.versions,
+    return {"change": as_dict(p["change"]), "package": p["package"], "versions": found.versions,
             "file": _file(p), "cell": p["cell"].id, **found.answer(), "candidates": found.candidates,
             **({"pinned": p["pinned"]} if p.get("pinned") else {}),
             "problem": found.problem, "warnings": found.warnings,
@@ -172,7 +174,7 @@ def narrow(p: dict, m, engine, results: Path, console, *, jobs: int, bundles: Pa
 
     resolver = releases.Resolver()
     change = p["change"]
-    if change.moved == WRITER:
+    if change.kind == WRITER:
         results = writers_folder(results)
 
         def read(writer: str):
@@ -190,7 +192,7 @@ def narrow(p: dict, m, engine, results: Path, console, *, jobs: int, bundles: Pa
             versions = bounds(package, p["cell"].environment.python, good=old, bad=new, spec=None, pre=False,
                               resolver=resolver)
         except UserError as exc:   # no releases between the two, or none listed for this Python: said
-            ev = {"change": change.as_dict(), "package": package, "problem": str(exc), "command": command}
+            ev = {"change": as_dict(change), "package": package, "problem": str(exc), "command": command}
             searches = then(None, q, p, crossed)
             continue
         if crossed:   # the old end is on its own stack's Python, where the releases after it may not install
@@ -241,9 +243,9 @@ def across(found, p: dict, versions: list[str], command: str) -> dict:
     which the grid measured on its own. When every one of them judges the file as the newer stack
     does (or there is only the newer one), the change is at the first of them."""
     change = p["change"]
-    now = GOOD if change.now == good_and_bad(change)[0] else BAD
+    now = GOOD if change.where["now"] == good_and_bad(change)[0] else BAD
     ev = kept(found, p, command) if found is not None else {
-        "change": change.as_dict(), "package": p["package"], "versions": versions, "cell": p["cell"].id,
+        "change": as_dict(change), "package": p["package"], "versions": versions, "cell": p["cell"].id,
         "file": _file(p), "tested": {}, "command": command, "warnings": [], "candidates": []}
     if found is not None and any(t.kind != now for t in found.tested.values()):
         return ev   # the ends agree, but not as the newer stack: said as the search said it

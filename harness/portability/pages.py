@@ -5,8 +5,9 @@ and from each change in the feed."""
 
 from __future__ import annotations
 
+from harness.claims import Change
 from harness.names import file_name
-from harness.portability.changes import Change
+from harness.portability.changes import sentence
 from harness.portability.table import MARK, NOT_RUN, html_tables
 
 STACKS = "stacks"     # the stacks' pages' folder, beside portability.md
@@ -55,5 +56,5 @@ def stack_page(name: str, names: list[str], records: list[dict], stacks: dict[st
                 lines.append(f"| [`{o}`]({file_name(o)}.md) | " + " | ".join(f"`{c}`" if c else "" for c in row) + " |")
         lines.append("")
     lines += ["## Changes at this release", ""]
-    lines += [f"- as {c.moved}: {c.sentence()}" for c in found if c.after == name] or ["None along its line."]
+    lines += [f"- as {c.kind}: {sentence(c)}" for c in found if c.after == name] or ["None along its line."]
     return "\n".join(lines) + "\n"

@@ -16,6 +16,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from harness import status
+from harness.claims import Change
 from harness.errors import UserError
 from harness.files import atom
 from harness.portability import changes, evidence, judge, pages
@@ -183,7 +184,7 @@ def write(g: Judged, missing: list[str], about: dict, out: Path) -> dict:
     (out / "portability.json").write_text(compact(data))
     (out / "portability.csv").write_text(as_csv(g.records))
     (out / "portability.md").write_text(page(g, missing, about, explained, evidence.load_changes(out)))
-    (out / CHANGES).write_text(compact({"schema": SCHEMA, "records": [c.as_dict() for c in g.changes]}))
+    (out / CHANGES).write_text(compact({"schema": SCHEMA, "records": [changes.as_dict(c) for c in g.changes]}))
     (out / FEED).write_text(_feed(g, about))
     folder = out / pages.STACKS
     folder.mkdir(exist_ok=True)
@@ -276,7 +277,7 @@ class Judged:
     records: list[dict]
     stacks: dict[str, dict]
     names: list[str]
-    changes: list[changes.Change]
+    changes: list[Change]
 
     @classmethod
     def of(cls, records: list[dict]) -> Judged:
@@ -305,8 +306,8 @@ def _feed(g: Judged, about: dict) -> str:
     day = (about.get("days") or ["1970-01-01"])[-1]
     entries = [atom.Entry(day, f"{NS}stack:{n}", f"in the grid: {n}", pages.link(n), label(g.stacks[n]))
                for n in g.names]
-    entries += [atom.Entry(day, f"{NS}change:{c.id}", f"{c.moved} {c.after}: {c.was} -> {c.now}",
-                           pages.link(c.after), c.sentence()) for c in g.changes]
+    entries += [atom.Entry(day, f"{NS}change:{c.id}", f"{c.kind} {c.after}: {c.where['was']} -> {c.where['now']}",
+                           pages.link(c.after), changes.sentence(c)) for c in g.changes]
     return atom.feed("tfkeras-harness: model files across releases", f"{NS}feed", entries)
 
 
@@ -364,18 +365,18 @@ def _cost(about: dict) -> list[str]:
                 f"writer and {2 * stacks + 1} reader cells, about {more / 60:.1f} min of cell time."]
 
 
-def _changes_section(found: list[changes.Change], narrowed: dict[str, dict]) -> list[str]:
+def _changes_section(found: list[Change], narrowed: dict[str, dict]) -> list[str]:
     out = ["## Changes along each line", "",
            "Two neighbouring releases of one line (readers: the same file judged otherwise; writers: the same "
            "reader judging their files otherwise). The grid's resolution is its stacks: `portability bisect` "
            "narrows a change to its release, a readers' or a writers' (each narrowed change says so, with its "
            "evidence).", ""]
-    by_line: dict[str, list[changes.Change]] = defaultdict(list)
+    by_line: dict[str, list[Change]] = defaultdict(list)
     for c in found:
-        by_line[c.line].append(c)
+        by_line[c.where["line"]].append(c)
     for name, members in by_line.items():
         out += [f"### {LINE_NAMES.get(name, name)}", ""]
-        out += [f"- {c.sentence()}" + (f" -- {narrowed[c.id]['sentence']} ([evidence]({narrowed[c.id]['file']}))"
+        out += [f"- {changes.sentence(c)}" + (f" -- {narrowed[c.id]['sentence']} ([evidence]({narrowed[c.id]['file']}))"
                                         if c.id in narrowed else "") for c in members]
         out.append("")
     return out if found else out + ["None.", ""]

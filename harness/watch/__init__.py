@@ -13,6 +13,6 @@ the report, which publishes their pages too:
 - ``series``    -- the history turned into release series per cell, host and launch;
 - ``page``      -- the history page of the site;
 - ``changes``   -- the statistics: shifts and status changes along a release axis;
-- ``changelog`` -- the change log's entries, their stable ids and their one-line wording;
+- ``changelog`` -- the change log's entries (``claims.Change``), their stable ids, JSON and one-line wording;
 - ``publish``   -- the feed / badge writers.
 """

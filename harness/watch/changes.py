@@ -114,6 +114,7 @@ class Shift:
     high: float                # upper bound
     p_value: float             # permutation test, corrected for the number of candidate split points
     confidence: float          # 1 - p_value
+    runs: int = 0              # the samples of both segments: how many runs the shift rests on
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,8 @@ def find_shifts(points: Sequence[Point], *, alpha: float = 0.05, min_effect: flo
             continue
         p = cuts[bounds[k]]
         shifts.append(Shift(index=bounds[k], before=before[-1].label, after=after[0].label, ratio=ratio,
-                            low=low, high=high, p_value=p, confidence=1 - p))
+                            low=low, high=high, p_value=p, confidence=1 - p,
+                            runs=sum(len(q.samples) for q in before + after)))
     return shifts
 
 

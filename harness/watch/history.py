@@ -5,8 +5,8 @@
   status, failure family, metrics, timing (median/min/max), host, warm or fresh
   launch, the watch's id, when it ran and the date it replayed (``as_of``);
 - ``runs.jsonl``    -- one line per watch: when, as of when, what it expanded, ran and found;
-- ``changes.jsonl`` -- one line per change the first time a watch finds it (``changelog.Change``
-  as a dict, and where its bisect bundle lies);
+- ``changes.jsonl`` -- one line per change the first time a watch finds it (a ``claims.Change`` as
+  ``changelog.to_dict`` writes it, and where its bisect bundle lies);
 - ``lock``          -- held (fcntl.flock) by the one watch of this matrix that runs.
 
 All three records are append-only: a line once written is never rewritten (a person reads

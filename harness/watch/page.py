@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness import status
+from harness.claims import Change
 from harness.files import ownfiles
 from harness.files.paths import inside
 from harness.htmlpage import e, page
@@ -25,11 +26,11 @@ from harness.stacks import release_key
 from harness.watch import changelog, history, publish, series
 
 
-def load_changes(where: Path) -> list[tuple[changelog.Change, dict]]:
+def load_changes(where: Path) -> list[tuple[Change, dict]]:
     out, seen = [], set()
     for record in history.read(where / history.CHANGES):
         try:
-            change = changelog.Change.from_dict(record["change"])
+            change = changelog.from_dict(record["change"])
         except (KeyError, TypeError, ValueError):
             continue
         if change.id not in seen:
@@ -87,7 +88,7 @@ def badge_name(package: str, stack: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{stack.replace('*', '')}-{package}").strip("_.-") or "stack"
 
 
-def stack_badges(entries: list[dict], found: list[tuple[changelog.Change, dict]]) -> dict[str, tuple[str, str, str]]:
+def stack_badges(entries: list[dict], found: list[tuple[Change, dict]]) -> dict[str, tuple[str, str, str]]:
     """One badge per stack (the environment with its axis release left open): 'works with' the
     newest release whose cells were all ok, 'broken since' the first failing one after it."""
     latest = series.newest_per_cell(entries)
@@ -108,15 +109,16 @@ def stack_badges(entries: list[dict], found: list[tuple[changelog.Change, dict]]
             out[badge_name(package, stack)] = publish.stack_badge(package, good[-1], True)
         else:
             first_bad = next(v for v in order if release_key(v) > release_key(good[-1]))
-            bisected = [c.bisected_to for c, _ in found if c.kind == "broke" and c.package == package
-                        and c.cell.startswith(f"{stack}/") and c.after == first_bad and c.bisected_to
-                        and " " not in c.bisected_to]   # a bisect's single answer is the release it broke in
+            bisected = [c.where["bisected_to"] for c, _ in found if c.kind == "broke"
+                        and c.where["package"] == package and c.where["cell"].startswith(f"{stack}/")
+                        and c.after == first_bad and c.where.get("bisected_to")
+                        and " " not in c.where["bisected_to"]]   # a bisect's single answer is the release it broke in
             out[badge_name(package, stack)] = publish.stack_badge(package, bisected[0] if bisected else first_bad,
                                                                   False)
     return out
 
 
-def history_page(matrix: str, entries: list[dict], runs: list[dict], changes: list[changelog.Change],
+def history_page(matrix: str, entries: list[dict], runs: list[dict], changes: list[Change],
                  badges: dict, written: list[Path], site: Path) -> str:
     name = publish.file_name(matrix)
     rel = [p.relative_to(site).as_posix() for p in written]
@@ -132,12 +134,14 @@ def history_page(matrix: str, entries: list[dict], runs: list[dict], changes: li
     if changes:
         body.append("<table><thead><tr><th>first seen</th><th>kind</th><th>change</th><th>bisected to</th>"
                     "<th>evidence</th></tr></thead><tbody>")
-        for c in sorted(changes, key=lambda c: (c.first_seen, c.id), reverse=True):
+        for c in sorted(changes, key=lambda c: (c.where["first_seen"], c.id), reverse=True):
             links = " ".join(f'<a href="../{e(link)}">{e(_link_text(link))}</a>' for link in c.evidence
                              if not link.startswith(publish.HISTORY_PAGE.format(matrix=name)))
             cls = "crash" if c.kind in ("broke", "slower", "expectation", "accuracy") else "ok"
-            body.append(f'<tr id="change-{e(c.id)}"><td>{e(c.first_seen)}</td><td class="{cls}">{e(c.kind)}</td>'
-                        f"<td>{e(c.summary)}</td><td>{e(c.bisected_to or '')}</td><td>{links}</td></tr>")
+            where = c.where
+            body.append(f'<tr id="change-{e(c.id)}"><td>{e(where["first_seen"])}</td><td class="{cls}">{e(c.kind)}</td>'
+                        f"<td>{e(where['summary'])}</td><td>{e(where.get('bisected_to') or '')}</td>"
+                        f"<td>{links}</td></tr>")
         body.append("</tbody></table>")
     else:
         body.append("<p>No change found yet.</p>")

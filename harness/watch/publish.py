@@ -22,9 +22,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.claims import Change
 from harness.errors import UserError
 from harness.files import atom, ownfiles
-from harness.watch.changelog import Change
+from harness.watch import changelog
 
 JSON_FEED_VERSION = "https://jsonfeed.org/version/1.1"
 GENERATOR = "harness watch"
@@ -36,7 +37,7 @@ def _ordered(changes: Sequence[Change]) -> list[Change]:
     seen: dict[str, Change] = {}
     for c in changes:
         seen.setdefault(c.id, c)
-    return sorted(seen.values(), key=lambda c: (c.first_seen, c.id), reverse=True)
+    return sorted(seen.values(), key=lambda c: (c.where["first_seen"], c.id), reverse=True)
 
 
 def _entry_id(change: Change) -> str:
@@ -49,12 +50,13 @@ def _link(home_url: str, change: Change) -> str:
 
 
 def _title(change: Change) -> str:
-    release = change.after if change.after.startswith(f"{change.package} ") else f"{change.package} {change.after}"
-    return f"{release}: {change.cell} {change.kind}"
+    package = change.where["package"]
+    release = change.after if change.after.startswith(f"{package} ") else f"{package} {change.after}"
+    return f"{release}: {change.where['cell']} {change.kind}"
 
 
 def _tags(change: Change) -> list[str]:
-    return [t for t in (change.kind, change.package, change.matrix) if t]
+    return [t for t in (change.kind, change.where["package"], change.where["matrix"]) if t]
 
 
 def json_feed(changes: Sequence[Change], *, title: str, home_url: str, feed_url: str) -> dict:
@@ -69,8 +71,9 @@ def json_feed(changes: Sequence[Change], *, title: str, home_url: str, feed_url:
     items = []
     for c in _ordered(changes):
         item = {"id": _entry_id(c), "url": _link(home_url, c), "title": _title(c),
-                "content_text": c.summary, "date_published": atom.moment(c.first_seen), "tags": _tags(c),
-                "_harness": c.to_dict()}
+                "content_text": c.where["summary"], "date_published": atom.moment(c.where["first_seen"]),
+                "tags": _tags(c),
+                "_harness": changelog.to_dict(c)}
         if c.evidence:
             item["external_url"] = c.evidence[0]
         items.append(item)
@@ -82,7 +85,7 @@ def atom_feed(changes: Sequence[Change], *, title: str, home_url: str, feed_url:
     """The changes as an Atom 1.0 document, by the harness's one Atom writer (`files.atom`): per
     entry its id, title, date, link to its history anchor, its evidence as related links, its
     kind, package and matrix as categories, and its summary."""
-    entries = [atom.Entry(c.first_seen, _entry_id(c), _title(c), _link(home_url, c), c.summary,
+    entries = [atom.Entry(c.where["first_seen"], _entry_id(c), _title(c), _link(home_url, c), c.where["summary"],
                           related=tuple(c.evidence), categories=tuple(_tags(c))) for c in _ordered(changes)]
     return atom.feed(title, f"urn:uuid:{uuid.uuid5(_ID_SPACE, 'feed:' + (feed_url or title))}", entries,
                      updated=updated, self_href=feed_url or "", home=home_url, generator=GENERATOR)
@@ -204,7 +207,7 @@ def write(out_dir: Path, matrix: str, changes: Sequence[Change], badges: Mapping
     page = base + HISTORY_PAGE.format(matrix=stem)
     title = f"{matrix}: changes"
     ordered = _ordered(changes)
-    updated = ordered[0].first_seen if ordered else atom.EMPTY_UPDATED
+    updated = ordered[0].where["first_seen"] if ordered else atom.EMPTY_UPDATED
     json_path = out_dir / "feeds" / f"{stem}.json"
     atom_path = out_dir / "feeds" / f"{stem}.atom.xml"
     feed = json_feed(ordered, title=title, home_url=page, feed_url=f"{base}feeds/{stem}.json")

@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from harness import status
+from harness.claims import Change
 from harness.stacks import release_key, short_version
 from harness.watch import changelog
 from harness.watch import changes as ch
@@ -135,10 +136,10 @@ def tracked(metric: str) -> bool:
     return kind_of(metric) is not None
 
 
-def find(matrix: str, entries: list[dict], date: str, *, seed: int = 0) -> list[changelog.Change]:
+def find(matrix: str, entries: list[dict], date: str, *, seed: int = 0) -> list[Change]:
     """Every change the history shows now; ids are stable (``changelog.change_id``), so a change
     found again by a later watch is the same entry."""
-    found: dict[str, changelog.Change] = {}
+    found: dict[str, Change] = {}
     for key, points in sorted(outcomes(entries).items(), key=lambda kv: repr(kv[0])):
         drifted = {o.label for o in points if o.statuses and all(s == status.DRIFTED for s in o.statuses)}
         for sc in ch.status_changes(points):
@@ -146,7 +147,7 @@ def find(matrix: str, entries: list[dict], date: str, *, seed: int = 0) -> list[
             if sc.kind == "broke" and sc.after in drifted:   # runs, but misses a value its matrix expects
                 c.kind, c.id = "expectation", changelog.change_id(matrix, key.label, "expectation", sc.after)
                 c.detail = "gives another value than the matrix expects"
-                c.summary = changelog.describe(c)
+                c.where["summary"] = changelog.describe(c)
             found.setdefault(c.id, c)
     for (key, launch, metric), points in sorted(metric_series(entries).items(), key=lambda kv: repr(kv[0])):
         if len(points) < 2:
