@@ -34,20 +34,19 @@ import html
 import json
 import re
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from rich.console import Console
 
-from harness import exits, status
+from harness import status
 from harness.atlas import records, rows
 from harness.atlas.changes import OTHER_WAY_SAID, from_dict, host_limited, past_threshold, side_by_side, standing
 from harness.atlas.facts import FACTS, defaults_crossed, load_facts
 from harness.atlas.pages import MEDIAN_FROM  # the page's own rule, that the audit holds it to
+from harness.claims.findings import Finding, tell
 from harness.errors import UserError
-from harness.terminal import shown
 
 STATUS_DIRECTION = {"broke": "broke", "mended": "mended", "slower": "broke", "faster": "mended"}
 _HEADER = re.compile(r"\*\*(\d+) stacks, (\d+) cells\*\* \(([^)]*)\); "
@@ -57,13 +56,6 @@ _UNITS = re.compile(r"\*\*(\d+) stacks?, (\d+) cells?, (\d+) records?\*\* \(([^:
                     r"\*\*(\d+) changes?\*\* between neighbouring releases, \*\*(\d+) findings?\*\* within one row")
 _NUMPY1_CLAIM = "Every stack whose own week resolved NumPy 2"   # the sentence before it was counted
 _NUMPY1_COUNT = re.compile(r"(\d+) of the (\d+) stacks whose own week resolved NumPy 2")
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str   # counts, devices, ..., side by side, evidence, cut-offs, few runs (the module's list)
-    where: str   # the file, and the record, change or sentence in it
-    what: str    # the contradiction, in one sentence
 
 
 class _Atlas:
@@ -468,13 +460,5 @@ def command(args, console: Console) -> int:
     page = Path(args.page) if args.page else data.parent.with_suffix(".md")
     found = audit(data, page, load_facts(Path(args.facts) if args.facts else FACTS),
                   Path(args.matrices) if args.matrices else None, Path(args.results))
-    if args.json:
-        print(json.dumps([asdict(f) for f in found], indent=1))
-        return exits.CHANGED if found else exits.OK
-    for f in found:
-        console.print(f"[red]{f.check}[/] {shown(f.where)}: {shown(f.what)}", highlight=False)
-    by = Counter(f.check for f in found)
-    console.print(f"{len(found)} contradiction(s)" + (f" ({', '.join(f'{n} {k}' for k, n in by.items())})"
-                                                      if found else ": the atlas says only what its data and "
-                                                      "the facts hold"), highlight=False)
-    return exits.CHANGED if found else exits.OK
+    return tell(found, console, as_json=args.json, noun="contradiction(s)",
+                clean="the atlas says only what its data and the facts hold")

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
 
-from harness import exits
+from harness.claims.findings import tell
 from harness.options.shared import add_results
-from harness.terminal import shown
 
 DEFAULT = ("docs/atlas", "docs/portability")   # what this repository publishes
 ATLAS_MATRICES = "matrices/atlas"              # the matrices its atlas is of
@@ -45,14 +41,6 @@ def command(args, console: Console) -> int:
     matrices = args.matrices or (None if named else ATLAS_MATRICES)
     found = publications.audit(*folders, matrices=matrices, results=args.results)  # None: each kind's own
     pubs = [publications.known(f) for f in folders]
-    if args.json:
-        print(json.dumps([asdict(f) for f in found], indent=1))
-        return exits.CHANGED if found else exits.OK
-    for f in found:
-        console.print(f"[red]{f.check}[/] {shown(f.where)}: {shown(f.what)}", highlight=False)
-    by = Counter(f.check for f in found)
     said = ", ".join(f"{p.kind} {p.folder}" for p in pubs)
-    console.print(f"{len(found)} finding(s) in {said}" + (f" ({', '.join(f'{n} {k}' for k, n in by.items())})"
-                                                          if found else ": each says only what its record holds"),
-                  highlight=False)
-    return exits.CHANGED if found else exits.OK
+    return tell(found, console, as_json=args.json, noun=f"finding(s) in {said}",
+                clean="each says only what its record holds")

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.atlas.audit import Finding  # one finding, whichever check names it: check, where, what
+from harness.claims.findings import Finding  # one finding, whichever check names it: check, where, what
 from harness.errors import UserError
 from harness.files.markdown import unlike_lines
 from harness.files.outputroots import MARKER
