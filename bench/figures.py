@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -145,6 +146,46 @@ def _warm_gpu_record(path: Path, how: str = "`bench/device/warm-gpu.sh standby-o
     return Quote(text + (f" ([the record]({rel}))." if link else f" (the record: `{rel}`)."), (rel,))
 
 
+def _mmm(values: list[float]) -> str:
+    """median [min-max], as bench/warm.py's tables print a ratio over the rounds."""
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
+
+
+def warm_cpu_smoke(read: dict) -> Quote:
+    """The smoke matrix warm against fresh on a CPU machine, on the venv engine and in Docker
+    interleaved in one invocation (``bench/warm.py matrices/smoke.yaml --engine venv,docker
+    --record``): each engine's run wall warm/fresh, its stacks within their spread, and a warm
+    Docker cell's fixed cost against a warm venv cell's -- from the newest such record."""
+    found = sorted(WARM_RECORDS.glob("*-cpu/smoke-venv-docker.json"))
+    if not found:
+        return Quote("No run of the smoke matrix, warm against fresh, is recorded yet.", ())
+    path = found[-1]
+    rel = str(path.relative_to(ROOT))
+    try:
+        record = json.loads(path.read_text())
+        [measured] = record["matrices"]
+        venv, docker = measured["arms"]["venv"], measured["arms"]["docker"]
+        engines = measured["engines"]["docker"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return Quote(f"The newest record ({rel}) holds no measurement this page can quote.", (rel,))
+
+    def within(arm: dict) -> str:
+        judged = [st for st in arm["stacks"] if st["within"] is not None]
+        return f"{sum(1 for st in judged if st['within'])} of {len(judged)}"
+
+    machine = record["machine"]
+    text = (f"`matrices/smoke.yaml` on {machine['cores']} cores ({machine['cpu']}), both engines interleaved, "
+            f"{measured['rounds']} rounds ({record['recorded_at'][:10]}): warm/fresh wall venv "
+            f"**{_mmm(venv['run_wall_warm_fresh'])}** ({venv['wall_words']}), Docker "
+            f"**{_mmm(docker['run_wall_warm_fresh'])}** ({docker['wall_words']}); steady samples/s within the "
+            f"run-to-run spread in {within(venv)} stacks (venv) and {within(docker)} (Docker); a warm Docker cell's "
+            f"fixed cost against a warm venv cell's **{engines['said']['median']}** {engines['said']['range']} over "
+            f"{engines['cells']} cells ({'met' if engines['met'] else 'NOT met'}) ([the record]({rel})).")
+    return Quote(text, (rel,))
+
+
 _AB_ROW = re.compile(r"^\| (?P<stack>[^|]+?) \| (?P<ratio>[\d.]+ \[[\d.-]+\]) \| (?P<on>[\d.]+%) \| "
                      r"(?P<off>[\d.]+%) \| (?P<within>[^|]+?) \|$", re.M)
 _AB_VERDICT = re.compile(r"^verdict: .*standby on against .*?, (?P<rounds>\d+) round\(s\)\): warm run wall on/off "
@@ -189,6 +230,7 @@ QUOTES: dict[str, Callable[[dict], Quote]] = {
     "suite-machines": _suite(suite_cost.machines_sentence),
     "warm-gpu": warm_gpu,
     "warm-gpu-rounds": warm_gpu_rounds,
+    "warm-cpu-smoke": warm_cpu_smoke,
     "warm-standby-ab": warm_standby_ab,
 }
 

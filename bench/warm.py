@@ -304,7 +304,8 @@ def run_all(a, tmp: Path, common: list[str], select: list[str], extra: list[str]
         verdicts.append(line)
     first = [next(arm for arm, (e, _) in arms.items() if e == engine) for engine in engines]   # each engine's first arm
     for arm in first[1:]:
-        verdicts.append(against(a, first[0], runs[first[0]], arm, runs[arm]))
+        line, data.setdefault("engines", {})[arm] = against(a, first[0], runs[first[0]], arm, runs[arm])
+        verdicts.append(line)
     for engine in engines if len(a.standby) > 1 else ():
         on, off = (next(arm for arm, (e, s) in arms.items() if e == engine and s == want) for want in ("on", "off"))
         line, data.setdefault("ab", {})[engine] = standby_ab(a, on, runs[on], off, runs[off])
@@ -360,7 +361,7 @@ def against(a, base: str, base_runs: dict, other: str, other_runs: dict) -> str:
     b, o = per_cell(base_runs), per_cell(other_runs)
     diffs = [o[c] - b[c] for c in sorted(set(b) & set(o))]
     if not diffs:
-        return f"{a.label}: warm fixed cost {other} - {base}: no cell ok on both"
+        return f"{a.label}: warm fixed cost {other} - {base}: no cell ok on both", {"base": base, "cells": 0}
     median = statistics.median(diffs)
     word = "met" if median <= ENGINE_LIMIT else "NOT met"
     line = (f"{a.label}: warm fixed cost per cell, {other} - {base}: median {median:+.2f} s "
@@ -368,7 +369,10 @@ def against(a, base: str, base_runs: dict, other: str, other_runs: dict) -> str:
             f"{statistics.median(o.values()):.2f} s, {base} {statistics.median(b.values()):.2f} s): "
             f"{word} (<= {ENGINE_LIMIT:.1f} s)")
     print("\n" + line)
-    return line
+    both = sorted(set(b) & set(o))
+    return line, {"base": base, "cells": len(diffs), "differences": dict(zip(both, diffs, strict=True)),
+                  "said": {"median": f"{median:+.2f} s", "range": f"[{min(diffs):+.2f} to {max(diffs):+.2f}]"},
+                  "met": median <= ENGINE_LIMIT, "verdict": line}
 
 
 def report(a, engine: str, runs: dict) -> str:
