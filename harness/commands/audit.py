@@ -39,8 +39,8 @@ def command(args, console: Console) -> int:
     named = [Path(f) for f in args.folders]
     folders = named or [Path(f) for f in DEFAULT if Path(f).is_dir()]
     matrices = args.matrices or (None if named else ATLAS_MATRICES)
-    found = publications.audit(*folders, matrices=matrices, results=args.results)  # None: each kind's own
-    pubs = [publications.known(f) for f in folders]
+    pubs = [publications.known(f) for f in folders]   # every folder read once, before any is audited
+    found = publications.audit(*pubs, matrices=matrices, results=args.results)  # results None: each kind's own
     said = ", ".join(f"{p.kind} {p.folder}" for p in pubs)
     return tell(found, console, as_json=args.json, noun=f"finding(s) in {said}",
                 clean="each says only what its record holds")

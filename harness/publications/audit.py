@@ -26,7 +26,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.claims.findings import Finding  # one finding, whichever check names it: check, where, what
@@ -39,6 +39,7 @@ from harness.files.outputroots import MARKER
 class Publication:
     kind: str    # atlas | portability | verdict | upgrade | watch
     folder: Path
+    watched: dict = field(default_factory=dict)   # a watch's site: matrix -> the home URL of its feeds
 
 
 def known(folder: Path) -> Publication:
@@ -47,22 +48,22 @@ def known(folder: Path) -> Publication:
                          ("upgrade", "upgrade.json")):
         if (folder / record).is_file():
             return Publication(kind, folder)
-    if _watched(folder):
-        return Publication("watch", folder)
+    if watched := _watched(folder):
+        return Publication("watch", folder, watched)
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder")
     raise UserError(f"{folder}: holds no record the harness publishes from (atlas.json, portability.json, "
                     "verdict.json or upgrade.json) and no watch's feeds (feeds/*.json)")
 
 
-def audit(*folders: str | Path, matrices: str | Path | None = None,
+def audit(*folders: str | Path | Publication, matrices: str | Path | None = None,
           results: str | Path | None = None) -> list[Finding]:
     """Every finding in the publications `folders`, in their order; [] when each says only what its
     record holds. Every folder is read before any is audited, so one that holds no record raises
     `UserError` (naming it) before any work. `matrices` (an atlas only): the matrices whose every
     cell its data must hold or its page name, their ranges as `results` recorded them (default
     `results/atlas`); a watch's site is rendered from the record in `results` (default `results`)."""
-    pubs = [known(Path(f)) for f in folders]
+    pubs = [f if isinstance(f, Publication) else known(Path(f)) for f in folders]
     return [f for pub in pubs for f in audit_one(pub, matrices=Path(matrices) if matrices else None,
                                                  results=Path(results) if results else None)]
 
@@ -74,7 +75,7 @@ def audit_one(pub: Publication, *, matrices: Path | None = None, results: Path |
     if pub.kind == "portability":
         return _rendered(pub.folder, _render_portability, page=False)
     if pub.kind == "watch":
-        return _rendered(pub.folder, lambda copy: _render_watch(copy, _watched(pub.folder), results), page=False)
+        return _rendered(pub.folder, lambda copy: _render_watch(copy, pub.watched, results), page=False)
     if pub.kind == "verdict":
         return _lines(pub.folder / "COMMENT.md", _verdict_made(pub.folder))
     return _lines(pub.folder / "UPGRADE.md", _upgrade_made(pub.folder))
