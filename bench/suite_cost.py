@@ -58,6 +58,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _SECTION = re.compile(r"^=+ where the time went =+$")
 _FILE_ROW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+-?\d+(?:\.\d+)?%\s+(\d+)\s+(\S.*?)\s*$")
 _CELLS = re.compile(r"^cells run: (\d+), (\d+) s held; of it (\d+) s \(\d+%\) starting .*?, (\d+) s \(\d+%\) in first")
+_CPU = re.compile(r"^CPU of the tests' own processes: (\d+(?:\.\d+)?) (min|s)\b")
+_CPU_ROW = re.compile(r"^\s*(\d+(?:\.\d+)?) cpu-s  (\S.*?)\s*$")
 _BUILT = re.compile(r"^environments built: (\d+), (\d+) s of building")
 _BUILT_NONE = re.compile(r"^environments built: none\b")
 _ENGINE = re.compile(r"^\s+(\S+): (\d+), (\d+) s; slowest:")
@@ -105,12 +107,18 @@ def parse(text: str) -> dict:
     cells: dict | None = None
     machine: dict | None = None
     workers: int | None = None
+    cpu: dict | None = None
     for line in lines[starts[-1] + 1:] if starts else []:  # the last run's section, if a log holds two
         if line.startswith("=") or _SUMMARY.match(line):
             break
         if found := _FILE_ROW.match(line):
             files[found.group(3)] = float(found.group(1))
             tests_per_file[found.group(3)] = int(found.group(2))
+        elif found := _CPU.match(line):
+            amount = float(found.group(1))
+            cpu = {"seconds": round(amount * 60 if found.group(2) == "min" else amount), "by_file": {}}
+        elif (found := _CPU_ROW.match(line)) and cpu is not None:
+            cpu["by_file"][found.group(2)] = float(found.group(1))
         elif _BUILT_NONE.match(line):
             environments = {"count": 0, "seconds": 0, "by_engine": {}}
         elif found := _BUILT.match(line):
@@ -154,7 +162,7 @@ def parse(text: str) -> dict:
     return {"test_seconds": round(sum(files.values()), 1) if files else None,
             "suite_wall_seconds": suite_wall, "ci_wall_seconds": ci_wall, "results": results,
             "workers": workers, "machine": machine, "environments": environments, "cells": cells,
-            "cores_busy": busy, "disk_gb": disk, "phases": phases,
+            "cores_busy": busy, "disk_gb": disk, "phases": phases, **({"cpu": cpu} if cpu else {}),
             "files": dict(sorted(files.items(), key=lambda kv: -kv[1])), "tests_per_file": tests_per_file,
             **({"slowest": sorted(slowest, key=lambda d: -d["seconds"])} if slowest else {})}
 
@@ -248,6 +256,9 @@ def summary(rec: dict) -> str:
     ci = rec.get("ci_wall_seconds")
     lines.append(f"  suite wall {_minutes(wall)}" + (f" ({wall:,.0f} s)" if wall is not None else "")
                  + (f"; CI wall {_minutes(ci)} ({ci:,} s)" if ci is not None else "; no CI phases in the log"))
+    if cpu := rec.get("cpu"):
+        lines.append(f"  CPU of the tests' own processes: {_minutes(cpu['seconds'])} ({cpu['seconds']:,} s; "
+                     "containers' not counted)")
     lines.append(f"  {_results(rec)}")
     lines.append(f"  environments built: {_environments(rec)}")
     if c := rec.get("cells"):

@@ -27,6 +27,7 @@ previous run's figures (pytest's cache) or, on a fresh checkout such as CI's, fr
 
 from __future__ import annotations
 
+import resource
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -53,6 +54,33 @@ CACHE_KEY = "suite_timing/seconds_per_file"
 _started = time.time()
 _per_file: dict[str, float] = defaultdict(float)
 _tests_per_file: dict[str, set[str]] = defaultdict(set)
+_cpu_per_file: dict[str, float] = defaultdict(float)
+_cpu_mark = 0.0
+
+
+def _cpu() -> float:
+    """CPU seconds of this worker and of every process it started and waited for (a harness
+    run's cells among them, as the harness waits for them). A container's processes are the
+    Docker daemon's children, not in it."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logstart(nodeid, location) -> None:
+    global _cpu_mark
+    _cpu_mark = _cpu()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's CPU, carried to the controller on its report (work, where the wall is also
+    the waiting and the other workers' share of the cores)."""
+    global _cpu_mark
+    outcome = yield
+    now = _cpu()
+    outcome.get_result().user_properties.append(("cpu_seconds", round(now - _cpu_mark, 3)))
+    _cpu_mark = now
 
 
 def pytest_runtest_logreport(report) -> None:
@@ -60,6 +88,7 @@ def pytest_runtest_logreport(report) -> None:
     path = report.nodeid.split("::", 1)[0]
     _per_file[path] += report.duration
     _tests_per_file[path].add(report.nodeid)
+    _cpu_per_file[path] += sum(v for k, v in report.user_properties if k == "cpu_seconds")
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
@@ -121,6 +150,12 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
     write(f"{'seconds':>9} {'share':>6} {'tests':>6}  file")
     for path, seconds in sorted(_per_file.items(), key=lambda kv: -kv[1]):
         write(f"{seconds:9.1f} {seconds / total:6.1%} {len(_tests_per_file[path]):6d}  {path}")
+    cpu = sum(_cpu_per_file.values())
+    if cpu:
+        write("")
+        write(f"CPU of the tests' own processes: {_minutes(cpu)} (containers' not counted); by file:")
+        for path, seconds in sorted(_cpu_per_file.items(), key=lambda kv: -kv[1])[:25]:
+            write(f"{seconds:9.1f} cpu-s  {path}")
     entries = [e for folder in _caches(config) for e in ledger.read(folder, since=_started)]
     builds = [e for e in entries if e.get("kind") == "build"]
     write("")

@@ -78,6 +78,32 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def time_limited(slurm, tmp_path_factory):
+    """A task that only Slurm's time limit ends, submitted when the file's first test starts: its
+    minute is waited for by the last test of the file, while the tests between run beside it."""
+    # The harness's own limits are far away; Slurm's one minute ends the task first. The cell is a
+    # control cell whose matrix expects it to finish: the kill is drift, in `status` and in the report.
+    tmp_path = tmp_path_factory.mktemp("time-limit")
+    matrix = write(tmp_path / "slow.yaml", ENV + """workloads:
+  - {model: fault, fault: hang}
+batch_sizes: [1]
+timeouts: {wall: 900, progress: 900}
+expect:
+  - {workload: fault-hang, status: ok, why: "a control cell that Slurm kills"}
+""")
+    submitted = submit(matrix, tmp_path / "results", "--sbatch-arg=--time=1")
+    return tmp_path, matrix, submitted
+
+
+def test_a_submission_returns_while_its_task_runs(time_limited):
+    """`--executor slurm` submits and returns: the task is still queued or running after it."""
+    tmp_path, matrix, submitted = time_limited
+    assert "submitted array" in submitted.stdout and "1 cell(s)" in submitted.stdout, submitted.stdout
+    proc = harness("status", str(matrix), "--results", str(tmp_path / "results"))
+    assert "running 1" in proc.stdout or "queued 1" in proc.stdout, proc.stdout
+
+
 def test_faults_give_the_same_statuses_as_a_local_run(slurm, tmp_path):
     faults = ROOT / "matrices" / "faults.yaml"
     harness("run", str(faults), "--engine", "venv", "--results", str(tmp_path / "local"), check=True)
@@ -103,37 +129,6 @@ def test_faults_give_the_same_statuses_as_a_local_run(slurm, tmp_path):
 
     again = submit(faults, tmp_path / "slurm").stdout
     assert "7 of 7 cells already have results" in again and "nothing to submit" in again, again
-
-
-def test_a_task_at_its_time_limit_is_a_timeout(slurm, tmp_path):
-    # The harness's own limits are far away; Slurm's one minute ends the task first. The cell is a
-    # control cell whose matrix expects it to finish: the kill is drift, in `status` and in the report.
-    matrix = write(tmp_path / "slow.yaml", ENV + """workloads:
-  - {model: fault, fault: hang}
-batch_sizes: [1]
-timeouts: {wall: 900, progress: 900}
-expect:
-  - {workload: fault-hang, status: ok, why: "a control cell that Slurm kills"}
-""")
-    submit(matrix, tmp_path / "results", "--sbatch-arg=--time=1")
-    proc = harness("status", str(matrix), "--results", str(tmp_path / "results"), "--wait", "300")
-    out = proc.stdout
-    assert "running 0" in out and "queued 0" in out, out
-    assert "finished 1 (timeout 1)" in out, out
-    assert proc.returncode == 1 and "NOT as expected" in out, "status exits 1 on a drifted control cell"
-    [(folder, result)] = list(iter_results(tmp_path / "results"))
-    assert result["expectation"] == {"status": "ok", "signature": None, "met": False,
-                                     "why": "a control cell that Slurm kills"}, "the verdict path judges it"
-    report = harness("report", str(tmp_path / "results"), "--out", str(tmp_path / "site"), check=True)
-    assert "Traceback" not in report.stderr
-    index = (tmp_path / "site" / "index.html").read_text()
-    assert "Control cells that drifted" in index and "a control cell that Slurm kills" in index
-    assert result["status"] == "timeout"
-    assert result["error"]["slurm_state"] == "TIMEOUT"
-    assert "Slurm ended the task at its time limit" in result["error"]["message"]
-    assert "last event: hanging" in result["error"]["message"], "what the cell recorded before the kill is kept"
-    assert (folder / "slurm.log").exists() and (folder / "events.jsonl").exists()
-    assert not list(folder.parent.glob("*.partial-*")), "the killed task's half-written folder is cleared"
 
 
 def test_fresh_reaches_the_tasks(slurm, tmp_path):
@@ -422,3 +417,26 @@ def test_the_portability_grid_runs_as_array_tasks_writers_first_then_readers(slu
     records = publish.expanded(json.loads((tmp_path / "out" / "portability.json").read_text()))
     assert {(r["writer"], r["reader"]) for r in records} == {("tf2.15", "tf2.15")}
     assert all(r["verdict"] == "same" for r in records if r["format"] in ("h5", "keras", "weights-h5")), records
+
+
+def test_a_task_at_its_time_limit_is_a_timeout(time_limited):
+    """Last in the file: the task submitted by its first test (`time_limited`) has had its minute."""
+    tmp_path, matrix, _ = time_limited
+    proc = harness("status", str(matrix), "--results", str(tmp_path / "results"), "--wait", "300")
+    out = proc.stdout
+    assert "running 0" in out and "queued 0" in out, out
+    assert "finished 1 (timeout 1)" in out, out
+    assert proc.returncode == 1 and "NOT as expected" in out, "status exits 1 on a drifted control cell"
+    [(folder, result)] = list(iter_results(tmp_path / "results"))
+    assert result["expectation"] == {"status": "ok", "signature": None, "met": False,
+                                     "why": "a control cell that Slurm kills"}, "the verdict path judges it"
+    report = harness("report", str(tmp_path / "results"), "--out", str(tmp_path / "site"), check=True)
+    assert "Traceback" not in report.stderr
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "Control cells that drifted" in index and "a control cell that Slurm kills" in index
+    assert result["status"] == "timeout"
+    assert result["error"]["slurm_state"] == "TIMEOUT"
+    assert "Slurm ended the task at its time limit" in result["error"]["message"]
+    assert "last event: hanging" in result["error"]["message"], "what the cell recorded before the kill is kept"
+    assert (folder / "slurm.log").exists() and (folder / "events.jsonl").exists()
+    assert not list(folder.parent.glob("*.partial-*")), "the killed task's half-written folder is cleared"

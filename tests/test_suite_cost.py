@@ -47,10 +47,16 @@ def test_skipped():
     pass
 """
 TINY_B = """
+import subprocess
+import sys
 import time
 
 def test_passes():
     time.sleep(0.4)
+
+def test_spends_cpu_in_a_process_it_waits_for():
+    subprocess.run([sys.executable, "-c", "import time; t = time.process_time()\\nwhile time.process_time() - t < 0.5: pass"],
+                   check=True)
 
 def test_passes_too():
     pass
@@ -101,10 +107,14 @@ def _tiny_ci_log(where: Path) -> str:
 def test_a_real_log_gives_its_figures(ci_log):
     parsed = suite_cost.parse(ci_log)
     assert set(parsed["files"]) == {"test_a.py", "test_b.py"}
-    assert parsed["tests_per_file"] == {"test_a.py": 3, "test_b.py": 3}
+    assert parsed["tests_per_file"] == {"test_a.py": 3, "test_b.py": 4}
     assert parsed["files"]["test_b.py"] >= 0.4 and parsed["files"]["test_a.py"] >= 0.3
     assert parsed["test_seconds"] == pytest.approx(sum(parsed["files"].values()), abs=0.05)
-    assert parsed["results"] == {"passed": 4, "failed": 1, "skipped": 1}
+    assert parsed["results"] == {"passed": 5, "failed": 1, "skipped": 1}
+    # the work without the waiting: a child's half second of CPU is test_b's, the sleeps are no one's
+    cpu = parsed["cpu"]
+    assert set(cpu["by_file"]) == {"test_a.py", "test_b.py"} and cpu["by_file"]["test_b.py"] >= 0.5, cpu
+    assert cpu["seconds"] == pytest.approx(sum(cpu["by_file"].values()), abs=1), cpu
     assert 0 < parsed["suite_wall_seconds"] < 300
     # the cells' fixed costs, from the same ledgers: what their processes held, starting and first epochs
     assert parsed["cells"] == {"count": 2, "seconds": 16, "starting": 4, "first_epoch": 6}, parsed["cells"]
@@ -152,7 +162,7 @@ def test_the_script_records_what_it_read(ci_log, tmp_path, capsys):
     assert rec["commit"] == "nosuchrev" and rec["date"] == "2026-12-02"  # a rev git does not know, as given
     assert rec["test_seconds"] == suite_cost.parse(ci_log)["test_seconds"]
     printed = capsys.readouterr().out
-    assert "test-min" in printed and "4 passed" in printed and "1 failed" in printed
+    assert "test-min" in printed and "5 passed" in printed and "1 failed" in printed
 
 
 def test_every_slow_file_says_what_its_time_buys_and_the_page_shows_it_with_the_records_seconds():
