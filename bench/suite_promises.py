@@ -22,8 +22,9 @@ PROMISES = (
      "keeps": "a user's own factory and script run on three stacks and two engines: statuses, the user's line "
               "in signatures, reported metrics, a rerun of only the changed code, a bundle replayed without "
               "the user's folder, a save-then-load chain, bad user code answered with file and line",
-     "run": "one module run per engine (venv: three stacks; Docker: TF 2.15 only), then single-cell runs per promise",
-     "least": "the single-cell runs (warm fork, own feed, script labels, local engine) read the module run's "
+     "run": "one module run per engine (venv: three stacks; Docker: TF 2.15 only), then single-cell runs per "
+            "promise; the warm fork's fresh side is the module run's (its factory cell starts fresh there)",
+     "least": "the other single-cell runs (own feed, script labels, local engine) read the module run's "
               "cells instead of running their own where the promise is not about a fresh run"},
     {"file": "tests/test_upgrade.py",
      "keeps": "upgrade's report on a planted index (break, mend, accuracy shift; quick), a Keras 2 script on "
@@ -41,7 +42,8 @@ PROMISES = (
     {"file": "tests/test_warm.py",
      "keeps": "warm cells give the same statuses, signatures and numbers as fresh ones (venv and Docker), "
               "caches private and keyed, fallbacks to fresh where they must",
-     "run": "the fidelity control fresh, warm and again on both engines",
+     "run": "the fidelity control fresh, warm and again on both engines, on a one-layer GRU (the promise "
+            "is the launch's, not the model's)",
      "least": "per cell kind, as now; the Docker pass could read the venv pass's fresh side where the "
               "stacks are the same"},
     {"file": "tests/test_verdict_tf.py",
@@ -54,7 +56,8 @@ PROMISES = (
     {"file": "tests/test_slurm.py",
      "keeps": "the Slurm executor on a real cluster: statuses as local, time limit, OOM, cancel and resume, "
               "GPUs granted, containers in array tasks, the user's code, bisect and the grid as arrays",
-     "run": "one array per promise on a single-node cluster",
+     "run": "one array per promise on a single-node cluster; the time limit's minute is submitted by the "
+            "file's first test and waited for by its last, the others running beside it",
      "least": "the faults' array could carry the user's code and the container cells in one submission"},
     {"file": "tests/test_toolchain.py",
      "keeps": "the lock is what sessions install, `nox -s lock` makes the same lock either way, `--check` "
