@@ -10,6 +10,9 @@
 #   standby-off     no cell prepares beside another (HARNESS_STANDBY=off, bench/warm.py --standby off)
 #   alloc-alike     standby on, and the matrix's env asks fresh cells too to take memory as they go:
 #                   fresh and warm then differ only in how they launch
+#   deterministic   standby on, and XLA asked for deterministic GPU ops in every cell
+#                   (XLA_FLAGS=--xla_gpu_deterministic_ops=true): fresh runs then give one answer,
+#                   so whether warm gives the same is asked bit for bit, not against fresh's spread
 #   ab              standing by on and off interleaved in every round (--standby on,off): the warm
 #                   runs of the two arms compared round by round, minutes apart
 #
@@ -19,6 +22,22 @@ out="${OUT:-./warm-gpu}"
 mkdir -p "$out"
 only=(--only "${ONLY:-*/none-g1/b1024/*}")
 rounds="${ROUNDS:-2}"
+# seed 000's GPU matrix with one variable more in every environment's env:, written to a temp folder
+with_env() {
+  local path
+  path="$(mktemp -d)/seed000-gpu-env.yaml"
+  python3 - "$path" "$1" <<'PY'
+import sys
+import yaml
+path, setting = sys.argv[1], sys.argv[2]
+key, _, value = setting.partition("=")
+data = yaml.safe_load(open("matrices/seed000-gpu.yaml"))
+for env in data["environments"]:
+    env.setdefault("env", {})[key] = value
+open(path, "w").write(yaml.safe_dump(data, sort_keys=False))
+PY
+  echo "$path"
+}
 for arm in "$@"; do
   matrix=matrices/seed000-gpu.yaml
   standby=on
@@ -26,20 +45,11 @@ for arm in "$@"; do
     standby-on) ;;
     standby-off) standby=off ;;
     ab) standby=on,off ;;
-    alloc-alike)
-      matrix="$(mktemp -d)/seed000-gpu-alike.yaml"
-      python3 - "$matrix" <<'PY'
-import sys
-import yaml
-data = yaml.safe_load(open("matrices/seed000-gpu.yaml"))
-for env in data["environments"]:
-    env.setdefault("env", {})["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-open(sys.argv[1], "w").write(yaml.safe_dump(data, sort_keys=False))
-PY
-      ;;
-    *) echo "unknown arm: $arm (standby-on, standby-off, alloc-alike, ab)" >&2; exit 2 ;;
+    alloc-alike) matrix="$(with_env XLA_PYTHON_CLIENT_PREALLOCATE=false)" ;;
+    deterministic) matrix="$(with_env XLA_FLAGS=--xla_gpu_deterministic_ops=true)" ;;
+    *) echo "unknown arm: $arm (standby-on, standby-off, alloc-alike, deterministic, ab)" >&2; exit 2 ;;
   esac
   echo "== $arm: $(date -u +%FT%TZ)"
   python3 bench/warm.py "$matrix" --engine local --gpus 0 "${only[@]}" --rounds "$rounds" \
-    --standby "$standby" 2>&1 | tee "$out/warm-$arm.txt"
+    --standby "$standby" --record "$out/warm-$arm.json" 2>&1 | tee "$out/warm-$arm.txt"
 done
