@@ -298,9 +298,9 @@ def _cell(text: str) -> str:
 
 def table(records: list[dict]) -> str:
     """The Markdown table of the records, one row a run, as docs/reference/tests.md shows it."""
-    rows = ["| date | commit | machine | workers | tests summed over the workers | suite wall | CI wall | result "
-            "| environments built | from |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| date | commit | machine | workers | tests summed over the workers | their processes' CPU | suite wall "
+            "| CI wall | result | environments built | from |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for rec in (r for r in records if tier_of(r) == "everything"):
         source = rec.get("source") or FROM_LOG
         if source == FROM_LOG and (rec.get("machine") or {}).get("from") not in (None, "the log"):
@@ -313,6 +313,7 @@ def table(records: list[dict]) -> str:
         cells = [date, (rec.get("commit") or "--")[:7], _machine(rec),
                  str(rec["workers"]) if rec.get("workers") else "--",
                  f"**{_summed(rec)}**" if rec.get("test_seconds") is not None else "--",
+                 _minutes((rec.get("cpu") or {}).get("seconds")),
                  _minutes(rec.get("suite_wall_seconds")),
                  _minutes(rec.get("ci_wall_seconds")) if rec.get("ci_wall_seconds") is not None else "--",
                  _results(rec), _environments(rec), source]
