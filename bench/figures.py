@@ -158,9 +158,21 @@ def warm_cpu_smoke(read: dict) -> Quote:
     interleaved in one invocation (``bench/warm.py matrices/smoke.yaml --engine venv,docker
     --record``): each engine's run wall warm/fresh, its stacks within their spread, and a warm
     Docker cell's fixed cost against a warm venv cell's -- from the newest such record."""
-    found = sorted(WARM_RECORDS.glob("*-cpu/smoke-venv-docker.json"))
+    return _warm_cpu_engines("smoke-venv-docker.json", "the smoke matrix")
+
+
+def warm_cpu_wrappers(read: dict) -> Quote:
+    """The wrappers matrix's GRU cells (every wrapper and feed on its stacks), the same way
+    (``bench/warm.py matrices/wrappers-cpu.yaml --engine venv,docker --only '*/gru-*' --record``):
+    where launchers serve, as the smoke matrix's one cell per stack does not show."""
+    return _warm_cpu_engines("wrappers-gru-venv-docker.json", "the wrappers matrix's GRU cells")
+
+
+def _warm_cpu_engines(name: str, what: str) -> Quote:
+    """One sentence from the newest ``*-cpu/NAME`` record of bench/warm.py run on both engines."""
+    found = sorted(WARM_RECORDS.glob(f"*-cpu/{name}"))
     if not found:
-        return Quote("No run of the smoke matrix, warm against fresh, is recorded yet.", ())
+        return Quote(f"No run of {what}, warm against fresh, is recorded yet.", ())
     path = found[-1]
     rel = str(path.relative_to(ROOT))
     try:
@@ -168,6 +180,7 @@ def warm_cpu_smoke(read: dict) -> Quote:
         [measured] = record["matrices"]
         venv, docker = measured["arms"]["venv"], measured["arms"]["docker"]
         engines = measured["engines"]["docker"]
+        command = list(record["command"])
     except (OSError, ValueError, KeyError, TypeError):
         return Quote(f"The newest record ({rel}) holds no measurement this page can quote.", (rel,))
 
@@ -175,14 +188,26 @@ def warm_cpu_smoke(read: dict) -> Quote:
         judged = [st for st in arm["stacks"] if st["within"] is not None]
         return f"{sum(1 for st in judged if st['within'])} of {len(judged)}"
 
+    def bitwise(arm: dict) -> str:
+        said = [v for v in arm.get("accuracy", {}).values() if v != "not comparable"]
+        return f"{sum(1 for v in said if v == 'bitwise')} of {len(said)}"
+
     machine = record["machine"]
-    text = (f"`matrices/smoke.yaml` on {machine['cores']} cores ({machine['cpu']}), both engines interleaved, "
+    only = [command[i + 1] for i, word in enumerate(command[:-1]) if word == "--only"]
+    matrix = f"`{measured['matrix']}`"
+    if only:   # a selection: how many cells, and which
+        matrix = (f"{matrix}'s {len(venv['cells'])} cells of {len(venv['stacks'])} stacks ("
+                  + ", ".join(f"`--only '{o}'`" for o in only) + ")")
+    text = (f"{matrix} on {machine['cores']} cores ({machine['cpu']}), both engines interleaved, "
             f"{measured['rounds']} rounds ({record['recorded_at'][:10]}): warm/fresh wall venv "
             f"**{_mmm(venv['run_wall_warm_fresh'])}** ({venv['wall_words']}), Docker "
             f"**{_mmm(docker['run_wall_warm_fresh'])}** ({docker['wall_words']}); steady samples/s within the "
             f"run-to-run spread in {within(venv)} stacks (venv) and {within(docker)} (Docker); a warm Docker cell's "
             f"fixed cost against a warm venv cell's **{engines['said']['median']}** {engines['said']['range']} over "
-            f"{engines['cells']} cells ({'met' if engines['met'] else 'NOT met'}) ([the record]({rel})).")
+            f"{engines['cells']} cells ({'met' if engines['met'] else 'NOT met'})"
+            + (f"; validation accuracy warm and fresh bit for bit the same in {bitwise(venv)} cells (venv) and "
+               f"{bitwise(docker)} (Docker)" if "accuracy" in venv and "accuracy" in docker else "")
+            + f" ([the record]({rel})).")
     return Quote(text, (rel,))
 
 
@@ -231,6 +256,7 @@ QUOTES: dict[str, Callable[[dict], Quote]] = {
     "warm-gpu": warm_gpu,
     "warm-gpu-rounds": warm_gpu_rounds,
     "warm-cpu-smoke": warm_cpu_smoke,
+    "warm-cpu-wrappers": warm_cpu_wrappers,
     "warm-standby-ab": warm_standby_ab,
 }
 

@@ -386,7 +386,7 @@ def report(a, engine: str, runs: dict) -> str:
     print("| cell | status | fresh wall | warm wall | fresh/warm | fixed fresh | fixed warm (warm-up run) | "
           "fixed warm | epoch 1 fresh | epoch 1 warm | warm launches | compile cache | same accuracy |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    ratios, fixed_f, fixed_w = [], [], []
+    ratios, fixed_f, fixed_w, same_accuracy = [], [], [], {}
     for cell in sorted(fresh[0]):
         fs, ws = [r[cell] for r in fresh if cell in r], [r[cell] for r in warm if cell in r]
         f = fs[0]
@@ -402,6 +402,7 @@ def report(a, engine: str, runs: dict) -> str:
         caches = sorted({((x.get("warmth") or {}).get("compile_cache") or {}).get("hit", "none offered")
                          for x in ws})
         same = accuracy(fs, ws + ([up] if (up := first.get(cell)) else []))
+        same_accuracy[cell] = same
         statuses = {x["status"] for x in fs + ws}
         status = f["status"] if len(statuses) == 1 else f"{sorted(statuses)} (DIFFERS)"
         launches = sum(1 for x in ws if (x.get("warmth") or {}).get("launch") == "warm")
@@ -445,7 +446,8 @@ def report(a, engine: str, runs: dict) -> str:
                               "beside": busy, "stood_by": stood, "ahead": len(ahead), "gpu_occupancy": occ or None})
     line, data = acceptance(a, engine, runs)
     statuses = {cell: sorted({r[cell]["status"] for r in fresh + warm if cell in r}) for cell in sorted(fresh[0])}
-    return line, {"cells": {c: s[0] if len(s) == 1 else s for c, s in statuses.items()}, "runs": measured_runs, **data}
+    return line, {"cells": {c: s[0] if len(s) == 1 else s for c, s in statuses.items()}, "runs": measured_runs,
+                  "accuracy": same_accuracy, **data}
 
 
 # -- the acceptance: ratios per round, spreads between runs, one verdict --------------------------
