@@ -33,8 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:   # run as a script (bench/ on the path) or imported as bench.figures
+    from bench import changes as change_bench
     from bench import suite_cost
 except ImportError:
+    import changes as change_bench
     import suite_cost
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,6 +213,31 @@ def _warm_cpu_engines(name: str, what: str) -> Quote:
     return Quote(text, (rel,))
 
 
+CHANGE_RECORDS = ROOT / "bench" / "records" / "changes"
+
+
+def change_detection(read: dict) -> Quote:
+    """The change-point method's false alarms and power, as the newest ``bench/changes.py --record``
+    left them: the bench's own table, row for row."""
+    found = sorted(CHANGE_RECORDS.glob("*.json"))
+    if not found:
+        return Quote("No run of `bench/changes.py` is recorded yet.", ())
+    path = found[-1]
+    rel = str(path.relative_to(ROOT))
+    try:
+        record = json.loads(path.read_text())
+        rows = [change_bench.table_row(row) for row in record["rows"]]
+        trials, seed = record["trials"], record["seed"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return Quote(f"The newest record ({rel}) holds no table this page can quote.", (rel,))
+    head = ["repeat CV", "run-to-run CV", "false alarms"] + [f"power {e:.0%}" for e in change_bench.EFFECTS]
+    lines = [f"`python bench/changes.py` ({trials} trials a cell, seed {seed}, alpha 0.05, min_effect 5 %; "
+             f"{record['recorded_at'][:10]}, the record: `{rel}`):", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return Quote("\n".join(lines), (rel,))   # a page under docs/: named, not linked
+
+
 _AB_ROW = re.compile(r"^\| (?P<stack>[^|]+?) \| (?P<ratio>[\d.]+ \[[\d.-]+\]) \| (?P<on>[\d.]+%) \| "
                      r"(?P<off>[\d.]+%) \| (?P<within>[^|]+?) \|$", re.M)
 _AB_VERDICT = re.compile(r"^verdict: .*standby on against .*?, (?P<rounds>\d+) round\(s\)\): warm run wall on/off "
@@ -257,6 +284,7 @@ QUOTES: dict[str, Callable[[dict], Quote]] = {
     "warm-gpu-rounds": warm_gpu_rounds,
     "warm-cpu-smoke": warm_cpu_smoke,
     "warm-cpu-wrappers": warm_cpu_wrappers,
+    "change-detection": change_detection,
     "warm-standby-ab": warm_standby_ab,
 }
 
