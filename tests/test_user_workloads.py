@@ -465,8 +465,12 @@ def test_the_local_engine_runs_the_users_code_too(tmp_path):
 
     matrix = _project(tmp_path)
     with VenvEngine() as engine:
-        python = engine.interpreter(engine.prepare(Environment(name=TF2, python="3.11", tensorflow="2.15.0",
-                                                               packages=("numpy<2",)), tmp_path / "build.log"))
+        prepared = engine.prepare(Environment(name=TF2, python="3.11", tensorflow="2.15.0", packages=("numpy<2",)),
+                                  tmp_path / "build.log")
+        python = engine.interpreter(prepared)
+    if "stack_imported" in prepared.provenance:  # built by this release: its stack imported once, at build
+        assert prepared.provenance["stack_imported"] == ["numpy", "tensorflow", "tensorflow.keras"]
+        assert list(Path(prepared.handle).glob("lib/python3.11/site-packages/tensorflow/__pycache__/*.pyc"))
     proc = harness("run", str(matrix), "--engine", "local", "--python", f"3.11={python}", "--only", f"{TF2}/*",
                    "--results", str(tmp_path / "results"), timeout=1800)
     results = _results(tmp_path / "results" / "byo")
