@@ -272,6 +272,39 @@ def warm_standby_ab(read: dict) -> Quote:
     return Quote("\n\n".join(said), tuple(rels))   # a page under docs/: named, not linked
 
 
+def warm_gpu_deterministic(read: dict) -> Quote:
+    """Warm against fresh on one GPU with XLA's deterministic ops asked in every cell, as the newest
+    record of ``bench/device/warm-gpu.sh deterministic`` left it: whether every run's accuracy, fresh
+    and warm, was the same bit for bit (the record's per-cell ``accuracy``), and the wall and steady
+    ratios it gave -- the question a GPU's autotuning leaves open on the other arms."""
+    found = sorted(WARM_RECORDS.glob("*-h200*/warm-deterministic.json"), key=lambda p: p.parent.name)
+    if not found:
+        return Quote("No warm run with deterministic GPU ops is recorded yet.", ())
+    path = found[-1]
+    rel = str(path.relative_to(ROOT))
+    try:
+        record = json.loads(path.read_text())
+        measured = record["matrices"][0]
+        arm = next(iter(measured["arms"].values()))
+        [stack] = arm["stacks"]
+        accuracy = arm["accuracy"]
+        setting = " ".join(f"{k}={v}" for k, v in measured["env_added"].items())
+    except (OSError, ValueError, KeyError, IndexError, StopIteration, TypeError):
+        return Quote(f"The newest record ({rel}) holds no measurement this page can quote.", (rel,))
+    ok = [c for c, status in arm["cells"].items() if status == "ok"]
+    bitwise = [c for c in ok if accuracy.get(c) == "bitwise"]
+    batches = sorted({c.split("/")[-2] for c in ok})
+    said = stack["said"]
+    text = (f"On 1 x H200 ({stack['stack']}; {len(ok)} cells, {', '.join(batches)}; `{setting}` in every "
+            f"environment; `bench/device/warm-gpu.sh deterministic`, {measured['rounds']} rounds, "
+            f"{record['recorded_at'][:10]}): validation accuracy the same bit for bit in every fresh and warm "
+            f"run of **{len(bitwise)} of {len(ok)}** cells; the stack's wall warm/fresh **{said['wall']}**, "
+            f"steady samples/s warm/fresh **{said['steady']}** against run-to-run spreads of "
+            f"{said['spread_fresh']} (fresh) and {said['spread_warm']} (warm): within the spread: "
+            f"{stack['within_words']} (the record: `{rel}`).")
+    return Quote(text, (rel,))
+
+
 # Every block a page may hold, by name: its generator. A new measurement quoted on a page gets its
 # generator here, beside the script that records it.
 QUOTES: dict[str, Callable[[dict], Quote]] = {
@@ -286,6 +319,7 @@ QUOTES: dict[str, Callable[[dict], Quote]] = {
     "warm-cpu-wrappers": warm_cpu_wrappers,
     "change-detection": change_detection,
     "warm-standby-ab": warm_standby_ab,
+    "warm-gpu-deterministic": warm_gpu_deterministic,
 }
 
 

@@ -38,18 +38,44 @@ open(path, "w").write(yaml.safe_dump(data, sort_keys=False))
 PY
   echo "$path"
 }
+# the record says what ran in the words of this script, not its temporary paths: the matrix it was
+# made from, the variable added to every environment, and the command that reproduces it
+as_made() {
+  python3 - "$1" "$2" "$3" "$rounds" <<'PY'
+import json
+import sys
+path, arm, setting, rounds = sys.argv[1:]
+record = json.load(open(path))
+record["command"] = ["bench/device/warm-gpu.sh", arm]
+record["rounds_asked"] = int(rounds)
+record["arm"] = arm
+for measured in record["matrices"]:
+    made = measured["matrix"]
+    measured["matrix"] = "matrices/seed000-gpu.yaml"
+    if setting:
+        key, _, value = setting.partition("=")
+        measured["env_added"] = {key: value}
+    measured["verdicts"] = [v.replace(made, measured["matrix"]) for v in measured.get("verdicts", [])]
+    for arm_record in measured["arms"].values():
+        arm_record["verdict"] = arm_record["verdict"].replace(made, measured["matrix"])
+open(path, "w").write(json.dumps(record, indent=1) + "\n")
+PY
+}
 for arm in "$@"; do
   matrix=matrices/seed000-gpu.yaml
   standby=on
+  setting=""
   case "$arm" in
     standby-on) ;;
     standby-off) standby=off ;;
     ab) standby=on,off ;;
-    alloc-alike) matrix="$(with_env XLA_PYTHON_CLIENT_PREALLOCATE=false)" ;;
-    deterministic) matrix="$(with_env XLA_FLAGS=--xla_gpu_deterministic_ops=true)" ;;
+    alloc-alike) setting=XLA_PYTHON_CLIENT_PREALLOCATE=false; matrix="$(with_env "$setting")" ;;
+    deterministic) setting=XLA_FLAGS=--xla_gpu_deterministic_ops=true; matrix="$(with_env "$setting")" ;;
     *) echo "unknown arm: $arm (standby-on, standby-off, alloc-alike, deterministic, ab)" >&2; exit 2 ;;
   esac
   echo "== $arm: $(date -u +%FT%TZ)"
   python3 bench/warm.py "$matrix" --engine local --gpus 0 "${only[@]}" --rounds "$rounds" \
-    --standby "$standby" --record "$out/warm-$arm.json" 2>&1 | tee "$out/warm-$arm.txt"
+    --standby "$standby" --record "$out/warm-$arm.json" 2>&1 | sed "s#$matrix#matrices/seed000-gpu.yaml#g" \
+    | tee "$out/warm-$arm.txt"
+  as_made "$out/warm-$arm.json" "$arm" "$setting"
 done
