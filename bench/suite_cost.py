@@ -60,6 +60,7 @@ _FILE_ROW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+-?\d+(?:\.\d+)?%\s+(\d+)\s+(\S.*?
 _CELLS = re.compile(r"^cells run: (\d+), (\d+) s held; of it (\d+) s \(\d+%\) starting .*?, (\d+) s \(\d+%\) in first")
 _CPU = re.compile(r"^CPU of the tests' own processes: (\d+(?:\.\d+)?) (min|s)\b")
 _CPU_ROW = re.compile(r"^\s*(\d+(?:\.\d+)?) cpu-s  (\S.*?)\s*$")
+_CELLS_ROW = re.compile(r"^\s*(\d+(?:\.\d+)?) held-s\s+(\d+) cells  (\S.*?)\s*$")
 _BUILT = re.compile(r"^environments built: (\d+), (\d+) s of building")
 _BUILT_NONE = re.compile(r"^environments built: none\b")
 _ENGINE = re.compile(r"^\s+(\S+): (\d+), (\d+) s; slowest:")
@@ -128,6 +129,9 @@ def parse(text: str) -> dict:
                                                          "seconds": int(found.group(3))}
         elif found := _CELLS.match(line):
             cells = dict(zip(("count", "seconds", "starting", "first_epoch"), map(int, found.groups()), strict=True))
+        elif (found := _CELLS_ROW.match(line)) and cells is not None:
+            cells.setdefault("by_file", {})[found.group(3)] = {"cells": int(found.group(2)),
+                                                               "held_seconds": float(found.group(1))}
         elif found := _MACHINE.match(line):
             machine = {"cpu": found.group(1), "avx512": found.group(2) == "yes", "cores": int(found.group(3))}
             workers = int(found.group(4)) if found.group(4) else None
@@ -354,6 +358,9 @@ def promise_table(records: list[dict]) -> str:
     for entry in sorted(PROMISES, key=lambda e: -files.get(e["file"], 0)):
         seconds = files.get(entry["file"])
         figure = f"{seconds:,.0f} ({seconds / total:.1%})" if seconds is not None else "--"
+        ran = ((rec.get("cells") or {}).get("by_file") or {}).get(entry["file"])
+        if ran:   # a record from before the ledger named each cell's test file has none
+            figure += f"; {ran['cells']:,} cells, {ran['held_seconds']:,.0f} s held"
         cells = [f"`{entry['file'].removeprefix('tests/')}`", figure, entry["keeps"], entry["run"], entry["least"]]
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(rows)

@@ -9,7 +9,10 @@ Two tables after pytest's own summary:
   its seconds, read from the harness's build ledger (``harness.environments.ledger``) of every cache the run
   used (the user's, and the temporary ones tests make under pytest's base folder); and the **cells
   run**, from the same ledgers: the seconds their processes held, and how much of it went to starting
-  interpreters and importing stacks and to first epochs -- the fixed costs a real-stack test pays.
+  interpreters and importing stacks and to first epochs -- the fixed costs a real-stack test pays;
+  and the cells **by file**: each test runs with the ledger's tag (``ledger.TAG_VARIABLE``) set to its
+  file, so every line its harness runs write says whose it is (the ledgers of caches a passing
+  test removed with its folder are gone by then: those cells are in no count).
 
 Then one line naming the machine: its CPU model, whether it has AVX-512, the cores the run could
 use and the workers. The same commit's summed time has differed more than twofold between machines
@@ -27,6 +30,7 @@ previous run's figures (pytest's cache) or, on a fresh checkout such as CI's, fr
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from collections import defaultdict
@@ -64,6 +68,21 @@ def _cpu() -> float:
     Docker daemon's children, not in it."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The test's file as the ledger's tag, for every harness run the test starts (its fixtures'
+    too), restored after it: set around the whole test, so no test sees it change."""
+    before = os.environ.get(ledger.TAG_VARIABLE)
+    os.environ[ledger.TAG_VARIABLE] = item.nodeid.split("::", 1)[0]
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ledger.TAG_VARIABLE, None)
+        else:
+            os.environ[ledger.TAG_VARIABLE] = before
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -130,6 +149,16 @@ def machine_line(config) -> str:
             f"{workers} worker{'s' if workers != 1 else ''}")
 
 
+def cells_by_file(cells: list[dict]) -> list[tuple[str, tuple[int, float]]]:
+    """The ledger's cell lines by the test file that ran them (their tag), most held first."""
+    by: dict[str, list] = defaultdict(lambda: [0, 0.0])
+    for entry in cells:
+        slot = by[str(entry.get("tag") or "(no test named)")]
+        slot[0] += 1
+        slot[1] += float(entry.get("seconds") or 0)
+    return sorted(((path, (n, round(s, 1))) for path, (n, s) in by.items()), key=lambda kv: -kv[1][1])
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
@@ -178,5 +207,8 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
         first = sum(e.get("first_epoch") or 0 for e in cells)
         write(f"cells run: {len(cells)}, {held:.0f} s held; of it {starting:.0f} s ({starting / held:.0%}) starting "
               f"interpreters and importing stacks, {first:.0f} s ({first / held:.0%}) in first epochs")
+        write("cells by file (held seconds):")
+        for path, (count, seconds) in cells_by_file(cells)[:25]:
+            write(f"{seconds:9.1f} held-s {count:5d} cells  {path}")
     write("")
     write(machine_line(config))

@@ -1,6 +1,7 @@
-"""Proof of engagement, observed for real on virtual CPU devices: every
-multi-device wrapper shows the devices that did its work, and the real Keras 3
-trap (clear_session() after DataParallel is set) is caught as an error."""
+"""Proof of engagement, observed for real on virtual CPU devices: the real Keras 3 trap
+(clear_session() after DataParallel is set) trains on one of the two devices asked, and is caught
+as an error. That every multi-device wrapper shows the devices that did its work is read from the
+wrappers matrix's own cells (tests/test_wrappers.py), which record the same evidence."""
 
 from __future__ import annotations
 
@@ -19,17 +20,6 @@ def results(tmp_path_factory):
     proc = harness("run", "matrices/engagement-cpu.yaml", "--engine", "venv", "--results", str(out), timeout=3600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return {r["cell"]: r for _, r in iter_results(out)}
-
-
-def test_every_engaged_wrapper_shows_two_devices_at_work(results):
-    engaged = {c: r for c, r in results.items() if "trapped" not in c}
-    assert len(engaged) == 5
-    for cell, r in engaged.items():
-        assert r["status"] == "ok", (cell, r.get("error"))
-        evidence = r["engagement"]
-        assert evidence["asked"] == 2 and evidence["ran_on"] == 2, (cell, evidence)
-        assert len(set(evidence["devices"])) == 2, (cell, evidence)
-        assert evidence["how"]
 
 
 def test_a_wrapper_that_trains_on_one_device_is_an_error(results):

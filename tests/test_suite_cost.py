@@ -117,7 +117,9 @@ def test_a_real_log_gives_its_figures(ci_log):
     assert cpu["seconds"] == pytest.approx(sum(cpu["by_file"].values()), abs=1), cpu
     assert 0 < parsed["suite_wall_seconds"] < 300
     # the cells' fixed costs, from the same ledgers: what their processes held, starting and first epochs
-    assert parsed["cells"] == {"count": 2, "seconds": 16, "starting": 4, "first_epoch": 6}, parsed["cells"]
+    # and by the test file that ran them: each test runs with its file as the ledger's tag
+    assert parsed["cells"] == {"count": 2, "seconds": 16, "starting": 4, "first_epoch": 6,
+                               "by_file": {"test_a.py": {"cells": 2, "held_seconds": 16.0}}}, parsed["cells"]
     assert parsed["environments"] == {"count": 3, "seconds": 27, "by_engine": {
         "docker": {"count": 1, "seconds": 20}, "venv": {"count": 2, "seconds": 7}}}
     assert parsed["machine"] == suite_timing.machine()  # the log names the machine it ran on

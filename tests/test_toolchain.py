@@ -124,12 +124,13 @@ def test_a_session_installs_its_part_of_the_lock_and_brings_a_reused_one_back(tm
     assert lockfile.differences(pins, installed(python)) == ([], [], [])
 
 
-def test_the_lock_session_makes_the_same_lock_for_the_same_date_either_way_pip_applies_it(tmp_path):
-    """`nox -s lock -- --as-of <date>` with a pip that has --uploaded-prior-to and with one that has
-    not (it reads the harness's index of files uploaded before the cut-off) makes the same file:
-    the same releases, groups and hashes. Both ask the index as it is now; whether lock.txt is still
-    what its date resolves to is `--check`'s to say (the index's past can grow: the next test)."""
+@pytest.fixture(scope="module")
+def made_both_ways(tmp_path_factory):
+    """The lock for lock.txt's own cut-off, made now by a pip that has --uploaded-prior-to and by one
+    that has not (the pip this Python bundles, older than 26.0: it reads the harness's index of
+    files uploaded before the cut-off). Made once: the check below starts from the same answer."""
     lock = lockfile.read()
+    tmp_path = tmp_path_factory.mktemp("pips")
     older, newer = tmp_path / "older-pip", tmp_path / "newer-pip"
     venv.create(older, with_pip=True)  # the pip this Python bundles: older than 26.0
     venv.create(newer, with_pip=True)  # and the newest pip, which has --uploaded-prior-to
@@ -137,18 +138,26 @@ def test_the_lock_session_makes_the_same_lock_for_the_same_date_either_way_pip_a
                    check=True, capture_output=True, timeout=600)
     pythons = {"own": str(newer / "bin" / "python"), "bundled": str(older / "bin" / "python")}
     with_option = {k: cutoff.pip_has_cutoff(cutoff.pip_version_of(v)) for k, v in pythons.items()}
+    return lock, with_option, {k: resolve.make({PYTHON: v}, lock.cutoff, log=lambda _: None)
+                               for k, v in pythons.items()}
+
+
+def test_the_lock_session_makes_the_same_lock_for_the_same_date_either_way_pip_applies_it(made_both_ways):
+    """`nox -s lock -- --as-of <date>` with a pip that has --uploaded-prior-to and with one that has
+    not (it reads the harness's index of files uploaded before the cut-off) makes the same file:
+    the same releases, groups and hashes. Both ask the index as it is now; whether lock.txt is still
+    what its date resolves to is `--check`'s to say (the index's past can grow: the next test)."""
+    lock, with_option, made = made_both_ways
     assert with_option == {"own": True, "bundled": False}, with_option
-    made = {k: resolve.make({PYTHON: v}, lock.cutoff, log=lambda _: None) for k, v in pythons.items()}
     assert made["own"].text() == made["bundled"].text()
     assert made["own"].select(GROUPS, PYTHON) and made["own"].cutoff == lock.cutoff
 
 
-def test_the_lock_check_names_each_package_the_index_now_resolves_otherwise(tmp_path, capsys):
+def test_the_lock_check_names_each_package_the_index_now_resolves_otherwise(made_both_ways, tmp_path, capsys):
     """`nox -s lock -- --check` makes the lock again for its own cut-off: a lock made now passes
     but for the one pin set back to an older release, which it names with the release the index
     gives instead and that release's upload time; exit 1, and lock.txt is not written."""
-    lock = lockfile.read()
-    fresh = resolve.make({PYTHON: sys.executable}, lock.cutoff, log=lambda _: None)
+    fresh = made_both_ways[2]["own"]   # the lock as the index gives it now (made once, above)
     pin = next(p for p in fresh.pins if p.name == "packaging" and PYTHON in p.pythons)
     proj = releases.project("packaging", refresh=True)
     back = max(v for v in proj.releases() if v < Version(pin.version) and not v.is_prerelease)

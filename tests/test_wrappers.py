@@ -77,3 +77,19 @@ def test_data_parallel_runs_on_jax_host_devices(wrapper_results):
         r = results[f"keras3.15.1-jax/{workload}/data_parallel-c2/b128/r0"]
         assert r["status"] == "ok", (r["cell"], r.get("error"))
         assert r["seen"]["backend"] == "jax" and len(r["seen"]["devices"]) >= 2, r["seen"]
+
+
+def test_every_engaged_wrapper_shows_two_devices_at_work(wrapper_results):
+    """Proof of engagement: every cell that asked two devices and trained says which two did its
+    work, and how that was seen -- on every wrapper and stack the matrix runs, read from its one
+    run (the trap that trains on one device is tests/test_engagement.py's)."""
+    _, results = wrapper_results
+    engaged = {c: r for c, r in results.items() if r["parallelism"].get("devices") == 2 and r["status"] == "ok"}
+    wrappers = {(r["environment"], r["parallelism"]["wrapper"]) for r in engaged.values()}
+    assert {(TF1, "ratio"), (TF1, "make_parallel"), (TF2, "ratio"), (TF2, "mirrored"),
+            ("keras3.15.1-jax", "data_parallel")} <= wrappers, wrappers
+    for cell, r in engaged.items():
+        evidence = r["engagement"]
+        assert evidence["asked"] == 2 and evidence["ran_on"] == 2, (cell, evidence)
+        assert len(set(evidence["devices"])) == 2, (cell, evidence)
+        assert evidence["how"], (cell, evidence)

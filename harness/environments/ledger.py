@@ -11,7 +11,9 @@ of it ``starting`` (the interpreter and the stack's import) and ``first_epoch`` 
 ``engine``, ``environment`` and ``status``: the fixed costs a run pays per process, summed.
 
 It answers "where did the time go" for a run, for ``bench/`` and for the test suite's
-timing table, without reading build logs. A line is written with one ``write`` on a file
+timing table, without reading build logs. Where the caller names itself (``TAG_VARIABLE``: a CI
+job, a test file), every line says so as ``tag``, so that the runs of many callers sharing one
+cache can be told apart afterwards. A line is written with one ``write`` on a file
 opened for appending, so lines of concurrent writers never interleave; the file is
 opened without following a symbolic link, and a line that is not JSON is passed over.
 """
@@ -29,12 +31,16 @@ from harness.files import ownfiles
 from harness.files.paths import cache_dir
 
 FILE = "ledger.jsonl"
+TAG_VARIABLE = "HARNESS_LEDGER_TAG"  # copied into every line this process writes, when set
 MAX_READ = 64 << 20  # bytes read at most: the ledger is a record, not something to trust blindly
 
 
 def append(kind: str, folder: Path | None = None, **fields) -> None:
     """Add one line; never fails the build or download it records (a read-only cache, a full disk)."""
     folder = Path(folder) if folder else cache_dir()
+    tag = os.environ.get(TAG_VARIABLE)
+    if tag:
+        fields = {**fields, "tag": tag[:200]}
     line = json.dumps({"kind": kind, "at": round(time.time(), 3), **fields}, sort_keys=True, default=str) + "\n"
     try:
         folder.mkdir(parents=True, exist_ok=True)
