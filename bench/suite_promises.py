@@ -35,17 +35,18 @@ PROMISES = (
               "mend search to the newest release): one results folder for both would run them once"},
     {"file": "tests/test_wrappers.py",
      "keeps": "every seed workload under every wrapper a CPU can run, on TF 1.12, TF 2.15, Keras 3 on "
-              "TensorFlow and on JAX; each unsupported answer with its reason",
+              "TensorFlow and on JAX; each unsupported answer with its reason; every two-device cell's "
+              "proof that both devices worked (moved here from test_engagement.py, which keeps the trap)",
      "run": "one matrix run (matrices/wrappers-cpu.yaml) read by every test",
      "least": "already one run; a cell's cost is its first epoch's tracing and its start, not its "
               "data: fewer samples or epochs would save little (the steady epochs' seconds are in its results)"},
     {"file": "tests/test_warm.py",
      "keeps": "warm cells give the same statuses, signatures and numbers as fresh ones (venv and Docker), "
               "caches private and keyed, fallbacks to fresh where they must",
-     "run": "the fidelity control fresh, warm and again on both engines, on a one-layer GRU (the promise "
-            "is the launch's, not the model's)",
-     "least": "per cell kind, as now; the Docker pass could read the venv pass's fresh side where the "
-              "stacks are the same"},
+     "run": "the fidelity control fresh, warm and again on the venv engine, warm and again in containers, "
+            "held to the venv pass's fresh side (the same bits either engine), on a one-layer GRU (the "
+            "promise is the launch's, not the model's)",
+     "least": "per cell kind, as now"},
     {"file": "tests/test_verdict_tf.py",
      "keeps": "a real bump verdict three ways: breaks (TF 2.16, with the Keras 3 cause, tf-keras's road "
               "and model.h5 on three stacks), safe (a NumPy patch, with the base's spread), cannot install "
@@ -62,7 +63,8 @@ PROMISES = (
     {"file": "tests/test_toolchain.py",
      "keeps": "the lock is what sessions install, `nox -s lock` makes the same lock either way, `--check` "
               "names what moved, `tests-latest` bisects a planted break to its release",
-     "run": "real nox sessions and real resolutions against the index",
+     "run": "real nox sessions and real resolutions against the index; the lock made now once, for "
+            "both the two-pips test and the check",
      "least": "already the least: the time is the index's answers and real installs"},
     {"file": "tests/test_portability.py",
      "keeps": "the model-file grid: write, read, judge, explain, resume and check a user's own file, on "
