@@ -129,9 +129,7 @@ def _warm_gpu_record(path: Path, how: str = "`bench/device/warm-gpu.sh standby-o
     rel = str(path.relative_to(ROOT))
     try:
         record = json.loads(path.read_text())
-        measured = record["matrices"][0]
-        arm = next(iter(measured["arms"].values()))
-        [stack] = arm["stacks"]
+        measured, arm, stack = _bench_warm_stack(record)
     except (OSError, ValueError, KeyError, IndexError, StopIteration, TypeError):
         return Quote(f"The newest record ({rel}) holds no measurement this page can quote.", (rel,))
     said = stack["said"]
@@ -146,6 +144,28 @@ def _warm_gpu_record(path: Path, how: str = "`bench/device/warm-gpu.sh standby-o
     if bounds:
         text += f"; warm runs {min(bounds):.2f}-{max(bounds):.2f} x their steady-work bound"
     return Quote(text + (f" ([the record]({rel}))." if link else f" (the record: `{rel}`)."), (rel,))
+
+
+def _newest(found: list[Path], missing: str) -> tuple[str, dict] | Quote:
+    """The newest of `found` records (the last, as sorted by the caller), read: its path as the page
+    names it and its JSON; or the Quote a page holds without one (`missing`), or for a record it
+    cannot read."""
+    if not found:
+        return Quote(missing, ())
+    rel = str(found[-1].relative_to(ROOT))
+    try:
+        return rel, json.loads(found[-1].read_text())
+    except (OSError, ValueError):
+        return Quote(f"The newest record ({rel}) holds no measurement this page can quote.", (rel,))
+
+
+def _bench_warm_stack(record: dict) -> tuple[dict, dict, dict]:
+    """A ``harness-bench-warm/1`` record's first matrix, its first arm and that arm's one stack
+    (a KeyError, IndexError or ValueError where the record holds other than that)."""
+    measured = record["matrices"][0]
+    arm = next(iter(measured["arms"].values()))
+    [stack] = arm["stacks"]
+    return measured, arm, stack
 
 
 def _mmm(values: list[float]) -> str:
@@ -219,16 +239,14 @@ CHANGE_RECORDS = ROOT / "bench" / "records" / "changes"
 def change_detection(read: dict) -> Quote:
     """The change-point method's false alarms and power, as the newest ``bench/changes.py --record``
     left them: the bench's own table, row for row."""
-    found = sorted(CHANGE_RECORDS.glob("*.json"))
-    if not found:
-        return Quote("No run of `bench/changes.py` is recorded yet.", ())
-    path = found[-1]
-    rel = str(path.relative_to(ROOT))
+    newest = _newest(sorted(CHANGE_RECORDS.glob("*.json")), "No run of `bench/changes.py` is recorded yet.")
+    if isinstance(newest, Quote):
+        return newest
+    rel, record = newest
     try:
-        record = json.loads(path.read_text())
         rows = [change_bench.table_row(row) for row in record["rows"]]
         trials, seed = record["trials"], record["seed"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return Quote(f"The newest record ({rel}) holds no table this page can quote.", (rel,))
     head = ["repeat CV", "run-to-run CV", "false alarms"] + [f"power {e:.0%}" for e in change_bench.EFFECTS]
     lines = [f"`python bench/changes.py` ({trials} trials a cell, seed {seed}, alpha 0.05, min_effect 5 %; "
@@ -277,19 +295,16 @@ def warm_gpu_deterministic(read: dict) -> Quote:
     record of ``bench/device/warm-gpu.sh deterministic`` left it: whether every run's accuracy, fresh
     and warm, was the same bit for bit (the record's per-cell ``accuracy``), and the wall and steady
     ratios it gave -- the question a GPU's autotuning leaves open on the other arms."""
-    found = sorted(WARM_RECORDS.glob("*-h200*/warm-deterministic.json"), key=lambda p: p.parent.name)
-    if not found:
-        return Quote("No warm run with deterministic GPU ops is recorded yet.", ())
-    path = found[-1]
-    rel = str(path.relative_to(ROOT))
+    newest = _newest(sorted(WARM_RECORDS.glob("*-h200*/warm-deterministic.json"), key=lambda p: p.parent.name),
+                     "No warm run with deterministic GPU ops is recorded yet.")
+    if isinstance(newest, Quote):
+        return newest
+    rel, record = newest
     try:
-        record = json.loads(path.read_text())
-        measured = record["matrices"][0]
-        arm = next(iter(measured["arms"].values()))
-        [stack] = arm["stacks"]
+        measured, arm, stack = _bench_warm_stack(record)
         accuracy = arm["accuracy"]
         setting = " ".join(f"{k}={v}" for k, v in measured["env_added"].items())
-    except (OSError, ValueError, KeyError, IndexError, StopIteration, TypeError):
+    except (ValueError, KeyError, IndexError, StopIteration, TypeError, AttributeError):
         return Quote(f"The newest record ({rel}) holds no measurement this page can quote.", (rel,))
     ok = [c for c, status in arm["cells"].items() if status == "ok"]
     bitwise = [c for c in ok if accuracy.get(c) == "bitwise"]
