@@ -192,18 +192,17 @@ def warm_cpu_wrappers(read: dict) -> Quote:
 
 def _warm_cpu_engines(name: str, what: str) -> Quote:
     """One sentence from the newest ``*-cpu/NAME`` record of bench/warm.py run on both engines."""
-    found = sorted(WARM_RECORDS.glob(f"*-cpu/{name}"))
-    if not found:
-        return Quote(f"No run of {what}, warm against fresh, is recorded yet.", ())
-    path = found[-1]
-    rel = str(path.relative_to(ROOT))
+    newest = _newest(sorted(WARM_RECORDS.glob(f"*-cpu/{name}")),
+                     f"No run of {what}, warm against fresh, is recorded yet.")
+    if isinstance(newest, Quote):
+        return newest
+    rel, record = newest
     try:
-        record = json.loads(path.read_text())
         [measured] = record["matrices"]
         venv, docker = measured["arms"]["venv"], measured["arms"]["docker"]
         engines = measured["engines"]["docker"]
         command = list(record["command"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return Quote(f"The newest record ({rel}) holds no measurement this page can quote.", (rel,))
 
     def within(arm: dict) -> str:

@@ -157,7 +157,8 @@ def test_the_lock_check_names_each_package_the_index_now_resolves_otherwise(made
     """`nox -s lock -- --check` makes the lock again for its own cut-off: a lock made now passes
     but for the one pin set back to an older release, which it names with the release the index
     gives instead and that release's upload time; exit 1, and lock.txt is not written."""
-    fresh = made_both_ways[2]["own"]   # the lock as the index gives it now (made once, above)
+    _, _, made = made_both_ways
+    fresh = made["own"]   # the lock as the index gives it now (made once, above)
     pin = next(p for p in fresh.pins if p.name == "packaging" and PYTHON in p.pythons)
     proj = releases.project("packaging", refresh=True)
     back = max(v for v in proj.releases() if v < Version(pin.version) and not v.is_prerelease)

@@ -41,13 +41,12 @@ PY
 # the record says what ran in the words of this script, not its temporary paths: the matrix it was
 # made from, the variable added to every environment, and the command that reproduces it
 as_made() {
-  python3 - "$1" "$2" "$3" "$rounds" <<'PY'
+  python3 - "$1" "$2" "$3" <<'PY'
 import json
 import sys
-path, arm, setting, rounds = sys.argv[1:]
+path, arm, setting = sys.argv[1:]
 record = json.load(open(path))
-record["command"] = ["bench/device/warm-gpu.sh", arm]
-record["rounds_asked"] = int(rounds)
+record["command"] = ["bench/device/warm-gpu.sh", arm]   # with ROUNDS: the record's own `rounds`
 record["arm"] = arm
 for measured in record["matrices"]:
     made = measured["matrix"]
